@@ -1,0 +1,85 @@
+"""monsession: TensorFlow's MonitoredSession for graph and eager mode, with plugins.
+
+`import monsession` does not import TensorFlow: the names that need it are
+loaded on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from monsession._control_hooks import FeedFnHook, FinalOpsHook, GlobalStepWaiterHook, StopAtStepHook
+from monsession._hook_api import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
+from monsession._hookspecs import hookimpl
+from monsession._timer import SecondOrStepTimer
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "MonitoredSession": "monsession._monitored_session",
+    "SingularMonitoredSession": "monsession._monitored_session",
+    "MonitoredTrainingSession": "monsession._training_session",
+    "USE_DEFAULT": "monsession._training_session",
+    "Scaffold": "monsession._scaffold",
+    "SessionCreator": "monsession._session_creators",
+    "ChiefSessionCreator": "monsession._session_creators",
+    "WorkerSessionCreator": "monsession._session_creators",
+    "EagerSession": "monsession._eager",
+    "get_or_create_global_step": "monsession._global_step",
+    "get_global_step": "monsession._global_step",
+}
+
+if TYPE_CHECKING:
+    from monsession import hooks
+    from monsession._eager import EagerSession
+    from monsession._global_step import get_global_step, get_or_create_global_step
+    from monsession._monitored_session import MonitoredSession, SingularMonitoredSession
+    from monsession._scaffold import Scaffold
+    from monsession._session_creators import (
+        ChiefSessionCreator,
+        SessionCreator,
+        WorkerSessionCreator,
+    )
+    from monsession._training_session import USE_DEFAULT, MonitoredTrainingSession
+
+
+def __getattr__(name: str) -> Any:
+    if name == "hooks":
+        return importlib.import_module("monsession.hooks")
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'monsession' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY, "hooks"])
+
+
+__all__ = [
+    "USE_DEFAULT",
+    "ChiefSessionCreator",
+    "EagerSession",
+    "FeedFnHook",
+    "FinalOpsHook",
+    "GlobalStepWaiterHook",
+    "MonitoredSession",
+    "MonitoredTrainingSession",
+    "Scaffold",
+    "SecondOrStepTimer",
+    "SessionCreator",
+    "SessionRunArgs",
+    "SessionRunContext",
+    "SessionRunHook",
+    "SessionRunValues",
+    "SingularMonitoredSession",
+    "StopAtStepHook",
+    "WorkerSessionCreator",
+    "get_global_step",
+    "get_or_create_global_step",
+    "hookimpl",
+    "hooks",
+]

@@ -1,0 +1,140 @@
+"""The `monsession` command line.
+
+    monsession plugins [--json]   list hook families, failures, blocked plugins
+    monsession --version
+
+Listing never imports TensorFlow: lazy hook class references are shown by
+name, not loaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from monsession import _plugin_manager
+from monsession._plugin_manager import PluginListing, PluginLoadError, PluginSource
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="monsession", description="MonitoredSession for TensorFlow, with plugins."
+    )
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"monsession {_plugin_manager.core_version() or 'unknown'}",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    plugins = commands.add_parser(
+        "plugins", help="list the installed hook families and any that failed to load"
+    )
+    plugins.add_argument("--json", action="store_true", help="print a JSON document")
+    return parser
+
+
+def _source_json(source: PluginSource) -> dict[str, Any]:
+    return {
+        "name": source.name,
+        "distribution": source.distribution,
+        "version": source.version,
+        "entry_point": source.entry_point,
+    }
+
+
+def listing_json(listing: PluginListing) -> dict[str, Any]:
+    """Returns `listing` as a JSON-serializable dict (the ``--json`` output)."""
+    return {
+        "monsession_version": _plugin_manager.core_version(),
+        "autoload": listing.autoload,
+        "plugins": [
+            {
+                **_source_json(info.source),
+                "hook_classes": list(info.hook_classes),
+                "training_arguments": list(info.training_arguments),
+            }
+            for info in listing.plugins
+        ],
+        "failures": [
+            {
+                **_source_json(failure.source),
+                "error": f"{type(failure.error).__name__}: {failure.error}",
+                "message": failure.message,
+            }
+            for failure in listing.failures
+        ],
+        "blocked": [_source_json(source) for source in listing.blocked],
+    }
+
+
+def _describe(source: PluginSource) -> str:
+    return f"{source.describe()}, entry point {source.entry_point or '-'}"
+
+
+def listing_text(listing: PluginListing) -> str:
+    """Returns `listing` as an aligned table followed by failures and blocked plugins."""
+    rows = [("PLUGIN", "DISTRIBUTION", "VERSION", "ENTRY POINT", "HOOK CLASSES")]
+    for info in listing.plugins:
+        source = info.source
+        entry_point = source.entry_point or (
+            "(built in)" if source.name == _plugin_manager.CORE_PLUGIN_NAME else "-"
+        )
+        rows.append(
+            (
+                source.name,
+                source.distribution or "-",
+                source.version or "-",
+                entry_point,
+                ", ".join(info.hook_classes) or "-",
+            )
+        )
+    widths = [max(len(row[column]) for row in rows) for column in range(4)]
+    lines = []
+    for row in rows:
+        padded = [cell.ljust(width) for cell, width in zip(row[:4], widths, strict=True)]
+        lines.append("  ".join([*padded, row[4]]))
+    if listing.failures:
+        lines += ["", f"Failed to load ({len(listing.failures)}):"]
+        lines += [
+            f"  {_describe(failure.source)}: {type(failure.error).__name__}: {failure.error}"
+            for failure in listing.failures
+        ]
+    if listing.blocked:
+        lines += [
+            "",
+            f"Blocked by {_plugin_manager.ENV_DISABLED_PLUGINS} ({len(listing.blocked)}):",
+        ]
+        lines += [f"  {_describe(source)}" for source in listing.blocked]
+    if not listing.autoload:
+        lines += [
+            "",
+            f"Entry-point autoloading is off ({_plugin_manager.ENV_DISABLE_AUTOLOAD} is set); "
+            "only core's plugin and plugins registered by hand are loaded.",
+        ]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the `monsession` command line.
+
+    Args:
+      argv: The arguments, without the program name; defaults to `sys.argv[1:]`.
+
+    Returns:
+      The exit status: 0 on success, 1 when a plugin fails to load in strict
+      mode (`MONSESSION_STRICT_PLUGINS`).
+    """
+    args = _parser().parse_args(argv)
+    try:
+        listing = _plugin_manager.plugin_infos()
+    except PluginLoadError as error:
+        print(f"monsession: error: {error}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(listing_json(listing), indent=2))
+    else:
+        print(listing_text(listing))
+    return 0

@@ -1,0 +1,178 @@
+"""Control hooks shipped with core: stop, feed, final ops, staggered start."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from monsession._hook_api import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
+
+logger = logging.getLogger("monsession")
+
+
+def _check_non_negative(hook: str, name: str, value: Any) -> None:
+    if value is not None and value < 0:
+        raise ValueError(f"{hook}: {name} must be non-negative, got {value!r}.")
+
+
+def _global_step_read(hook: str) -> Any:
+    from monsession._global_step import global_step_read
+
+    tensor = global_step_read()
+    if tensor is None:
+        raise RuntimeError(
+            f"Global step should be created to use {hook}: call "
+            "monsession.get_or_create_global_step() before creating the session."
+        )
+    return tensor
+
+
+def _tf_logging() -> Any:
+    """TensorFlow's logging module, looked up at call time (tests patch it)."""
+    from tensorflow.python.platform import tf_logging
+
+    return tf_logging
+
+
+class StopAtStepHook(SessionRunHook):
+    """Requests a stop after a number of steps, or once a last step is reached.
+
+    Args:
+      num_steps: Steps to run after the session is created.
+      last_step: The global step after which to stop.
+
+    Raises:
+      ValueError: If both or neither are given, or the given one is negative.
+    """
+
+    def __init__(self, num_steps: int | None = None, last_step: int | None = None) -> None:
+        if num_steps is None and last_step is None:
+            raise ValueError("One of num_steps or last_step must be specified.")
+        if num_steps is not None and last_step is not None:
+            raise ValueError("Only one of num_steps or last_step can be specified.")
+        _check_non_negative("StopAtStepHook", "num_steps", num_steps)
+        _check_non_negative("StopAtStepHook", "last_step", last_step)
+        self._num_steps = num_steps
+        self._last_step = last_step
+
+    @property
+    def last_step(self) -> int | None:
+        """The global step this hook stops at (known once the session exists)."""
+        return self._last_step
+
+    def begin(self) -> None:
+        self._global_step_tensor = _global_step_read("StopAtStepHook")
+
+    def after_create_session(self, session: Any, coord: Any) -> None:
+        if self._last_step is None:
+            assert self._num_steps is not None
+            self._last_step = int(session.run(self._global_step_tensor)) + self._num_steps
+
+    def before_run(self, run_context: SessionRunContext) -> SessionRunArgs:
+        return SessionRunArgs(self._global_step_tensor)
+
+    def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+        assert self._last_step is not None
+        # The fetched value may predate this step's increment; read the
+        # variable itself before deciding to stop.
+        if run_values.results + 1 >= self._last_step:
+            if run_context.session.run(self._global_step_tensor) >= self._last_step:
+                run_context.request_stop()
+
+
+class FeedFnHook(SessionRunHook):
+    """Feeds `feed_fn()` into every step.
+
+    Args:
+      feed_fn: A function of no arguments returning the `feed_dict` for a step
+        (tensors to values in graph mode, argument names to values in eager).
+
+    Raises:
+      TypeError: If `feed_fn` is not callable.
+    """
+
+    def __init__(self, feed_fn: Callable[[], Any]) -> None:
+        if not callable(feed_fn):
+            raise TypeError(f"FeedFnHook: feed_fn must be callable, got {feed_fn!r}.")
+        self.feed_fn = feed_fn
+
+    def before_run(self, run_context: SessionRunContext) -> SessionRunArgs:
+        return SessionRunArgs(fetches=None, feed_dict=self.feed_fn())
+
+
+class FinalOpsHook(SessionRunHook):
+    """Evaluates tensors once at the end of the session.
+
+    Args:
+      final_ops: A tensor, a list of tensors or a dict of names to tensors (in
+        eager mode also variables or zero-argument callables).
+      final_ops_feed_dict: The `feed_dict` for evaluating them.
+    """
+
+    def __init__(self, final_ops: Any, final_ops_feed_dict: Any = None) -> None:
+        self._final_ops = final_ops
+        self._final_ops_feed_dict = final_ops_feed_dict
+        self._final_ops_values: Any = None
+
+    @property
+    def final_ops_values(self) -> Any:
+        """The values of `final_ops`, once `end()` ran."""
+        return self._final_ops_values
+
+    def end(self, session: Any) -> None:
+        if self._final_ops is None:
+            return
+        from tensorflow import errors
+
+        try:
+            self._final_ops_values = session.run(
+                self._final_ops, feed_dict=self._final_ops_feed_dict
+            )
+        except (errors.OutOfRangeError, StopIteration):
+            _tf_logging().warning(
+                "FinalOpsHook: evaluating final_ops raised OutOfRangeError or StopIteration: "
+                "the final ops have a dependency back to some input source (for example a "
+                "metric's update op instead of its value op). They should only read variables."
+            )
+            raise
+
+
+class GlobalStepWaiterHook(SessionRunHook):
+    """Holds the first step until the global step reaches `wait_until_step`.
+
+    Used to start workers gradually, e.g. ``wait_until_step=int(K * log(task_id + 1))``.
+
+    Args:
+      wait_until_step: The global step to wait for.
+    """
+
+    def __init__(self, wait_until_step: int) -> None:
+        self._wait_until_step = wait_until_step
+
+    def begin(self) -> None:
+        self._worker_is_started = False
+        self._global_step_tensor = _global_step_read("GlobalStepWaiterHook")
+
+    def before_run(self, run_context: SessionRunContext) -> None:
+        if self._worker_is_started:
+            return None
+        if self._wait_until_step <= 0:
+            self._worker_is_started = True
+            return None
+        logger.info("Waiting for global step %d before starting training.", self._wait_until_step)
+        last_logged_step = 0
+        while True:
+            current_step = run_context.session.run(self._global_step_tensor)
+            if current_step >= self._wait_until_step:
+                self._worker_is_started = True
+                return None
+            if current_step - last_logged_step > 1000:
+                logger.info(
+                    "Waiting for global step %d before starting training. Current step is %d.",
+                    self._wait_until_step,
+                    current_step,
+                )
+                last_logged_step = current_step
+            time.sleep(0.5)

@@ -1,0 +1,197 @@
+"""The eager backend: a session object and a step runner for TF2 loops.
+
+In eager mode there is no graph and no `tf.compat.v1.Session`. The "session"
+is an `EagerSession` whose `run()` calls the step (usually a `tf.function`),
+and the step runner evaluates the hooks' fetches after it. Checkpoint state
+is a `tf.train.Checkpoint` handed over through `Scaffold(saver=...)`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import tensorflow as tf
+
+logger = logging.getLogger("monsession")
+
+_Caller = Callable[..., Any]
+
+
+def _is_step_callable(leaf: Any) -> bool:
+    return callable(leaf) and not isinstance(leaf, (tf.Variable, tf.Tensor))
+
+
+def _accepted_keywords(fn: _Caller) -> frozenset[str] | None:
+    """The keyword names `fn` accepts, or `None` when it takes `**kwargs`."""
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return None
+    usable = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return frozenset(p.name for p in parameters if p.kind in usable)
+
+
+_CONTAINERS = (list, tuple, dict)
+
+
+def _map_structure(fn: _Caller, structure: Any) -> Any:
+    """`tf.nest.map_structure`, with a fast path for the usual single leaf."""
+    if isinstance(structure, _CONTAINERS):
+        return tf.nest.map_structure(fn, structure)
+    return fn(structure)
+
+
+def _describe(fn: Any) -> str:
+    return getattr(fn, "__name__", None) or type(fn).__name__
+
+
+class _StepCaller:
+    """Calls the leaves of a step structure, checking feeds once per shape."""
+
+    def __init__(self) -> None:
+        self._checked: set[tuple[int, frozenset[str]]] = set()
+
+    def check_feeds(self, fn: _Caller, names: frozenset[str], owner_of: Mapping[str, str]) -> None:
+        key = (id(fn), names)
+        if key in self._checked:
+            return
+        accepted = _accepted_keywords(fn)
+        if accepted is not None:
+            for name in sorted(names - accepted):
+                raise TypeError(
+                    f"{owner_of.get(name, 'The caller')} feeds {name!r}, but the step "
+                    f"{_describe(fn)!r} takes no argument of that name; it takes "
+                    f"{sorted(accepted)}."
+                )
+        self._checked.add(key)
+
+    def call(self, fetches: Any, feeds: Mapping[str, Any], owner_of: Mapping[str, str]) -> Any:
+        names = frozenset(feeds)
+
+        def run_leaf(leaf: Any) -> Any:
+            if isinstance(leaf, tf.Variable):
+                return leaf.read_value()
+            if isinstance(leaf, tf.Tensor):
+                return leaf
+            if not callable(leaf):
+                raise TypeError(
+                    f"MonitoredSession.run() in eager mode takes a step: a callable (usually a "
+                    f"tf.function), a tf.Variable, a tensor, or a structure of them. Got "
+                    f"{leaf!r} of type {type(leaf).__name__}."
+                )
+            self.check_feeds(leaf, names, owner_of)
+            return leaf(**feeds)
+
+        return _map_structure(run_leaf, fetches)
+
+
+def _check_feed_keys(feed_dict: Mapping[Any, Any], owner_of: Mapping[Any, str]) -> None:
+    for key in feed_dict:
+        if not isinstance(key, str):
+            raise TypeError(
+                f"{owner_of.get(key, 'The caller')} feeds {key!r}; in eager mode feed_dict "
+                "keys are the names of the step's keyword arguments (strings)."
+            )
+
+
+def to_numpy(value: Any) -> Any:
+    """A tensor or variable as a NumPy value; other values as they are."""
+    if isinstance(value, (tf.Tensor, tf.Variable)):
+        return value.numpy()
+    return value
+
+
+class EagerSession:
+    """The session of eager mode, handed to hooks and to `run_step_fn`.
+
+    `run(fetches, feed_dict=None)` takes a callable (called with `feed_dict`
+    as keyword arguments), a `tf.Variable`, a tensor, or a structure of them,
+    and returns NumPy values, as `tf.compat.v1.Session.run` does in graph
+    mode. `MonitoredSession.run()` itself returns tensors.
+    """
+
+    graph = None
+    sess_str = ""
+
+    def __init__(self) -> None:
+        self._caller = _StepCaller()
+        self._closed = False
+
+    def run(
+        self, fetches: Any, feed_dict: Any = None, options: Any = None, run_metadata: Any = None
+    ) -> Any:
+        """Runs `fetches` and returns their values as NumPy."""
+        return _map_structure(to_numpy, self.call(fetches, feed_dict))
+
+    def call(
+        self, fetches: Any, feed_dict: Any = None, owner_of: Mapping[str, str] | None = None
+    ) -> Any:
+        """Runs `fetches` and returns the step's outputs as they are (tensors)."""
+        if self._closed:
+            raise RuntimeError("Attempted to use a closed EagerSession.")
+        feeds = dict(feed_dict or {})
+        owner_of = owner_of or {}
+        if feeds:
+            _check_feed_keys(feeds, owner_of)
+        return self._caller.call(fetches, feeds, owner_of)
+
+    def close(self) -> None:
+        self._closed = True
+
+
+def _hook_name(hook: Any) -> str:
+    return type(hook).__name__
+
+
+class EagerStepRunner:
+    """Runs the step, then evaluates each hook's fetches as NumPy values.
+
+    Nothing is read back from the device for a hook that fetched nothing, and
+    the caller's results stay tensors.
+    """
+
+    def __init__(self, sess: EagerSession) -> None:
+        self._sess = sess
+
+    def run(
+        self,
+        fetches: Any,
+        hook_fetches: dict[Any, Any],
+        feed_dict: Any,
+        options: Any,
+        run_metadata: Any,
+        feed_owners: Mapping[Any, str],
+    ) -> tuple[Any, dict[Any, Any]]:
+        outputs = self._sess.call(fetches, feed_dict, feed_owners)
+        hook_results = {
+            hook: self._evaluate(hook, requested, outputs)
+            for hook, requested in hook_fetches.items()
+        }
+        return outputs, hook_results
+
+    @staticmethod
+    def _evaluate(hook: Any, requested: Any, outputs: Any) -> Any:
+        def value_of(leaf: Any) -> Any:
+            if isinstance(leaf, str):
+                if not isinstance(outputs, Mapping) or leaf not in outputs:
+                    available = sorted(outputs) if isinstance(outputs, Mapping) else []
+                    raise ValueError(
+                        f"{_hook_name(hook)} fetches {leaf!r}, but the step returned no entry "
+                        f"of that name. The step returned "
+                        + (
+                            f"entries {available}."
+                            if isinstance(outputs, Mapping)
+                            else f"a {type(outputs).__name__}, not a mapping."
+                        )
+                    )
+                leaf = outputs[leaf]
+            elif _is_step_callable(leaf):
+                leaf = leaf()
+            return _map_structure(to_numpy, leaf)
+
+        return _map_structure(value_of, requested)

@@ -1,0 +1,128 @@
+"""The pluggy hook specifications that hook families implement.
+
+A hook family is a distribution with an entry point in the ``monsession``
+group. The entry point names a module (or object) holding implementations of
+the specifications below, marked with `monsession.hookimpl`. Each docstring
+here is the reference documentation of its hook.
+
+pluggy is used to discover and assemble hooks, never inside the training
+loop: `before_run`/`after_run` are called by a plain loop.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import pluggy
+
+PROJECT_NAME = "monsession"
+
+hookspec = pluggy.HookspecMarker(PROJECT_NAME)
+hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+
+# Positions of the default hooks of `MonitoredTrainingSession`, in
+# TensorFlow's order. Chief-only hooks come before all of them and the
+# user's `hooks` after all of them.
+ORDER_STEP_COUNTER = 100
+ORDER_SUMMARY_SAVER = 200
+ORDER_CHECKPOINT_SAVER = 300
+ORDER_OTHER = 1000
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingSettings:
+    """The resolved arguments of a `MonitoredTrainingSession` call.
+
+    `USE_DEFAULT` values are already replaced by TensorFlow's defaults, and
+    `summary_dir` already falls back to `checkpoint_dir`. `explicit` names the
+    arguments the caller passed.
+    """
+
+    master: str
+    is_chief: bool
+    checkpoint_dir: str | None
+    summary_dir: str | None
+    scaffold: Any
+    save_checkpoint_secs: float | None
+    save_checkpoint_steps: int | None
+    save_summaries_steps: int | None
+    save_summaries_secs: float | None
+    log_step_count_steps: int | None
+    save_graph_def: bool
+    config: Any
+    max_wait_secs: float
+    eager: bool
+    explicit: frozenset[str] = frozenset()
+
+
+@dataclasses.dataclass(frozen=True)
+class DefaultHook:
+    """A hook a family adds to `MonitoredTrainingSession`.
+
+    Args:
+      hook: The `SessionRunHook` instance.
+      order: Its position among default hooks; see the ``ORDER_*`` constants.
+    """
+
+    hook: Any
+    order: int = ORDER_OTHER
+
+
+@hookspec
+def monsession_hook_classes() -> Sequence[type | str]:
+    """Returns the hook classes this family provides.
+
+    Each item is a class or a lazy reference ``"package.module:ClassName"``.
+    Lazy references keep `monsession plugins` and `import monsession.hooks`
+    from importing TensorFlow. The class name is the name users import from
+    `monsession.hooks`.
+
+    Example::
+
+        @monsession.hookimpl
+        def monsession_hook_classes():
+            return ["monsession_hooks_summary._summary_saver:SummarySaverHook"]
+    """
+    return ()
+
+
+@hookspec
+def monsession_training_arguments() -> Sequence[str]:
+    """Returns the `MonitoredTrainingSession` arguments this family serves.
+
+    Core uses the answers to tell a user who set, say,
+    ``save_checkpoint_steps=100`` without the checkpoint family installed
+    which distribution to install.
+
+    Example::
+
+        @monsession.hookimpl
+        def monsession_training_arguments():
+            return ["save_checkpoint_secs", "save_checkpoint_steps"]
+    """
+    return ()
+
+
+@hookspec
+def monsession_default_hooks(settings: TrainingSettings) -> Sequence[DefaultHook] | None:
+    """Returns the default hooks this family adds to `MonitoredTrainingSession`.
+
+    Called once per `MonitoredTrainingSession` call, on the chief only (a
+    worker runs only the user's `hooks`, as in TensorFlow).
+
+    Args:
+      settings: The resolved `TrainingSettings` of the call.
+
+    Example::
+
+        @monsession.hookimpl
+        def monsession_default_hooks(settings):
+            if not (settings.checkpoint_dir and settings.save_checkpoint_steps):
+                return None
+            hook = CheckpointSaverHook(settings.checkpoint_dir,
+                                       save_steps=settings.save_checkpoint_steps)
+            return [DefaultHook(hook, ORDER_CHECKPOINT_SAVER)]
+    """
+    return None

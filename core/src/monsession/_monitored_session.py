@@ -1,0 +1,289 @@
+"""`MonitoredSession` and `SingularMonitoredSession`."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import tensorflow as tf
+
+from monsession._hook_api import SessionRunHook
+from monsession._session_creators import ChiefSessionCreator, SessionCreator
+from monsession._session_layers import (
+    _CoordinatedSession,
+    _HookedSession,
+    _RecoverableSession,
+    _WrappedSession,
+)
+
+__all__ = [  # The private layers are importable from here, as in TensorFlow.
+    "MonitoredSession",
+    "SingularMonitoredSession",
+    "_CoordinatedSession",
+    "_HookedSession",
+    "_RecoverableSession",
+    "_WrappedSession",
+]
+from monsession._step_context import StepContext
+from monsession._step_context import StepContext as _StepContext
+
+
+class _CoordinatedSessionCreator(SessionCreator):
+    """Creates the raw session, starts queue runners and notifies the hooks."""
+
+    def __init__(
+        self, session_creator: SessionCreator, hooks: list[Any], stop_grace_period_secs: float
+    ) -> None:
+        self._session_creator = session_creator
+        self._hooks = hooks
+        self._stop_grace_period_secs = stop_grace_period_secs
+        self.coord: Any = None
+        self.tf_sess: Any = None
+
+    def create_session(self) -> _CoordinatedSession:
+        self.tf_sess = self._session_creator.create_session()
+        self.coord = tf.train.Coordinator(clean_stop_exception_types=[])
+        if not tf.executing_eagerly() and tf.compat.v1.get_collection(
+            tf.compat.v1.GraphKeys.QUEUE_RUNNERS
+        ):
+            tf.compat.v1.train.start_queue_runners(sess=self.tf_sess, coord=self.coord)
+        for hook in self._hooks:
+            hook.after_create_session(self.tf_sess, self.coord)
+        return _CoordinatedSession(
+            _HookedSession(self.tf_sess, self._hooks), self.coord, self._stop_grace_period_secs
+        )
+
+
+def _worker_context_creator() -> SessionCreator | None:
+    """The session creator of TensorFlow's distribute-coordinator worker context, if any."""
+    from tensorflow.python.distribute import distribute_coordinator_context
+
+    worker_context = distribute_coordinator_context.get_current_worker_context()
+    return worker_context.session_creator() if worker_context else None
+
+
+def _check_step_fn(step_fn: Callable[..., Any]) -> None:
+    try:
+        names = tuple(inspect.signature(step_fn).parameters)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"`step_fn` must be a function; got {step_fn!r}.") from error
+    if names not in (("step_context",), ("self", "step_context")):
+        raise ValueError(
+            "`step_fn` may either have one `step_context` argument, or `self` and "
+            f"`step_context` arguments if it's an instance method. Got {names} instead."
+        )
+
+
+def _check_hooks(hooks: Iterable[Any] | None) -> list[Any]:
+    checked = list(hooks or [])
+    for index, hook in enumerate(checked):
+        if not all(
+            callable(getattr(hook, name, None))
+            for name in ("begin", "after_create_session", "before_run", "after_run", "end")
+        ):
+            raise TypeError(
+                f"hooks[{index}] is {hook!r}, which is not a SessionRunHook: it lacks "
+                "begin/after_create_session/before_run/after_run/end."
+            )
+    return checked
+
+
+class _MonitoredSession:
+    """The common part of `MonitoredSession` and `SingularMonitoredSession`."""
+
+    StepContext: type[StepContext] = StepContext
+    _CoordinatedSessionCreator = _CoordinatedSessionCreator
+
+    def __init__(
+        self,
+        session_creator: SessionCreator | None,
+        hooks: Iterable[SessionRunHook] | None,
+        should_recover: bool,
+        stop_grace_period_secs: float = 120,
+    ) -> None:
+        self._eager = tf.executing_eagerly()
+        self._graph_was_finalized = (
+            True if self._eager else tf.compat.v1.get_default_graph().finalized
+        )
+        self._hooks = _check_hooks(hooks)
+        for hook in self._hooks:
+            hook.begin()
+        if session_creator is None:
+            session_creator = _worker_context_creator() or ChiefSessionCreator()
+        self._coordinated_creator = _CoordinatedSessionCreator(
+            session_creator, self._hooks, stop_grace_period_secs
+        )
+        self._sess: Any
+        if should_recover:
+            self._sess = _RecoverableSession(self._coordinated_creator)
+        else:
+            self._sess = self._coordinated_creator.create_session()
+
+    @property
+    def graph(self) -> Any:
+        """The graph launched in this session; `None` in eager mode or once closed."""
+        tf_sess = self._tf_sess()
+        return None if tf_sess is None else tf_sess.graph
+
+    def run(
+        self, fetches: Any, feed_dict: Any = None, options: Any = None, run_metadata: Any = None
+    ) -> Any:
+        """Runs one step with the hooks.
+
+        Graph mode: exactly `tf.compat.v1.Session.run()`. Eager mode:
+        `fetches` is the step, a callable (usually a `tf.function`) or a
+        structure of callables, `tf.Variable`s and tensors; `feed_dict`
+        entries are passed to the callables as keyword arguments; the step's
+        outputs are returned as they are (tensors, nothing copied to host).
+
+        Raises:
+          RuntimeError: If the session is closed, or a hook requested a stop.
+        """
+        self._check_open("run")
+        return self._sess.run(
+            fetches, feed_dict=feed_dict, options=options, run_metadata=run_metadata
+        )
+
+    def run_step_fn(self, step_fn: Callable[[_StepContext], Any]) -> Any:
+        """Runs `step_fn(step_context)`, which decides how to run the step.
+
+        Args:
+          step_fn: A function of one argument named `step_context` (or a method
+            with `self` and `step_context`). It can run without hooks through
+            `step_context.session`, with hooks through
+            `step_context.run_with_hooks(...)`, and stop with
+            `step_context.request_stop()`.
+
+        Returns:
+          What `step_fn` returns.
+
+        Raises:
+          StopIteration: If `step_fn` called `request_stop()`.
+          ValueError: If `step_fn` does not have the arguments above.
+        """
+        _check_step_fn(step_fn)
+        self._check_open("run_step_fn")
+        return self._sess.run_step_fn(step_fn, self._tf_sess(), run_with_hooks=None)
+
+    def should_stop(self) -> bool:
+        """True when a hook or the coordinator asked to stop, or once closed."""
+        return self._sess is None or self._sess.should_stop()
+
+    def close(self) -> None:
+        """Calls the hooks' `end()`, then closes the session."""
+        self._close_internal()
+
+    def __enter__(self) -> _MonitoredSession:
+        return self
+
+    def __exit__(self, exception_type: Any, exception_value: Any, traceback: Any) -> bool:
+        if exception_type in (tf.errors.OutOfRangeError, StopIteration):
+            exception_type = None
+        self._close_internal(exception_type)
+        return exception_type is None
+
+    def _check_open(self, method: str) -> None:
+        if self._sess is None:
+            raise RuntimeError(f"{type(self).__name__}.{method}() called after close().")
+
+    def _close_internal(self, exception_type: Any = None) -> None:
+        try:
+            if not exception_type:
+                for hook in self._hooks:
+                    hook.end(self._coordinated_creator.tf_sess)
+        finally:
+            try:
+                if self._sess is None:
+                    raise RuntimeError("Session is already closed.")
+                self._sess.close()
+            finally:
+                self._sess = None
+                self._coordinated_creator.tf_sess = None
+                self._coordinated_creator.coord = None
+                if not self._graph_was_finalized:
+                    tf.compat.v1.get_default_graph()._unsafe_unfinalize()
+
+    def _is_closed(self) -> bool:
+        """Whether the session is closed (for tests)."""
+        return self._coordinated_creator.tf_sess is None
+
+    def _tf_sess(self) -> Any:
+        """The raw session; using it from user code invites races."""
+        return self._coordinated_creator.tf_sess
+
+
+class MonitoredSession(_MonitoredSession):
+    """A session-like object that creates, initializes, recovers and runs hooks.
+
+    On creation it calls each hook's `begin()`, finalizes the graph through the
+    scaffold, creates the session (initializing the model or restoring the
+    latest checkpoint), starts queue runners and calls `after_create_session()`.
+    Each `run()` calls `before_run()`, one merged step, `after_run()` and returns
+    the caller's results. `AbortedError` and `UnavailableError` re-create the
+    session (restoring the latest checkpoint) and retry. `close()` calls `end()`
+    and closes the session; as a context manager it also ends cleanly on
+    `OutOfRangeError` and `StopIteration`, and skips `end()` on other errors.
+
+    Works in graph mode and, with the same hooks, in eager mode (see `run()`).
+
+    Args:
+      session_creator: A `SessionCreator`; `ChiefSessionCreator()` by default.
+      hooks: An iterable of `SessionRunHook`s, called in order.
+      stop_grace_period_secs: Seconds given to threads to stop on `close()`.
+    """
+
+    def __init__(
+        self,
+        session_creator: SessionCreator | None = None,
+        hooks: Iterable[SessionRunHook] | None = None,
+        stop_grace_period_secs: float = 120,
+    ) -> None:
+        super().__init__(
+            session_creator,
+            hooks,
+            should_recover=True,
+            stop_grace_period_secs=stop_grace_period_secs,
+        )
+
+
+class SingularMonitoredSession(_MonitoredSession):
+    """A `MonitoredSession` for one process, without recovery, with `raw_session()`.
+
+    Always a chief; errors are not recovered from; `raw_session()` gives the
+    underlying session to run without hooks, save or restore.
+
+    Args:
+      hooks: An iterable of `SessionRunHook`s.
+      scaffold: A `Scaffold`; a default one when `None`.
+      master: The TensorFlow master to connect to (graph mode).
+      config: A `tf.compat.v1.ConfigProto` (graph mode).
+      checkpoint_dir: Directory whose latest checkpoint is restored.
+      stop_grace_period_secs: Seconds given to threads to stop on `close()`.
+      checkpoint_filename_with_path: A checkpoint file to restore instead.
+    """
+
+    def __init__(
+        self,
+        hooks: Iterable[SessionRunHook] | None = None,
+        scaffold: Any = None,
+        master: str = "",
+        config: Any = None,
+        checkpoint_dir: str | None = None,
+        stop_grace_period_secs: float = 120,
+        checkpoint_filename_with_path: str | None = None,
+    ) -> None:
+        creator = ChiefSessionCreator(
+            scaffold=scaffold,
+            master=master,
+            config=config,
+            checkpoint_dir=checkpoint_dir,
+            checkpoint_filename_with_path=checkpoint_filename_with_path,
+        )
+        super().__init__(
+            creator, hooks, should_recover=False, stop_grace_period_secs=stop_grace_period_secs
+        )
+
+    def raw_session(self) -> Any:
+        """The underlying `tf.compat.v1.Session` (or `EagerSession`)."""
+        return self._tf_sess()

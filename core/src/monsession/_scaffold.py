@@ -1,0 +1,283 @@
+"""`Scaffold`: the pieces needed to create, initialize and save a session."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import tensorflow as tf
+
+logger = logging.getLogger("monsession")
+
+_v1 = tf.compat.v1
+_GraphKeys = _v1.GraphKeys
+
+
+def _first_not_none(value: Any, fallback: Any) -> Any:
+    return value if value is not None else fallback
+
+
+def _is_object_checkpoint(saver: Any) -> bool:
+    return isinstance(saver, (tf.train.Checkpoint, tf.train.CheckpointManager))
+
+
+class Scaffold:
+    """Gathers or builds the pieces used to initialize, restore and save.
+
+    Pieces not passed to the constructor are picked from the graph's
+    collections by `finalize()`, or created and added to them when missing.
+
+    In eager mode there is no graph to finalize: pass the
+    `tf.train.Checkpoint` (or `tf.train.CheckpointManager`) that holds the
+    model, optimizer and global step as `saver`. The chief restores the latest
+    checkpoint of `checkpoint_dir` into it, and the checkpoint family saves it.
+
+    Args:
+      init_op: Op initializing the variables.
+      init_feed_dict: Feeds used when running `init_op`.
+      init_fn: Called as `init_fn(scaffold, session)` after `init_op` when the
+        model is initialized rather than restored.
+      ready_op: Op returning an empty 1-D string tensor when the variables are
+        initialized, or the names of those that are not.
+      ready_for_local_init_op: Like `ready_op`, for the global variables that
+        `local_init_op` needs.
+      local_init_op: Op initializing the local variables.
+      summary_op: Op merging the summaries into a serialized `Summary`.
+      saver: A `tf.compat.v1.train.Saver`; or a `tf.train.Checkpoint` (graph
+        mode: saved object-based; eager mode: the state to restore and save),
+        or in eager mode a `tf.train.CheckpointManager`.
+      copy_from_scaffold: A `Scaffold` whose pieces fill the arguments not
+        given here.
+      local_init_feed_dict: Feeds used when running `local_init_op`.
+
+    Raises:
+      TypeError: If `copy_from_scaffold` is not a `Scaffold`.
+    """
+
+    def __init__(
+        self,
+        init_op: Any = None,
+        init_feed_dict: Any = None,
+        init_fn: Callable[[Scaffold, Any], None] | None = None,
+        ready_op: Any = None,
+        ready_for_local_init_op: Any = None,
+        local_init_op: Any = None,
+        summary_op: Any = None,
+        saver: Any = None,
+        copy_from_scaffold: Scaffold | None = None,
+        local_init_feed_dict: Any = None,
+    ) -> None:
+        if copy_from_scaffold is not None:
+            if not isinstance(copy_from_scaffold, Scaffold):
+                raise TypeError(
+                    "copy_from_scaffold is not a Scaffold instance: got "
+                    f"{type(copy_from_scaffold).__name__}."
+                )
+            other = copy_from_scaffold
+            init_op = _first_not_none(init_op, other.init_op)
+            init_feed_dict = _first_not_none(init_feed_dict, other.init_feed_dict)
+            init_fn = _first_not_none(init_fn, other.user_init_fn)
+            ready_op = _first_not_none(ready_op, other.ready_op)
+            ready_for_local_init_op = _first_not_none(
+                ready_for_local_init_op, other.ready_for_local_init_op
+            )
+            local_init_op = _first_not_none(local_init_op, other.local_init_op)
+            local_init_feed_dict = _first_not_none(local_init_feed_dict, other.local_init_feed_dict)
+            summary_op = _first_not_none(summary_op, other.summary_op)
+            saver = _first_not_none(saver, other.saver)
+        self._user_init_fn: Callable[[Scaffold, Any], None] | None = init_fn
+        self._init_op = init_op
+        self._init_feed_dict = init_feed_dict
+        self._ready_op = ready_op
+        self._ready_for_local_init_op = ready_for_local_init_op
+        self._local_init_op = local_init_op
+        self._local_init_feed_dict = local_init_feed_dict
+        self._summary_op = summary_op
+        self._saver = saver
+
+    def finalize(self) -> Scaffold:
+        """Creates the missing pieces and finalizes the default graph.
+
+        In eager mode there is nothing to build and this only returns.
+
+        Returns:
+          This scaffold.
+        """
+        if tf.executing_eagerly():
+            return self
+        if self._init_op is None:
+            self._init_op = Scaffold.get_or_default("init_op", _GraphKeys.INIT_OP, _default_init_op)
+        if self._ready_op is None:
+            self._ready_op = Scaffold.get_or_default(
+                "ready_op", _GraphKeys.READY_OP, _default_ready_op
+            )
+        if self._ready_for_local_init_op is None:
+            self._ready_for_local_init_op = Scaffold.get_or_default(
+                "ready_for_local_init_op",
+                _GraphKeys.READY_FOR_LOCAL_INIT_OP,
+                _default_ready_for_local_init_op,
+            )
+        if self._local_init_op is None:
+            self._local_init_op = Scaffold.get_or_default(
+                "local_init_op", _GraphKeys.LOCAL_INIT_OP, Scaffold.default_local_init_op
+            )
+        if self._summary_op is None:
+            self._summary_op = Scaffold.get_or_default(
+                "summary_op", _GraphKeys.SUMMARY_OP, _v1.summary.merge_all
+            )
+        if self._saver is None:
+            self._saver = _default_saver()
+        if isinstance(self._saver, tf.train.Checkpoint):
+            self._saver = _v1.train.Saver(var_list=_checkpoint_saveables(self._saver), sharded=True)
+        else:
+            self._saver.build()
+        _v1.get_default_graph().finalize()
+        logger.info("Graph was finalized.")
+        return self
+
+    @property
+    def init_fn(self) -> Callable[[Any], None] | None:
+        """`init_fn` bound to this scaffold: called as `init_fn(session)`."""
+        user_init_fn = self._user_init_fn
+        if user_init_fn is None:
+            return None
+        return lambda session: user_init_fn(self, session)
+
+    @property
+    def user_init_fn(self) -> Callable[[Scaffold, Any], None] | None:
+        """`init_fn` as given to the constructor: called as `init_fn(scaffold, session)`."""
+        return self._user_init_fn
+
+    @property
+    def init_op(self) -> Any:
+        return self._init_op
+
+    @property
+    def ready_op(self) -> Any:
+        return self._ready_op
+
+    @property
+    def ready_for_local_init_op(self) -> Any:
+        return self._ready_for_local_init_op
+
+    @property
+    def local_init_op(self) -> Any:
+        return self._local_init_op
+
+    @property
+    def local_init_feed_dict(self) -> Any:
+        return self._local_init_feed_dict
+
+    @property
+    def summary_op(self) -> Any:
+        return self._summary_op
+
+    @property
+    def saver(self) -> Any:
+        return self._saver
+
+    @property
+    def init_feed_dict(self) -> Any:
+        return self._init_feed_dict
+
+    @staticmethod
+    def get_or_default(
+        arg_name: str, collection_key: str, default_constructor: Callable[[], Any]
+    ) -> Any:
+        """Returns the single item of a graph collection, or builds and adds one.
+
+        Args:
+          arg_name: The `Scaffold` argument that would override the item.
+          collection_key: The graph collection to look in.
+          default_constructor: Builds the item when the collection is empty.
+
+        Raises:
+          RuntimeError: If the collection holds more than one item.
+        """
+        elements = _v1.get_collection(collection_key)
+        if elements:
+            if len(elements) > 1:
+                raise RuntimeError(
+                    f'More than one item in the collection "{collection_key}". Please indicate '
+                    f"which one to use by passing it to the Scaffold constructor as: "
+                    f"Scaffold({arg_name}=item to use)"
+                )
+            return elements[0]
+        op = default_constructor()
+        if op is not None:
+            _v1.add_to_collection(collection_key, op)
+        return op
+
+    @staticmethod
+    def default_local_init_op() -> Any:
+        """Groups the local variable, table and local resource initializers."""
+        return tf.group(
+            _v1.local_variables_initializer(),
+            _v1.tables_initializer(),
+            _initialize_resources(_local_resources()),
+        )
+
+
+# TensorFlow has no public API for the resource collections a default init
+# op must cover; these helpers keep that dependency in one place.
+def _resources_module() -> Any:
+    from tensorflow.python.ops import resources
+
+    return resources
+
+
+def _local_resources() -> Any:
+    return _resources_module().local_resources()
+
+
+def _initialize_resources(resources: Any) -> Any:
+    return _resources_module().initialize_resources(resources)
+
+
+def _default_init_op() -> Any:
+    resources = _resources_module()
+    return tf.group(
+        _v1.global_variables_initializer(),
+        resources.initialize_resources(resources.shared_resources()),
+        _v1.get_collection("saved_model_initializers"),
+    )
+
+
+def _default_ready_op() -> Any:
+    resources = _resources_module()
+    return tf.concat(
+        [_v1.report_uninitialized_variables(), resources.report_uninitialized_resources()], 0
+    )
+
+
+def _default_ready_for_local_init_op() -> Any:
+    resources = _resources_module()
+    return tf.concat(
+        [
+            _v1.report_uninitialized_variables(_v1.global_variables()),
+            resources.report_uninitialized_resources(resources.shared_resources()),
+        ],
+        0,
+    )
+
+
+def _default_saver() -> Any:
+    """The graph's single saver from the SAVERS collection, or a new one."""
+    savers = _v1.get_collection(_GraphKeys.SAVERS)
+    if savers:
+        if len(savers) > 1:
+            raise RuntimeError(
+                f"More than one item in the collection {_GraphKeys.SAVERS}. Please pass the "
+                "saver to use to the Scaffold constructor as Scaffold(saver=...)."
+            )
+        return savers[0]
+    saver = _v1.train.Saver(sharded=True, allow_empty=True)
+    _v1.add_to_collection(_GraphKeys.SAVERS, saver)
+    return saver
+
+
+def _checkpoint_saveables(checkpoint: Any) -> Any:
+    from tensorflow.python.checkpoint import graph_view
+
+    return graph_view.ObjectGraphView(checkpoint).frozen_saveable_objects()

@@ -1,0 +1,160 @@
+"""Session creators: how the chief and the workers get a ready session."""
+
+from __future__ import annotations
+
+import abc
+import logging
+from typing import Any
+
+import tensorflow as tf
+
+from monsession._eager import EagerSession
+from monsession._scaffold import Scaffold
+
+logger = logging.getLogger("monsession")
+
+
+class SessionCreator(metaclass=abc.ABCMeta):
+    """A factory for sessions."""
+
+    @abc.abstractmethod
+    def create_session(self) -> Any:
+        """Returns a ready session (graph mode) or `EagerSession` (eager mode)."""
+        raise NotImplementedError(f"create_session is not implemented for {self}.")
+
+
+class _ScaffoldedCreator(SessionCreator):
+    """Shared by the chief and worker creators: a scaffold and a SessionManager."""
+
+    def __init__(self, scaffold: Scaffold | None, master: str, config: Any) -> None:
+        self._scaffold = scaffold or Scaffold()
+        self._session_manager: Any = None
+        self._master = master
+        self._config = config
+
+    def _get_session_manager(self) -> Any:
+        if self._session_manager is None:
+            self._session_manager = tf.compat.v1.train.SessionManager(
+                local_init_op=self._scaffold.local_init_op,
+                local_init_feed_dict=self._scaffold.local_init_feed_dict,
+                ready_op=self._scaffold.ready_op,
+                ready_for_local_init_op=self._scaffold.ready_for_local_init_op,
+                graph=tf.compat.v1.get_default_graph(),
+            )
+        return self._session_manager
+
+
+class ChiefSessionCreator(_ScaffoldedCreator):
+    """Creates the chief's session: initializes, or restores the latest checkpoint.
+
+    Graph mode: a `tf.compat.v1.Session` prepared by a `SessionManager` with the
+    scaffold's ops and saver. Eager mode: the scaffold's `tf.train.Checkpoint`
+    (or `CheckpointManager`) restores the latest checkpoint, otherwise the
+    scaffold's `init_fn` runs.
+
+    Args:
+      scaffold: A `Scaffold`; a default one when `None`.
+      master: The TensorFlow master to connect to (graph mode).
+      config: A `tf.compat.v1.ConfigProto` for the session (graph mode).
+      checkpoint_dir: Directory whose latest checkpoint is restored.
+      checkpoint_filename_with_path: A checkpoint file to restore instead.
+    """
+
+    def __init__(
+        self,
+        scaffold: Scaffold | None = None,
+        master: str = "",
+        config: Any = None,
+        checkpoint_dir: str | None = None,
+        checkpoint_filename_with_path: str | None = None,
+    ) -> None:
+        super().__init__(scaffold, master, config)
+        self._checkpoint_dir = checkpoint_dir
+        self._checkpoint_filename_with_path = checkpoint_filename_with_path
+
+    def create_session(self) -> Any:
+        self._scaffold.finalize()
+        if tf.executing_eagerly():
+            return self._create_eager_session()
+        return self._get_session_manager().prepare_session(
+            self._master,
+            saver=self._scaffold.saver,
+            checkpoint_dir=self._checkpoint_dir,
+            checkpoint_filename_with_path=self._checkpoint_filename_with_path,
+            config=self._config,
+            init_op=self._scaffold.init_op,
+            init_feed_dict=self._scaffold.init_feed_dict,
+            init_fn=self._scaffold.init_fn,
+        )
+
+    def _create_eager_session(self) -> EagerSession:
+        session = EagerSession()
+        if not restore_eager_checkpoint(
+            self._scaffold.saver, self._checkpoint_dir, self._checkpoint_filename_with_path
+        ):
+            init_fn = self._scaffold.init_fn
+            if init_fn is not None:
+                init_fn(session)
+        return session
+
+
+class WorkerSessionCreator(_ScaffoldedCreator):
+    """Creates a worker's session: waits until the chief has initialized the model.
+
+    Args:
+      scaffold: A `Scaffold`; a default one when `None`.
+      master: The TensorFlow master to connect to (graph mode).
+      config: A `tf.compat.v1.ConfigProto` for the session (graph mode).
+      max_wait_secs: How long to wait for the session to become ready.
+    """
+
+    def __init__(
+        self,
+        scaffold: Scaffold | None = None,
+        master: str = "",
+        config: Any = None,
+        max_wait_secs: float = 30 * 60,
+    ) -> None:
+        super().__init__(scaffold, master, config)
+        self._max_wait_secs = max_wait_secs
+
+    def create_session(self) -> Any:
+        self._scaffold.finalize()
+        if tf.executing_eagerly():
+            return EagerSession()
+        return self._get_session_manager().wait_for_session(
+            self._master, config=self._config, max_wait_secs=self._max_wait_secs
+        )
+
+
+def restore_eager_checkpoint(
+    saver: Any, checkpoint_dir: str | None, checkpoint_path: str | None = None
+) -> bool:
+    """Restores the latest eager checkpoint into `saver`; returns whether one was.
+
+    Args:
+      saver: A `tf.train.Checkpoint`, a `tf.train.CheckpointManager` or `None`.
+      checkpoint_dir: Directory to take the latest checkpoint from. Defaults
+        to the manager's directory for a `CheckpointManager`.
+      checkpoint_path: A checkpoint prefix to restore instead.
+
+    Raises:
+      ValueError: If there is a checkpoint to restore but no `tf.train.Checkpoint`
+        to restore it into.
+    """
+    checkpoint = saver
+    if isinstance(saver, tf.train.CheckpointManager):
+        checkpoint = saver.checkpoint
+        checkpoint_dir = checkpoint_dir or saver.directory
+    path = checkpoint_path or (checkpoint_dir and tf.train.latest_checkpoint(checkpoint_dir))
+    if not path:
+        return False
+    if not isinstance(checkpoint, tf.train.Checkpoint):
+        raise ValueError(
+            f"Found checkpoint {path!r} to restore, but in eager mode there is nothing to "
+            f"restore it into: Scaffold.saver is {saver!r}. Pass the state as "
+            "Scaffold(saver=tf.train.Checkpoint(model=..., optimizer=..., step=global_step))."
+        )
+    checkpoint.restore(path).assert_existing_objects_matched()
+    logger.info("Restored checkpoint %s.", path)
+    return True

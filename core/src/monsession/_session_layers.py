@@ -1,0 +1,302 @@
+"""The layers of a monitored session, each with one job.
+
+From the inside out: `_HookedSession` runs the hooks around each step,
+`_CoordinatedSession` stops threads through a coordinator, and
+`_RecoverableSession` re-creates everything after a preemption error. They
+work the same on a graph-mode `tf.compat.v1.Session` and on the eager
+backend's `EagerSession`; only the step runner differs (see `_runners`).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import tensorflow as tf
+
+from monsession._hook_api import SessionRunArgs, SessionRunContext, SessionRunValues
+from monsession._runners import make_step_runner
+from monsession._step_context import StepContext
+
+logger = logging.getLogger("monsession")
+
+PREEMPTION_ERRORS = (tf.errors.AbortedError, tf.errors.UnavailableError)
+
+
+class _WrappedSession:
+    """Forwards to a wrapped session; adds `should_stop` and a quiet `close`."""
+
+    def __init__(self, sess: Any) -> None:
+        self._sess = sess
+        self._wrapped_is_stoppable = isinstance(sess, _WrappedSession)
+
+    @property
+    def graph(self) -> Any:
+        return self._sess.graph
+
+    @property
+    def sess_str(self) -> Any:
+        return self._sess.sess_str
+
+    def should_stop(self) -> bool:
+        """True when this layer or a wrapped one wants to stop, or after close."""
+        if self._check_stop():
+            return True
+        if self._sess:
+            return self._wrapped_is_stoppable and self._sess.should_stop()
+        return True
+
+    def _check_stop(self) -> bool:
+        """This layer's own stop condition."""
+        return False
+
+    def close(self) -> None:
+        if self._sess:
+            try:
+                self._sess.close()
+            except PREEMPTION_ERRORS as error:
+                logger.error("Closing the session failed, probably through a preemption: %s", error)
+            finally:
+                self._sess = None
+
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        return self._sess.run(*args, **kwargs)
+
+    def run_step_fn(self, step_fn: Any, raw_session: Any, run_with_hooks: Any) -> Any:
+        return step_fn(StepContext(raw_session, run_with_hooks or self.run))
+
+
+class _RecoverableSession(_WrappedSession):
+    """Re-creates the wrapped session when a step raises a preemption error.
+
+    Args:
+      sess_creator: A `SessionCreator` whose `create_session()` gives the
+        session to wrap; called again after each preemption.
+    """
+
+    def __init__(self, sess_creator: Any) -> None:
+        self._sess_creator = sess_creator
+        super().__init__(self._create_session())
+
+    def _create_session(self) -> Any:
+        while True:
+            try:
+                return self._sess_creator.create_session()
+            except PREEMPTION_ERRORS as error:
+                logger.info("Creating the session failed (%s); trying again.", error)
+
+    def _recover(self, error: Exception) -> None:
+        logger.info(
+            "%s: %s. Closing the session and creating a new one from the latest checkpoint.",
+            type(error).__name__,
+            error,
+        )
+        self.close()
+        self._sess = None
+
+    def _check_stop(self) -> bool:
+        try:
+            if self._sess:
+                return self._sess._check_stop()
+            return True
+        except PREEMPTION_ERRORS as error:
+            self._recover(error)
+            self._sess = self._create_session()
+            return False
+        except Exception:
+            return True
+
+    def run(
+        self, fetches: Any, feed_dict: Any = None, options: Any = None, run_metadata: Any = None
+    ) -> Any:
+        while True:
+            try:
+                if not self._sess:
+                    self._sess = self._create_session()
+                return self._sess.run(
+                    fetches, feed_dict=feed_dict, options=options, run_metadata=run_metadata
+                )
+            except PREEMPTION_ERRORS as error:
+                self._recover(error)
+
+    def run_step_fn(self, step_fn: Any, raw_session: Any, run_with_hooks: Any) -> Any:
+        while True:
+            try:
+                if not self._sess:
+                    self._sess = self._create_session()
+                return self._sess.run_step_fn(step_fn, raw_session, self._sess.run)
+            except PREEMPTION_ERRORS as error:
+                self._recover(error)
+
+
+class _CoordinatedSession(_WrappedSession):
+    """Reports step errors to a coordinator and joins its threads on close.
+
+    Args:
+      sess: The session to wrap.
+      coord: A `tf.train.Coordinator`.
+      stop_grace_period_secs: Seconds given to threads to stop on `close()`.
+    """
+
+    def __init__(self, sess: Any, coord: Any, stop_grace_period_secs: float = 120) -> None:
+        super().__init__(sess)
+        self._coord = coord
+        self._stop_grace_period_secs = stop_grace_period_secs
+
+    def _check_stop(self) -> bool:
+        self._coord.raise_requested_exception()
+        return self._coord.should_stop()
+
+    def close(self) -> None:
+        self._coord.request_stop()
+        try:
+            self._coord.join(
+                stop_grace_period_secs=self._stop_grace_period_secs, ignore_live_threads=True
+            )
+        finally:
+            try:
+                super().close()
+            except Exception:
+                pass
+
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return self._sess.run(*args, **kwargs)
+        except PREEMPTION_ERRORS:
+            raise
+        except Exception as step_error:
+            # A thread's error explains a failed step better than the step's
+            # own error, unless the thread's error is itself not recoverable.
+            try:
+                self._coord.raise_requested_exception()
+            except PREEMPTION_ERRORS:
+                raise
+            except Exception:
+                raise step_error from None
+            raise
+
+
+def _is_run_args(value: Any) -> bool:
+    """Accepts ours and `tf.compat.v1.train.SessionRunArgs` (same fields)."""
+    return isinstance(value, tuple) and getattr(type(value), "_fields", None) == (
+        SessionRunArgs._fields
+    )
+
+
+def _raise_if_feeds_intersect(feeds1: Any, feeds2: Any, message: str) -> None:
+    conflicts = set(feeds1) & set(feeds2)
+    if conflicts:
+        raise RuntimeError(f"{message} Conflict(s): {list(conflicts)}")
+
+
+def _merge_run_options(options: Any, incoming: Any) -> None:
+    """Merges `incoming` into `options`: numbers take the larger, flags OR."""
+    options.trace_level = max(options.trace_level, incoming.trace_level)
+    options.timeout_in_ms = max(options.timeout_in_ms, incoming.timeout_in_ms)
+    options.inter_op_thread_pool = max(options.inter_op_thread_pool, incoming.inter_op_thread_pool)
+    options.output_partition_graphs = (
+        options.output_partition_graphs or incoming.output_partition_graphs
+    )
+    options.debug_options.debug_tensor_watch_opts.extend(
+        incoming.debug_options.debug_tensor_watch_opts
+    )
+    options.debug_options.reset_disk_byte_usage = (
+        options.debug_options.reset_disk_byte_usage or incoming.debug_options.reset_disk_byte_usage
+    )
+    options.report_tensor_allocations_upon_oom = (
+        options.report_tensor_allocations_upon_oom or incoming.report_tensor_allocations_upon_oom
+    )
+
+
+class _HookedSession(_WrappedSession):
+    """Calls the hooks around each step and merges their requests into it.
+
+    Args:
+      sess: A `tf.compat.v1.Session`, an `EagerSession` or a wrapped session.
+      hooks: The `SessionRunHook`s, called in this order.
+    """
+
+    def __init__(self, sess: Any, hooks: Any) -> None:
+        super().__init__(sess)
+        self._hooks = list(hooks)
+        self._should_stop = False
+        self._runner = make_step_runner(sess)
+        self._empty_options = tf.compat.v1.RunOptions()
+        self._empty_metadata = tf.compat.v1.RunMetadata()
+
+    def _check_stop(self) -> bool:
+        return self._should_stop
+
+    def run(
+        self, fetches: Any, feed_dict: Any = None, options: Any = None, run_metadata: Any = None
+    ) -> Any:
+        if self.should_stop():
+            raise RuntimeError("Run called even after should_stop requested.")
+        run_context = SessionRunContext(SessionRunArgs(fetches, feed_dict), self._sess)
+        hook_fetches, feed_dict, options, feed_owners = self._call_before_run(
+            run_context, feed_dict, options
+        )
+        if options is not None and run_metadata is None:
+            run_metadata = tf.compat.v1.RunMetadata()
+        caller_results, hook_results = self._runner.run(
+            fetches, hook_fetches, feed_dict, options, run_metadata, feed_owners
+        )
+        # Hooks that asked for no options see empty protos, as in TensorFlow,
+        # but these are allocated once, not on every step.
+        run_values_options = self._empty_options if options is None else options
+        run_values_metadata = self._empty_metadata if run_metadata is None else run_metadata
+        for hook in self._hooks:
+            results = hook_results[hook] if hook in hook_results else None
+            hook.after_run(
+                run_context, SessionRunValues(results, run_values_options, run_values_metadata)
+            )
+        self._should_stop = self._should_stop or run_context.stop_requested
+        return caller_results
+
+    def _call_before_run(
+        self, run_context: SessionRunContext, user_feeds: Any, options: Any
+    ) -> tuple[dict[Any, Any], Any, Any, dict[Any, str]]:
+        """Collects the hooks' requests: fetches per hook, merged feeds and options.
+
+        Also returns which hook fed each key, for the runner's error messages.
+        """
+        hook_fetches: dict[Any, Any] = {}
+        hook_feeds: dict[Any, Any] = {}
+        feed_owners: dict[Any, str] = {}
+        merged_options = None
+        for hook in self._hooks:
+            request = hook.before_run(run_context)
+            if request is None:
+                continue
+            if not _is_run_args(request):
+                raise TypeError(
+                    f"{type(hook).__name__}.before_run() returned {request!r}; "
+                    "expected a SessionRunArgs or None."
+                )
+            if request.fetches is not None:
+                hook_fetches[hook] = request.fetches
+            if request.feed_dict:
+                _raise_if_feeds_intersect(
+                    hook_feeds, request.feed_dict, "Same tensor is fed by two hooks."
+                )
+                hook_feeds.update(request.feed_dict)
+                feed_owners.update(dict.fromkeys(request.feed_dict, type(hook).__name__))
+            if request.options:
+                # Like TensorFlow, merge into the caller's options when given.
+                if merged_options is None:
+                    merged_options = tf.compat.v1.RunOptions() if options is None else options
+                _merge_run_options(merged_options, request.options)
+        feeds = self._merge_feeds(user_feeds, hook_feeds)
+        return hook_fetches, feeds, merged_options or options, feed_owners
+
+    @staticmethod
+    def _merge_feeds(user_feeds: Any, hook_feeds: dict[Any, Any]) -> Any:
+        if not hook_feeds:
+            return user_feeds
+        if not user_feeds:
+            return hook_feeds
+        _raise_if_feeds_intersect(
+            user_feeds, hook_feeds, "Same tensor is fed by a SessionRunHook and user."
+        )
+        hook_feeds.update(user_feeds)
+        return hook_feeds

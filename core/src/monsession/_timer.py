@@ -1,0 +1,74 @@
+"""`SecondOrStepTimer`: the "is it time yet?" logic shared by periodic hooks."""
+
+from __future__ import annotations
+
+import time
+
+
+class SecondOrStepTimer:
+    """Triggers at most once every N seconds or once every N steps.
+
+    Args:
+      every_secs: Trigger when this many seconds passed since the last trigger.
+      every_steps: Trigger when the step advanced this much since the last
+        trigger.
+
+    Raises:
+      ValueError: If both or neither of `every_secs` and `every_steps` are
+        given, or if the given one is negative.
+    """
+
+    def __init__(self, every_secs: float | None = None, every_steps: int | None = None) -> None:
+        if every_secs is None and every_steps is None:
+            raise ValueError("Either every_secs or every_steps should be provided.")
+        if every_secs is not None and every_steps is not None:
+            raise ValueError("Can not provide both every_secs and every_steps.")
+        for name, value in (("every_secs", every_secs), ("every_steps", every_steps)):
+            if value is not None and value < 0:
+                raise ValueError(f"{name} must be non-negative, got {value!r}.")
+        self._every_secs = every_secs
+        self._every_steps = every_steps
+        self.reset()
+
+    def reset(self) -> None:
+        """Forgets the last trigger, so the next step triggers."""
+        self._last_triggered_step: int | None = None
+        self._last_triggered_time: float | None = None
+
+    def should_trigger_for_step(self, step: int) -> bool:
+        """Returns whether the timer should trigger at `step`.
+
+        True on the first call, never twice for the same step, and otherwise
+        when `every_secs` seconds or `every_steps` steps have passed since the
+        last trigger.
+        """
+        last_step = self._last_triggered_step
+        if last_step is None:
+            return True
+        if last_step == step:
+            return False
+        if self._every_secs is not None:
+            assert self._last_triggered_time is not None
+            return time.time() >= self._last_triggered_time + self._every_secs
+        assert self._every_steps is not None
+        return step >= last_step + self._every_steps
+
+    def update_last_triggered_step(self, step: int) -> tuple[float | None, int | None]:
+        """Records a trigger at `step`.
+
+        Returns:
+          `(elapsed_secs, elapsed_steps)` since the previous trigger, or
+          `(None, None)` for the first one.
+        """
+        now = time.time()
+        if self._last_triggered_time is None or self._last_triggered_step is None:
+            elapsed: tuple[float | None, int | None] = (None, None)
+        else:
+            elapsed = (now - self._last_triggered_time, step - self._last_triggered_step)
+        self._last_triggered_time = now
+        self._last_triggered_step = step
+        return elapsed
+
+    def last_triggered_step(self) -> int | None:
+        """The step of the last trigger, or `None`."""
+        return self._last_triggered_step

@@ -1,0 +1,255 @@
+"""`MonitoredTrainingSession`: a `MonitoredSession` set up for training."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from collections.abc import Iterable
+from typing import Any
+
+import tensorflow as tf
+
+from monsession import _plugin_manager
+from monsession._hook_api import SessionRunHook
+from monsession._hookspecs import TrainingSettings
+from monsession._monitored_session import MonitoredSession
+from monsession._scaffold import Scaffold
+from monsession._session_creators import ChiefSessionCreator, WorkerSessionCreator
+
+logger = logging.getLogger("monsession")
+
+
+class _UseDefault:
+    def __repr__(self) -> str:
+        return "USE_DEFAULT"
+
+
+USE_DEFAULT: Any = _UseDefault()
+"""Marks an argument the caller did not set."""
+
+_DEFAULT_LOG_STEP_COUNT_STEPS = 100
+
+
+def _resolve_pair(steps: Any, secs: Any, default_steps: Any, default_secs: Any) -> tuple[Any, Any]:
+    """TensorFlow's rule: both unset gives the defaults, one set disables the other."""
+    if steps is USE_DEFAULT and secs is USE_DEFAULT:
+        return default_steps, default_secs
+    return (None if steps is USE_DEFAULT else steps), (None if secs is USE_DEFAULT else secs)
+
+
+def _explicit_arguments(**values: Any) -> frozenset[str]:
+    explicit = {name for name, value in values.items() if value is not USE_DEFAULT}
+    if values.get("log_step_count_steps") == _DEFAULT_LOG_STEP_COUNT_STEPS:
+        explicit.discard("log_step_count_steps")
+    return frozenset(explicit)
+
+
+def _check_families_installed(settings: TrainingSettings) -> None:
+    """Raises for an explicit argument whose family is missing; logs the others."""
+    served = _plugin_manager.training_argument_owners()
+    skipped: dict[str, list[str]] = {}
+    for argument, distribution in _plugin_manager.KNOWN_ARGUMENT_FAMILIES.items():
+        if argument in served:
+            continue
+        value = getattr(settings, argument)
+        directory = settings.checkpoint_dir if "checkpoint" in argument else settings.summary_dir
+        if argument in settings.explicit and value and value > 0 and directory:
+            reason = _plugin_manager.missing_family_message(f"{argument}={value!r}", distribution)
+            raise ImportError(f"MonitoredTrainingSession: {reason}")
+        if value and directory:
+            skipped.setdefault(distribution, []).append(argument)
+    for distribution, arguments in skipped.items():
+        logger.info(
+            "MonitoredTrainingSession: %s is not available; skipping the default hooks for %s.",
+            distribution,
+            ", ".join(arguments),
+        )
+
+
+def MonitoredTrainingSession(  # noqa: N802 - TensorFlow's name.
+    master: str = "",
+    is_chief: bool = True,
+    checkpoint_dir: str | None = None,
+    scaffold: Scaffold | None = None,
+    hooks: Iterable[SessionRunHook] | None = None,
+    chief_only_hooks: Iterable[SessionRunHook] | None = None,
+    save_checkpoint_secs: Any = USE_DEFAULT,
+    save_summaries_steps: Any = USE_DEFAULT,
+    save_summaries_secs: Any = USE_DEFAULT,
+    config: Any = None,
+    stop_grace_period_secs: float = 120,
+    log_step_count_steps: int | None = 100,
+    max_wait_secs: float = 7200,
+    save_checkpoint_steps: Any = USE_DEFAULT,
+    summary_dir: str | None = None,
+    save_graph_def: bool = True,
+) -> MonitoredSession:
+    """Creates a `MonitoredSession` for training, with TensorFlow's default hooks.
+
+    The chief initializes or restores the model from `checkpoint_dir` and runs
+    `chief_only_hooks`, the default hooks and `hooks`, in that order. A worker
+    waits up to `max_wait_secs` for the chief and runs only `hooks`.
+
+    The default hooks come from the installed hook families: a step counter
+    (`log_step_count_steps`) and a summary saver (`save_summaries_steps` or
+    `save_summaries_secs`, default every 100 steps) from
+    `monsession-hooks-summary`, writing to `summary_dir` or `checkpoint_dir`;
+    a checkpoint saver (`save_checkpoint_secs` or `save_checkpoint_steps`,
+    default every 600 seconds) from `monsession-hooks-checkpoint`. Setting one
+    of these arguments when its family is not installed raises `ImportError`;
+    left at its default, it is skipped with one log line.
+
+    Args:
+      master: The TensorFlow master to use.
+      is_chief: Whether this process is the chief.
+      checkpoint_dir: Directory to restore from and save checkpoints to.
+      scaffold: A `Scaffold`; in eager mode pass the `tf.train.Checkpoint` as
+        `Scaffold(saver=...)`.
+      hooks: `SessionRunHook`s run by every process, after the default hooks.
+      chief_only_hooks: `SessionRunHook`s run by the chief only, first.
+      save_checkpoint_secs: Seconds between checkpoints (`None` or 0: off).
+      save_summaries_steps: Steps between summaries (`None` or 0: off).
+      save_summaries_secs: Seconds between summaries (`None` or 0: off).
+      config: A `tf.compat.v1.ConfigProto` for the session.
+      stop_grace_period_secs: Seconds given to threads to stop on `close()`.
+      log_step_count_steps: Steps between step-rate logs (`None` or 0: off).
+      max_wait_secs: How long a worker waits for the chief's session.
+      save_checkpoint_steps: Steps between checkpoints (`None` or 0: off).
+      summary_dir: Directory for summaries; `checkpoint_dir` by default.
+      save_graph_def: Whether checkpoints also write the graph.
+
+    Returns:
+      A `MonitoredSession`.
+
+    Raises:
+      ImportError: If an argument set here needs a hook family that is not
+        installed.
+    """
+    explicit = _explicit_arguments(
+        save_checkpoint_secs=save_checkpoint_secs,
+        save_checkpoint_steps=save_checkpoint_steps,
+        save_summaries_steps=save_summaries_steps,
+        save_summaries_secs=save_summaries_secs,
+        log_step_count_steps=log_step_count_steps,
+    )
+    save_summaries_steps, save_summaries_secs = _resolve_pair(
+        save_summaries_steps, save_summaries_secs, 100, None
+    )
+    save_checkpoint_steps, save_checkpoint_secs = _resolve_pair(
+        save_checkpoint_steps, save_checkpoint_secs, None, 600
+    )
+    scaffold = scaffold or Scaffold()
+    settings = TrainingSettings(
+        master=master,
+        is_chief=is_chief,
+        checkpoint_dir=checkpoint_dir,
+        summary_dir=summary_dir or checkpoint_dir,
+        scaffold=scaffold,
+        save_checkpoint_secs=save_checkpoint_secs,
+        save_checkpoint_steps=save_checkpoint_steps,
+        save_summaries_steps=save_summaries_steps,
+        save_summaries_secs=save_summaries_secs,
+        log_step_count_steps=log_step_count_steps,
+        save_graph_def=save_graph_def,
+        config=config,
+        max_wait_secs=max_wait_secs,
+        eager=tf.executing_eagerly(),
+        explicit=explicit,
+    )
+    worker_context = _distribute_worker_context()
+    if worker_context is not None:
+        return _session_in_worker_context(
+            worker_context, settings, hooks, chief_only_hooks, stop_grace_period_secs
+        )
+    if not is_chief:
+        worker_creator = WorkerSessionCreator(
+            scaffold=scaffold, master=master, config=config, max_wait_secs=max_wait_secs
+        )
+        return MonitoredSession(
+            session_creator=worker_creator,
+            hooks=hooks or [],
+            stop_grace_period_secs=stop_grace_period_secs,
+        )
+    _check_families_installed(settings)
+    all_hooks = [
+        *(chief_only_hooks or []),
+        *_plugin_manager.default_hooks(settings),
+        *(hooks or []),
+    ]
+    chief_creator = ChiefSessionCreator(
+        scaffold=scaffold, checkpoint_dir=checkpoint_dir, master=master, config=config
+    )
+    return MonitoredSession(
+        session_creator=chief_creator,
+        hooks=all_hooks,
+        stop_grace_period_secs=stop_grace_period_secs,
+    )
+
+
+def _distribute_worker_context() -> Any:
+    """TensorFlow's distribute-coordinator worker context, if one is active."""
+    from tensorflow.python.distribute import distribute_coordinator_context
+
+    return distribute_coordinator_context.get_current_worker_context()
+
+
+_COLLECTIVE_STRATEGIES = (
+    "CollectiveAllReduceStrategy",
+    "CollectiveAllReduceStrategyV1",
+    "MultiWorkerMirroredStrategy",
+)
+
+
+def _session_in_worker_context(
+    worker_context: Any,
+    settings: TrainingSettings,
+    hooks: Iterable[SessionRunHook] | None,
+    chief_only_hooks: Iterable[SessionRunHook] | None,
+    stop_grace_period_secs: float,
+) -> MonitoredSession:
+    """A session under TensorFlow's distribute coordinator, as TensorFlow builds it.
+
+    The context decides who is chief and who writes summaries and checkpoints.
+    With collective ops every worker must run the same save ops, so the
+    workers that should not write get a private directory below the real one.
+    """
+    private_dir = None
+    if type(worker_context._strategy).__name__ in _COLLECTIVE_STRATEGIES:
+        task_type = worker_context.task_type
+        private_dir = f"tmp_{task_type}_{worker_context.task_id}" if task_type else "tmp"
+        if settings.save_checkpoint_secs:
+            logger.warning(
+                "Collective ops may deadlock with save_checkpoint_secs; saving every 1000 "
+                "steps instead. Use save_checkpoint_steps."
+            )
+            settings = dataclasses.replace(
+                settings, save_checkpoint_secs=None, save_checkpoint_steps=1000
+            )
+
+    def writing_dir(directory: str | None, should_write: bool) -> str | None:
+        if not directory or should_write:
+            return directory
+        return os.path.join(directory, private_dir) if private_dir else None
+
+    hook_settings = dataclasses.replace(
+        settings,
+        is_chief=worker_context.is_chief,
+        summary_dir=writing_dir(settings.summary_dir, worker_context.should_save_summary),
+        checkpoint_dir=writing_dir(settings.checkpoint_dir, worker_context.should_checkpoint),
+    )
+    _check_families_installed(hook_settings)
+    all_hooks = [
+        *(hooks or []),
+        *(chief_only_hooks or [] if worker_context.is_chief else []),
+        *_plugin_manager.default_hooks(hook_settings),
+    ]
+    creator = worker_context.session_creator(
+        settings.scaffold,
+        config=settings.config,
+        checkpoint_dir=settings.checkpoint_dir,
+        max_wait_secs=settings.max_wait_secs,
+    )
+    return MonitoredSession(
+        session_creator=creator, hooks=all_hooks, stop_grace_period_secs=stop_grace_period_secs
+    )

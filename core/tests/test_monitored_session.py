@@ -1,0 +1,246 @@
+"""MonitoredSession in graph mode: merging, stopping, closing, bad input."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import tensorflow as tf
+
+import monsession
+from monsession._monitored_session import _HookedSession
+
+
+class Request(monsession.SessionRunHook):
+    """Returns a fixed request from before_run and records what comes back."""
+
+    def __init__(self, request=None, stop=False):
+        self.request = request
+        self.stop = stop
+        self.values = []
+        self.contexts = []
+
+    def before_run(self, run_context):
+        self.contexts.append(run_context)
+        return self.request
+
+    def after_run(self, run_context, run_values):
+        self.values.append(run_values)
+        if self.stop:
+            run_context.request_stop()
+
+
+@pytest.fixture
+def ops(graph):
+    a = tf.constant(1.0)
+    b = tf.compat.v1.placeholder_with_default(2.0, [], name="b")
+    c = tf.compat.v1.placeholder(tf.float32, [], name="c")
+    return a, b, c, a + b
+
+
+def test_hook_fetches_are_keyed_per_hook(ops):
+    a, b, _, total = ops
+    first, second, idle = (
+        Request(monsession.SessionRunArgs([a])),
+        Request(monsession.SessionRunArgs({"b": b})),
+        Request(None),
+    )
+    with monsession.MonitoredSession(hooks=[first, second, idle]) as sess:
+        assert sess.run(total) == 3.0
+    assert first.values[0].results == [1.0]
+    assert second.values[0].results == {"b": 2.0}
+    assert idle.values[0].results is None
+    assert first.contexts[0].original_args == monsession.SessionRunArgs(total)
+
+
+def test_feeds_merge_and_conflicts(ops):
+    _, b, c, total = ops
+    total_plus_c = total + c
+    with monsession.MonitoredSession(
+        hooks=[Request(monsession.SessionRunArgs(None, {b: 10.0}))]
+    ) as sess:
+        user_feeds = {c: 1.0}
+        assert sess.run(total_plus_c, feed_dict=user_feeds) == 12.0
+        assert user_feeds == {c: 1.0}, "the caller's feed_dict must not change"
+        with pytest.raises(RuntimeError, match="Same tensor is fed by a SessionRunHook and user"):
+            sess.run(total, feed_dict={b: 1.0})
+    two_hooks = [Request(monsession.SessionRunArgs(None, {b: 1.0})) for _ in range(2)]
+    with monsession.MonitoredSession(hooks=two_hooks) as sess:
+        with pytest.raises(RuntimeError, match="Same tensor is fed by two hooks"):
+            sess.run(total)
+
+
+def test_run_options_are_merged_and_metadata_collected(ops):
+    _, _, _, total = ops
+    opts = [
+        tf.compat.v1.RunOptions(
+            trace_level=tf.compat.v1.RunOptions.SOFTWARE_TRACE, timeout_in_ms=5
+        ),
+        tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE, timeout_in_ms=3),
+    ]
+    hooks = [Request(monsession.SessionRunArgs(None, None, o)) for o in opts]
+    with monsession.MonitoredSession(hooks=hooks) as sess:
+        sess.run(total)
+    seen = hooks[0].values[0]
+    assert seen.options.trace_level == tf.compat.v1.RunOptions.FULL_TRACE
+    assert seen.options.timeout_in_ms == 5
+    assert seen.run_metadata.step_stats.dev_stats, "FULL_TRACE must fill run_metadata"
+    assert hooks[1].values[0].options is seen.options
+
+
+def test_without_options_hooks_see_empty_protos(ops):
+    _, _, _, total = ops
+    hook = Request()
+    with monsession.MonitoredSession(hooks=[hook]) as sess:
+        sess.run(total)
+        sess.run(total)
+    assert hook.values[0].options == tf.compat.v1.RunOptions()
+    assert hook.values[0].run_metadata == tf.compat.v1.RunMetadata()
+
+
+def test_same_fetch_structure_is_prepared_once(ops):
+    a, b, _, total = ops
+    hook = Request(monsession.SessionRunArgs({"a": a}))
+    with monsession.MonitoredSession(hooks=[hook]) as sess:
+        hooked = sess._sess._sess._sess
+        assert isinstance(hooked, _HookedSession)
+        for _ in range(5):
+            sess.run(total)
+        assert len(hooked._runner._callables) == 1
+        hook.request = monsession.SessionRunArgs({"a": a, "b": b})
+        sess.run(total)
+        assert len(hooked._runner._callables) == 2
+        assert hook.values[-1].results == {"a": 1.0, "b": 2.0}
+
+
+def test_should_stop_and_run_after_stop_or_close(ops):
+    _, _, _, total = ops
+    sess = monsession.MonitoredSession(hooks=[Request(stop=True)])
+    assert not sess.should_stop()
+    sess.run(total)
+    assert sess.should_stop()
+    with pytest.raises(RuntimeError, match="Run called even after should_stop requested"):
+        sess.run(total)
+    sess.close()
+    assert sess.should_stop()
+    with pytest.raises(RuntimeError, match=r"MonitoredSession.run\(\) called after close"):
+        sess.run(total)
+    with pytest.raises(RuntimeError, match="Session is already closed"):
+        sess.close()
+
+
+def test_hook_returning_something_else_is_named(ops):
+    _, _, _, total = ops
+
+    class Sloppy(monsession.SessionRunHook):
+        def before_run(self, run_context):
+            return [total]
+
+    with monsession.MonitoredSession(hooks=[Sloppy()]) as sess:
+        with pytest.raises(
+            TypeError, match=r"Sloppy.before_run\(\) returned .*SessionRunArgs or None"
+        ):
+            sess.run(total)
+
+
+def test_tensorflow_session_run_args_are_accepted(ops):
+    a, _, _, total = ops
+    hook = Request(tf.compat.v1.train.SessionRunArgs(a))
+    with monsession.MonitoredSession(hooks=[hook]) as sess:
+        sess.run(total)
+    assert hook.values[0].results == 1.0
+
+
+def test_objects_that_are_not_hooks_are_rejected_at_construction(graph):
+    with pytest.raises(TypeError, match=r"hooks\[1\] is 'oops', which is not a SessionRunHook"):
+        monsession.MonitoredSession(hooks=[monsession.SessionRunHook(), "oops"])
+
+
+def test_step_fn_signature_is_checked(ops):
+    _, _, _, total = ops
+    with monsession.MonitoredSession() as sess:
+        with pytest.raises(ValueError, match="`step_fn` may either have one `step_context`"):
+            sess.run_step_fn(lambda ctx: None)
+        assert sess.run_step_fn(lambda step_context: step_context.session.run(total)) == 3.0
+
+
+def test_end_is_called_on_clean_exit_only(graph):
+    calls = []
+
+    class End(monsession.SessionRunHook):
+        def end(self, session):
+            calls.append(session)
+
+    with monsession.MonitoredSession(hooks=[End()]) as sess:
+        raw = sess._tf_sess()
+    assert calls == [raw]
+    with pytest.raises(KeyError):
+        with monsession.MonitoredSession(hooks=[End()]):
+            raise KeyError("not clean")
+    assert len(calls) == 1
+
+
+def test_graph_is_finalized_during_and_unfinalized_after(graph):
+    tf.constant(0)
+    with monsession.MonitoredSession() as sess:
+        assert graph.finalized
+        assert sess.graph is graph
+    assert not graph.finalized
+    assert sess.graph is None
+
+
+def test_stop_grace_period_bounds_the_wait_for_threads(graph):
+    tf.constant(0)
+    release = threading.Event()
+    sess = monsession.MonitoredSession(stop_grace_period_secs=0.2)
+    coord = sess._coordinated_creator.coord
+    worker = threading.Thread(target=release.wait, args=(30,), daemon=True)
+    coord.register_thread(worker)
+    worker.start()
+    sess.close()  # Returns after the grace period although the thread lives on.
+    assert worker.is_alive()
+    release.set()
+
+
+def test_recovery_when_creating_the_session_is_preempted(graph):
+    global_step = monsession.get_or_create_global_step()
+    attempts = []
+
+    def init_fn(scaffold, session):
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise tf.errors.UnavailableError(None, None, "worker gone")
+
+    scaffold = monsession.Scaffold(init_fn=init_fn)
+    creator = monsession.ChiefSessionCreator(scaffold=scaffold)
+    with monsession.MonitoredSession(session_creator=creator) as sess:
+        assert sess.run(global_step) == 0
+    assert len(attempts) == 2
+
+
+def test_singular_session_does_not_recover(graph):
+    class Abort(monsession.SessionRunHook):
+        def before_run(self, run_context):
+            raise tf.errors.AbortedError(None, None, "Abort")
+
+    tf.constant(0)
+    with pytest.raises(tf.errors.AbortedError):
+        with monsession.SingularMonitoredSession(hooks=[Abort()]) as sess:
+            assert isinstance(sess.raw_session(), tf.compat.v1.Session)
+            sess.run(tf.compat.v1.get_default_graph().get_operations()[0].outputs[0])
+    assert sess.raw_session() is None
+
+
+def test_chief_restores_from_checkpoint_dir_and_file(graph, tmp_path):
+    global_step = monsession.get_or_create_global_step()
+    increment = global_step.assign_add(5)
+    scaffold = monsession.Scaffold()
+    with monsession.SingularMonitoredSession(scaffold=scaffold) as sess:
+        sess.run(increment)
+        path = scaffold.saver.save(sess.raw_session(), str(tmp_path / "model.ckpt"), global_step=5)
+    with monsession.MonitoredSession(
+        monsession.ChiefSessionCreator(scaffold, checkpoint_dir=str(tmp_path))
+    ) as sess:
+        assert sess.run(global_step) == 5
+    with monsession.SingularMonitoredSession(checkpoint_filename_with_path=path) as sess:
+        assert sess.run(global_step) == 5

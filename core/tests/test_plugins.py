@@ -1,0 +1,481 @@
+"""Tests of plugin discovery and the plugin manager's queries."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+import pytest
+
+import monsession
+from monsession import _hookspecs, _plugin_manager
+from monsession._hookspecs import (
+    ORDER_CHECKPOINT_SAVER,
+    ORDER_STEP_COUNTER,
+    ORDER_SUMMARY_SAVER,
+    DefaultHook,
+    TrainingSettings,
+)
+
+if TYPE_CHECKING:
+    from core_plugin_fixtures import PluginSite
+
+pytest_plugins = ["core_plugin_fixtures"]
+
+Register = Callable[[object, str], object]
+
+# Prints what a subprocess discovered, as JSON.
+REPORT_CODE = """
+import json
+from monsession import _plugin_manager as pm
+
+listing = pm.plugin_infos()
+print(json.dumps({
+    "plugins": {i.source.name: [i.source.distribution, i.source.version, i.source.entry_point,
+                                list(i.hook_classes), list(i.training_arguments)]
+                for i in listing.plugins},
+    "failures": [[f.source.name, f.source.entry_point, f.source.distribution,
+                  f.source.version, type(f.error).__name__, f.message]
+                 for f in listing.failures],
+    "blocked": [[b.name, b.distribution] for b in listing.blocked],
+    "autoload": listing.autoload,
+}))
+"""
+
+BROKEN_MESSAGE = (
+    "Plugin 'broken' (broken-hooks 2.3) failed to load: ModuleNotFoundError: No module "
+    "named 'acme_missing_dependency'; set MONSESSION_DISABLED_PLUGINS=broken to skip it."
+)
+
+
+def _settings(**overrides: Any) -> TrainingSettings:
+    values: dict[str, Any] = dict(
+        master="",
+        is_chief=True,
+        checkpoint_dir=None,
+        summary_dir=None,
+        scaffold=None,
+        save_checkpoint_secs=600,
+        save_checkpoint_steps=None,
+        save_summaries_steps=100,
+        save_summaries_secs=None,
+        log_step_count_steps=100,
+        save_graph_def=True,
+        config=None,
+        max_wait_secs=7200,
+        eager=True,
+    )
+    values.update(overrides)
+    return TrainingSettings(**values)
+
+
+class _Hook(monsession.SessionRunHook):
+    def __init__(self, label: str) -> None:
+        self.label = label
+
+    def __repr__(self) -> str:
+        return f"_Hook({self.label!r})"
+
+
+class _DefaultHooksPlugin:
+    def __init__(self, answer: Any) -> None:
+        self.answer = answer
+        self.seen: list[TrainingSettings] = []
+
+    @monsession.hookimpl
+    def monsession_default_hooks(self, settings: TrainingSettings) -> Any:
+        self.seen.append(settings)
+        return self.answer
+
+
+class _HookClassesPlugin:
+    def __init__(self, *refs: Any) -> None:
+        self.refs = list(refs)
+
+    @monsession.hookimpl
+    def monsession_hook_classes(self) -> list[Any]:
+        return self.refs
+
+
+class _ArgumentsPlugin:
+    def __init__(self, *arguments: str) -> None:
+        self.arguments = list(arguments)
+
+    @monsession.hookimpl
+    def monsession_training_arguments(self) -> list[str]:
+        return self.arguments
+
+
+# --- discovery of real installed distributions, in subprocesses -------------
+
+
+def test_installed_plugin_is_discovered_and_its_hooks_reachable(acme_site: PluginSite) -> None:
+    found = acme_site.run_json(
+        """
+        import json
+        from monsession import _plugin_manager as pm
+        from monsession.hooks import AcmeHook
+        entry = pm.hook_class_entries()["AcmeHook"]
+        print(json.dumps([AcmeHook.__module__, AcmeHook.__name__, entry.plugin,
+                          entry.distribution, entry.version, pm.training_argument_owners()]))
+        """
+    )
+    assert found == ["acme_impl", "AcmeHook", "acme", "acme-hooks", "1.0",
+                     {"save_summaries_steps": "acme"}]  # fmt: skip
+
+
+def test_listing_does_not_import_lazy_hook_classes(acme_site: PluginSite) -> None:
+    report = acme_site.run_json(REPORT_CODE)
+    assert report["plugins"]["acme"] == [
+        "acme-hooks",
+        "1.0",
+        "acme_plugin",
+        ["AcmeHook"],
+        ["save_summaries_steps"],
+    ]
+    assert acme_site.marker("acme_plugin").exists()
+    assert not acme_site.marker("acme_impl").exists()
+
+
+def test_failing_plugin_is_logged_and_skipped(broken_site: PluginSite) -> None:
+    result = broken_site.run(
+        "-c", "import monsession.hooks as h; print(h.AcmeHook.__name__); print(dir(h))"
+    )
+    assert result.returncode == 0, result.stderr
+    assert BROKEN_MESSAGE in result.stderr
+    assert result.stdout.startswith("AcmeHook\n")
+    report = broken_site.run_json(REPORT_CODE)
+    assert report["failures"] == [
+        ["broken", "broken_plugin", "broken-hooks", "2.3", "ModuleNotFoundError", BROKEN_MESSAGE]
+    ]
+    assert sorted(report["plugins"]) == ["acme", "core"]
+
+
+@pytest.mark.parametrize("value", ["1", "true", "yes"])
+def test_strict_mode_raises_plugin_load_error(broken_site: PluginSite, value: str) -> None:
+    found = broken_site.run_json(
+        """
+        import json
+        from monsession import _plugin_manager as pm
+        try:
+            pm.get_plugin_manager()
+        except pm.PluginLoadError as error:
+            print(json.dumps([str(error), isinstance(error, ImportError),
+                              type(error.__cause__).__name__]))
+        """,
+        MONSESSION_STRICT_PLUGINS=value,
+    )
+    assert found == [BROKEN_MESSAGE, True, "ModuleNotFoundError"]
+    result = broken_site.run(
+        "-c", "import monsession.hooks as h; h.AcmeHook", env={"MONSESSION_STRICT_PLUGINS": value}
+    )
+    assert result.returncode != 0
+    assert "PluginLoadError" in result.stderr and BROKEN_MESSAGE in result.stderr
+
+
+@pytest.mark.parametrize("value", ["", "0", "false", "FALSE"])
+def test_false_values_of_switches_are_off(broken_site: PluginSite, value: str) -> None:
+    report = broken_site.run_json(
+        REPORT_CODE, MONSESSION_STRICT_PLUGINS=value, MONSESSION_DISABLE_PLUGIN_AUTOLOAD=value
+    )
+    assert report["autoload"] is True
+    assert [failure[0] for failure in report["failures"]] == ["broken"]
+
+
+def test_registration_hook_bad_answer_is_a_load_failure(plugin_site: PluginSite) -> None:
+    plugin_site.install(
+        "odd-hooks",
+        "0.3",
+        {"odd": "odd_plugin"},
+        {
+            "odd_plugin": """
+            import monsession
+
+            @monsession.hookimpl
+            def monsession_hook_classes():
+                return ["no colon here"]
+            """
+        },
+    )
+    report = plugin_site.run_json(REPORT_CODE)
+    assert sorted(report["plugins"]) == ["core"]
+    [failure] = report["failures"]
+    assert failure[:5] == ["odd", "odd_plugin", "odd-hooks", "0.3", "TypeError"]
+    assert "Plugin 'odd' returned 'no colon here' from monsession_hook_classes" in failure[5]
+
+
+def test_disable_autoload_loads_no_entry_point_but_keeps_core(broken_site: PluginSite) -> None:
+    report = broken_site.run_json(REPORT_CODE, MONSESSION_DISABLE_PLUGIN_AUTOLOAD="1")
+    assert list(report["plugins"]) == ["core"]
+    assert "StopAtStepHook" in report["plugins"]["core"][3]
+    assert report["failures"] == [] and report["autoload"] is False
+    assert not broken_site.marker("acme_plugin").exists()
+    assert not broken_site.marker("broken_plugin").exists()
+
+
+@pytest.mark.parametrize("disabled", ["broken", "broken-hooks", "Broken_Hooks", " x , broken "])
+def test_disabled_plugin_is_never_imported(broken_site: PluginSite, disabled: str) -> None:
+    report = broken_site.run_json(REPORT_CODE, MONSESSION_DISABLED_PLUGINS=disabled)
+    assert report["blocked"] == [["broken", "broken-hooks"]]
+    assert report["failures"] == []
+    assert sorted(report["plugins"]) == ["acme", "core"]
+    assert not broken_site.marker("broken_plugin").exists()
+
+
+def test_same_entry_point_seen_twice_is_loaded_once(acme_site: PluginSite) -> None:
+    # A second distribution declaring the same entry point, and the site twice on sys.path.
+    acme_site.install("acme-hooks-legacy", "0.9", {"acme": "acme_plugin"}, {})
+    result = acme_site.run("-c", REPORT_CODE, path_entries=2)
+    assert result.returncode == 0, result.stderr
+    assert "failed to load" not in result.stderr
+    report = json.loads(result.stdout)
+    assert report["failures"] == []
+    assert report["plugins"]["acme"][3] == ["AcmeHook"]
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        (
+            {},
+            "SummarySaverHook is provided by the distribution 'monsession-hooks-summary', but "
+            "plugin 'summary' (monsession-hooks-summary 9.9) failed to load: RuntimeError: "
+            "summary is broken; set MONSESSION_DISABLED_PLUGINS=summary to skip it.",
+        ),
+        (
+            {"MONSESSION_DISABLED_PLUGINS": "summary"},
+            "whose plugin 'summary' is blocked by MONSESSION_DISABLED_PLUGINS",
+        ),
+        (
+            {"MONSESSION_DISABLE_PLUGIN_AUTOLOAD": "1"},
+            "which is installed but not loaded because MONSESSION_DISABLE_PLUGIN_AUTOLOAD is set",
+        ),
+    ],
+)
+def test_installed_family_that_did_not_load_says_why(
+    plugin_site: PluginSite, env: dict[str, str], expected: str
+) -> None:
+    plugin_site.install(
+        "monsession-hooks-summary",
+        "9.9",
+        {"summary": "fake_summary"},
+        {"fake_summary": "raise RuntimeError('summary is broken')\n"},
+    )
+    result = plugin_site.run("-c", "from monsession.hooks import SummarySaverHook", env=env)
+    assert result.returncode != 0
+    assert "ImportError: SummarySaverHook is provided by the distribution" in result.stderr
+    assert expected in result.stderr
+
+
+# --- the manager and its queries, in process ---------------------------------
+
+
+def test_manager_is_cached_and_reset_rebuilds_it(isolated_plugins: pluggy.PluginManager) -> None:
+    assert _plugin_manager.get_plugin_manager() is isolated_plugins
+    _plugin_manager.reset_plugin_manager()
+    assert _plugin_manager.get_plugin_manager() is not isolated_plugins
+
+
+def test_core_is_registered_directly(isolated_plugins: pluggy.PluginManager) -> None:
+    from monsession import _builtin_plugin
+
+    assert isolated_plugins.get_plugin("core") is _builtin_plugin
+    assert isolated_plugins.project_name == "monsession"
+    entries = _plugin_manager.hook_class_entries()
+    assert {name: entry.ref for name, entry in entries.items() if entry.plugin == "core"} == {
+        name: f"monsession._control_hooks:{name}"
+        for name in ("StopAtStepHook", "FeedFnHook", "FinalOpsHook", "GlobalStepWaiterHook")
+    }
+    assert entries["StopAtStepHook"].distribution == "monsession-core"
+
+
+def test_hook_class_entries_keep_lazy_refs_unimported(register_plugin: Register) -> None:
+    register_plugin(_HookClassesPlugin(_Hook, "no_such_module_xyz.sub:Outer.LazyHook"), "mine")
+    entries = _plugin_manager.hook_class_entries()
+    assert entries["_Hook"] == _plugin_manager.HookClassEntry("_Hook", _Hook, "mine")
+    assert entries["_Hook"].load() is _Hook
+    lazy = entries["LazyHook"]
+    assert (lazy.ref, lazy.plugin, lazy.distribution) == (
+        "no_such_module_xyz.sub:Outer.LazyHook",
+        "mine",
+        None,
+    )
+    with pytest.raises(ModuleNotFoundError, match="no_such_module_xyz"):
+        lazy.load()
+
+
+def test_lazy_ref_to_a_missing_class_is_an_import_error(register_plugin: Register) -> None:
+    register_plugin(_HookClassesPlugin("monsession._plugin_manager:GoneHook"), "mine")
+    entry = _plugin_manager.hook_class_entries()["GoneHook"]
+    with pytest.raises(ImportError) as raised:
+        entry.load()
+    assert str(raised.value) == (
+        "Hook class reference 'monsession._plugin_manager:GoneHook' of plugin 'mine' "
+        "(unknown distribution) does not resolve: module 'monsession._plugin_manager' has no "
+        "attribute 'GoneHook'; upgrade or reinstall the plugin's distribution."
+    )
+
+
+def test_lazy_ref_to_a_non_class_is_a_type_error(register_plugin: Register) -> None:
+    register_plugin(_HookClassesPlugin("monsession._plugin_manager:logger"), "mine")
+    entry = _plugin_manager.hook_class_entries()["logger"]
+    with pytest.raises(TypeError, match=r"'monsession\._plugin_manager:logger' of plugin 'mine'"):
+        entry.load()
+
+
+@pytest.mark.parametrize("bad", [42, "missing_colon", "mod:", ":Cls", "a b:C"])
+def test_bad_hook_class_item_names_the_plugin(register_plugin: Register, bad: Any) -> None:
+    register_plugin(_HookClassesPlugin(bad), "sloppy")
+    with pytest.raises(TypeError, match=r"Plugin 'sloppy' returned .* from monsession_hook_cl"):
+        _plugin_manager.hook_class_entries()
+
+
+def test_hook_class_collisions_core_first_then_plugin_name(
+    register_plugin: Register, caplog: pytest.LogCaptureFixture
+) -> None:
+    register_plugin(_HookClassesPlugin("zeta_mod:Shared", "zeta_mod:StopAtStepHook"), "zeta")
+    register_plugin(_HookClassesPlugin("alpha_mod:Shared"), "alpha")
+    with caplog.at_level(logging.WARNING, logger="monsession"):
+        entries = _plugin_manager.hook_class_entries()
+        _plugin_manager.hook_class_entries()
+    assert entries["Shared"].ref == "alpha_mod:Shared"
+    assert entries["StopAtStepHook"].plugin == "core"
+    assert sorted(caplog.messages) == [
+        "Hook class 'Shared' of plugin 'zeta' (unknown distribution) is ignored: plugin "
+        "'alpha' already provides it. Set MONSESSION_DISABLED_PLUGINS=zeta to silence this "
+        "warning.",
+        "Hook class 'StopAtStepHook' of plugin 'zeta' (unknown distribution) is ignored: "
+        "plugin 'core' already provides it. Set MONSESSION_DISABLED_PLUGINS=zeta to silence "
+        "this warning.",
+    ]
+
+
+def test_training_argument_owners(register_plugin: Register) -> None:
+    assert _plugin_manager.training_argument_owners() == {}
+    register_plugin(_ArgumentsPlugin("save_checkpoint_steps", "save_checkpoint_secs"), "ckpt")
+    register_plugin(_ArgumentsPlugin("save_checkpoint_steps"), "other")
+    assert _plugin_manager.training_argument_owners() == {
+        "save_checkpoint_steps": "ckpt",
+        "save_checkpoint_secs": "ckpt",
+    }
+
+
+def test_bad_training_argument_names_the_plugin(register_plugin: Register) -> None:
+    register_plugin(_ArgumentsPlugin("save checkpoint"), "sloppy")
+    with pytest.raises(TypeError, match="Plugin 'sloppy' returned 'save checkpoint' from"):
+        _plugin_manager.training_argument_owners()
+
+
+def test_default_hooks_sorted_by_order_then_plugin(register_plugin: Register) -> None:
+    first, second, third, fourth = (_Hook(label) for label in "abcd")
+    beta = _DefaultHooksPlugin(
+        (DefaultHook(first, ORDER_CHECKPOINT_SAVER), DefaultHook(second, ORDER_STEP_COUNTER))
+    )
+    register_plugin(beta, "beta")
+    register_plugin(_DefaultHooksPlugin(None), "empty")
+    register_plugin(
+        _DefaultHooksPlugin(
+            [
+                DefaultHook(third, ORDER_CHECKPOINT_SAVER),
+                DefaultHook(fourth, ORDER_CHECKPOINT_SAVER),
+            ]
+        ),
+        "alpha",
+    )
+    settings = _settings()
+    hooks = _plugin_manager.default_hooks(settings)
+    assert hooks == [second, third, fourth, first]
+    assert beta.seen == [settings]
+
+
+def test_default_hooks_order_constants_follow_tensorflow() -> None:
+    assert ORDER_STEP_COUNTER < ORDER_SUMMARY_SAVER < ORDER_CHECKPOINT_SAVER
+
+
+@pytest.mark.parametrize(
+    ("answer", "shown"),
+    [
+        ([_Hook("bare")], "_Hook('bare')"),
+        ([DefaultHook(_Hook("x"), order="late")], "order='late'"),  # type: ignore[arg-type]
+        (_Hook("single"), "_Hook('single')"),
+    ],
+)
+def test_default_hooks_bad_answer_is_a_type_error(
+    register_plugin: Register, answer: Any, shown: str
+) -> None:
+    register_plugin(_DefaultHooksPlugin([]), "fine")
+    register_plugin(_DefaultHooksPlugin(answer), "careless")
+    with pytest.raises(TypeError) as raised:
+        _plugin_manager.default_hooks(_settings())
+    message = str(raised.value)
+    assert message.startswith("Plugin 'careless' returned ")
+    assert "from monsession_default_hooks" in message and shown in message
+
+
+def test_plugin_infos_lists_registered_plugins(register_plugin: Register) -> None:
+    register_plugin(_HookClassesPlugin("b_mod:BHook", "b_mod:AHook"), "bee")
+    register_plugin(_ArgumentsPlugin("log_step_count_steps"), "arg")
+    listing = _plugin_manager.plugin_infos()
+    assert [info.source.name for info in listing.plugins] == ["core", "arg", "bee"]
+    bee = listing.plugins[2]
+    assert bee == _plugin_manager.PluginInfo(
+        _plugin_manager.PluginSource("bee"), ("AHook", "BHook"), ()
+    )
+    assert listing.plugins[1].training_arguments == ("log_step_count_steps",)
+    assert (listing.failures, listing.blocked, listing.autoload) == ((), (), False)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("", False), ("0", False), ("false", False), (" False ", False), ("1", True), ("on", True)],
+)
+def test_env_flag(monkeypatch: pytest.MonkeyPatch, value: str, expected: bool) -> None:
+    monkeypatch.setenv("MONSESSION_TEST_FLAG", value)
+    assert _plugin_manager.env_flag("MONSESSION_TEST_FLAG") is expected
+
+
+def test_known_families_name_our_distributions() -> None:
+    families = {
+        **_plugin_manager.KNOWN_HOOK_FAMILIES,
+        **_plugin_manager.KNOWN_ARGUMENT_FAMILIES,
+    }.values()
+    assert set(families) == {
+        f"monsession-hooks-{name}" for name in ("checkpoint", "summary", "logging", "debug")
+    }
+
+
+# --- every hookspec is documented and tested ---------------------------------
+
+
+def _hookspec_names() -> list[str]:
+    return [
+        name
+        for name, function in vars(_hookspecs).items()
+        if inspect.isfunction(function) and hasattr(function, "monsession_spec")
+    ]
+
+
+def test_hookspecs_are_found() -> None:
+    assert "monsession_default_hooks" in _hookspec_names()
+    assert all(name.startswith("monsession_") for name in _hookspec_names())
+
+
+@pytest.mark.parametrize("name", _hookspec_names())
+def test_every_hookspec_is_documented_with_an_example(name: str) -> None:
+    doc = inspect.getdoc(getattr(_hookspecs, name)) or ""
+    assert "Example::" in doc, f"hookspec {name} needs an 'Example::' section in its docstring"
+    assert f"def {name}(" in doc, f"the example of hookspec {name} should implement it"
+
+
+@pytest.mark.parametrize("name", _hookspec_names())
+def test_every_hookspec_is_exercised_by_a_test(name: str) -> None:
+    tests_dir = Path(__file__).parent
+    implemented = any(
+        f"def {name}(" in path.read_text(encoding="utf-8") for path in tests_dir.glob("*.py")
+    )
+    assert implemented, f"no test in {tests_dir} implements hookspec {name} (def {name}(...))"

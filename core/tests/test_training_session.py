@@ -1,0 +1,165 @@
+"""MonitoredTrainingSession: defaults from plugins, missing families, chief and worker."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import tensorflow as tf
+
+import monsession
+from monsession._hookspecs import (
+    ORDER_CHECKPOINT_SAVER,
+    ORDER_STEP_COUNTER,
+    ORDER_SUMMARY_SAVER,
+    DefaultHook,
+)
+
+pytest_plugins = ["core_plugin_fixtures"]
+
+
+class Named(monsession.SessionRunHook):
+    def __init__(self, name, log=None):
+        self.name = name
+        self.log = log if log is not None else []
+
+    def begin(self):
+        self.log.append(self.name)
+
+
+class FakeFamily:
+    """A family plugin serving all default arguments; it records what it got."""
+
+    def __init__(self, log):
+        self.log = log
+        self.settings = None
+
+    @monsession.hookimpl
+    def monsession_training_arguments(self):
+        return [
+            "save_checkpoint_secs",
+            "save_checkpoint_steps",
+            "save_summaries_steps",
+            "save_summaries_secs",
+            "log_step_count_steps",
+        ]
+
+    @monsession.hookimpl
+    def monsession_default_hooks(self, settings):
+        self.settings = settings
+        # Returned out of order on purpose: the order key decides.
+        return [
+            DefaultHook(Named("checkpoint", self.log), ORDER_CHECKPOINT_SAVER),
+            DefaultHook(Named("step_counter", self.log), ORDER_STEP_COUNTER),
+            DefaultHook(Named("summary", self.log), ORDER_SUMMARY_SAVER),
+        ]
+
+
+def test_default_hooks_come_in_tensorflow_order(graph, register_plugin, tmp_path):
+    monsession.get_or_create_global_step()
+    log = []
+    family = register_plugin(FakeFamily(log), "fake-family")
+    with monsession.MonitoredTrainingSession(
+        checkpoint_dir=str(tmp_path),
+        chief_only_hooks=[Named("chief", log)],
+        hooks=[Named("user", log)],
+    ):
+        pass
+    assert log == ["chief", "step_counter", "summary", "checkpoint", "user"]
+    settings = family.settings
+    assert settings.save_checkpoint_secs == 600 and settings.save_checkpoint_steps is None
+    assert settings.save_summaries_steps == 100 and settings.save_summaries_secs is None
+    assert settings.summary_dir == str(tmp_path) and settings.is_chief
+    assert settings.explicit == frozenset() and not settings.eager
+
+
+def test_one_explicit_argument_disables_its_default_partner(graph, register_plugin, tmp_path):
+    family = register_plugin(FakeFamily([]), "fake-family")
+    with monsession.MonitoredTrainingSession(
+        checkpoint_dir=str(tmp_path), save_checkpoint_steps=7, save_summaries_secs=3
+    ):
+        pass
+    settings = family.settings
+    assert (settings.save_checkpoint_steps, settings.save_checkpoint_secs) == (7, None)
+    assert (settings.save_summaries_steps, settings.save_summaries_secs) == (None, 3)
+    assert settings.explicit == {"save_checkpoint_steps", "save_summaries_secs"}
+
+
+def test_worker_runs_only_its_hooks(graph, register_plugin):
+    server = tf.distribute.Server.create_local_server()
+    global_step = monsession.get_or_create_global_step()
+    log = []
+    family = register_plugin(FakeFamily(log), "fake-family")
+    with monsession.MonitoredTrainingSession(master=server.target, is_chief=True) as chief:
+        assert chief.run(global_step) == 0
+        with monsession.MonitoredTrainingSession(
+            master=server.target,
+            is_chief=False,
+            hooks=[Named("user", log)],
+            chief_only_hooks=[Named("chief", log)],
+            max_wait_secs=30,
+        ) as worker:
+            assert worker.run(global_step) == 0
+    assert log.count("user") == 1 and "chief" not in log
+    assert log.count("checkpoint") == 1, "default hooks were built for the chief only"
+    assert family.settings.master == server.target
+
+
+def test_worker_gives_up_after_max_wait_secs(graph):
+    server = tf.distribute.Server.create_local_server()
+    monsession.get_or_create_global_step()
+    with pytest.raises(tf.errors.DeadlineExceededError):
+        monsession.MonitoredTrainingSession(master=server.target, is_chief=False, max_wait_secs=1)
+
+
+def test_explicit_argument_of_a_missing_family_names_the_distribution(
+    graph, isolated_plugins, tmp_path
+):
+    with pytest.raises(ImportError, match="monsession-hooks-checkpoint"):
+        monsession.MonitoredTrainingSession(checkpoint_dir=str(tmp_path), save_checkpoint_steps=10)
+    with pytest.raises(ImportError, match="monsession-hooks-summary"):
+        monsession.MonitoredTrainingSession(checkpoint_dir=str(tmp_path), log_step_count_steps=5)
+    with pytest.raises(ImportError, match=r"save_summaries_secs=3"):
+        monsession.MonitoredTrainingSession(summary_dir=str(tmp_path), save_summaries_secs=3)
+
+
+def test_defaults_of_missing_families_are_skipped_with_one_line(
+    graph, isolated_plugins, tmp_path, caplog
+):
+    global_step = monsession.get_or_create_global_step()
+    increment = global_step.assign_add(3)
+    scaffold = monsession.Scaffold()
+    with monsession.SingularMonitoredSession(scaffold=scaffold) as sess:
+        sess.run(increment)
+        scaffold.saver.save(sess.raw_session(), str(tmp_path / "model.ckpt"), global_step=3)
+    with caplog.at_level(logging.INFO, logger="monsession"):
+        session = monsession.MonitoredTrainingSession(
+            checkpoint_dir=str(tmp_path), scaffold=scaffold, hooks=[Named("user")]
+        )
+    with session:
+        assert session.run(global_step) == 3, "the chief restored from checkpoint_dir"
+    skipped = [
+        r.getMessage() for r in caplog.records if "skipping the default hooks" in r.getMessage()
+    ]
+    assert len(skipped) == 2
+    assert any("monsession-hooks-checkpoint" in m and "save_checkpoint_secs" in m for m in skipped)
+    assert any("monsession-hooks-summary" in m and "log_step_count_steps" in m for m in skipped)
+
+
+def test_arguments_that_ask_for_nothing_are_not_errors(graph, isolated_plugins):
+    monsession.get_or_create_global_step()
+    # No directory: TensorFlow would add no hook either, so nothing is missing.
+    with monsession.MonitoredTrainingSession(save_checkpoint_steps=10, log_step_count_steps=5):
+        pass
+    with monsession.MonitoredTrainingSession(
+        checkpoint_dir=None, save_checkpoint_secs=0, save_summaries_steps=None
+    ):
+        pass
+
+
+def test_default_hooks_see_eager_mode(register_plugin):
+    tf.compat.v1.reset_default_graph()
+    family = register_plugin(FakeFamily([]), "fake-family")
+    with monsession.MonitoredTrainingSession():
+        pass
+    assert family.settings.eager
