@@ -23,9 +23,9 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import tensorflow as tf  # noqa: E402
+import tensorflow as tf
 
-import monsession  # noqa: E402
+import monsession
 
 RESULTS = pathlib.Path(__file__).parent / "results" / "core.json"
 
@@ -52,7 +52,9 @@ def graph_model():
     x = tf.random.normal([32, 16], seed=1)
     w = tf.compat.v1.get_variable("w", [16, 1])
     loss = tf.reduce_mean(tf.square(tf.matmul(x, w) - 1.0))
-    train = tf.compat.v1.train.GradientDescentOptimizer(0.01).minimize(loss, global_step=global_step)
+    train = tf.compat.v1.train.GradientDescentOptimizer(0.01).minimize(
+        loss, global_step=global_step
+    )
     return loss, train
 
 
