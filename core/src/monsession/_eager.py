@@ -140,6 +140,11 @@ class EagerSession:
             _check_feed_keys(feeds, owner_of)
         return self._caller.call(fetches, feeds, owner_of)
 
+    @property
+    def closed(self) -> bool:
+        """Whether `close()` was called."""
+        return self._closed
+
     def close(self) -> None:
         self._closed = True
 

@@ -1,0 +1,159 @@
+"""Per-step overhead of `NanTensorHook` on a small eager loop, in one run.
+
+Variants, each calling the same `tf.function` step:
+
+* ``raw``: a plain Python loop;
+* ``session``: `monsession.MonitoredSession` with no hooks (the session's own cost);
+* ``nan_every_step``: with ``NanTensorHook("loss")``, which reads the loss after
+  every step, as TensorFlow's hook does;
+* ``nan_every_100``: with ``NanTensorHook("loss", check_every_n_steps=100)`` and
+  the step wrapped by ``hook.watch``: losses stay on the device and are checked
+  in one read every 100 steps.
+
+Two executor settings: ``sync`` (TensorFlow's default on CPU: each op finishes
+before the call returns) and ``async`` (`set_synchronous_execution(False)`:
+calls return at once and a host read waits for the device, as with a GPU
+stream). Variants are interleaved, in rotating order, over several rounds;
+each sample ends by waiting for the device. Medians of the per-step time are
+compared as ratios to ``raw`` (minimums are recorded too, as a check on
+noise from other processes).
+
+    python benchmarks/bench_debug.py [--steps 100] [--rounds 41]
+
+Writes benchmarks/results/debug.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import statistics
+import time
+from typing import Any
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import tensorflow as tf
+
+import monsession
+from monsession_hooks_debug import NanTensorHook
+
+RESULTS = pathlib.Path(__file__).parent / "results" / "debug.json"
+VARIANTS = ("raw", "session", "nan_every_step", "nan_every_100")
+EXECUTORS = ("sync", "async")
+WARMUP_STEPS = 50
+
+
+def make_step() -> tuple[Any, Any]:
+    """A small regression step returning {"loss": ...}, and a variable to sync on."""
+    tf.compat.v1.reset_default_graph()
+    global_step = monsession.get_or_create_global_step()
+    x = tf.random.normal([64, 32], seed=1)
+    y = tf.random.normal([64, 1], seed=2)
+    w1 = tf.Variable(tf.random.normal([32, 32], seed=3) * 0.1)
+    w2 = tf.Variable(tf.random.normal([32, 1], seed=4) * 0.1)
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            hidden = tf.nn.relu(tf.matmul(x, w1))
+            loss = tf.reduce_mean(tf.square(tf.matmul(hidden, w2) - y))
+        grads = tape.gradient(loss, [w1, w2])
+        w1.assign_sub(0.01 * grads[0])
+        w2.assign_sub(0.01 * grads[1])
+        global_step.assign_add(1)
+        return {"loss": loss}
+
+    return step, global_step
+
+
+class Runner:
+    """One variant: a step callable, run `steps` times per sample."""
+
+    def __init__(self, variant: str, step: Any, global_step: Any) -> None:
+        self.global_step = global_step
+        self.session: Any = None
+        if variant == "raw":
+            self.call = step
+            return
+        hooks: list[Any] = []
+        run_step = step
+        if variant == "nan_every_step":
+            hooks = [NanTensorHook("loss")]
+        elif variant == "nan_every_100":
+            hook = NanTensorHook("loss", check_every_n_steps=100)
+            hooks, run_step = [hook], hook.watch(step)
+        self.session = monsession.MonitoredSession(hooks=hooks)
+        session = self.session
+
+        def call() -> Any:
+            return session.run(run_step)
+
+        self.call = call
+
+    def sample(self, steps: int) -> float:
+        call = self.call
+        start = time.perf_counter()
+        for _ in range(steps):
+            call()
+        self.global_step.numpy()  # Wait for the device before stopping the clock.
+        return (time.perf_counter() - start) / steps
+
+    def close(self) -> None:
+        if self.session is not None:
+            self.session.close()
+
+
+def measure(executor: str, steps: int, rounds: int) -> dict[str, list[float]]:
+    tf.config.experimental.set_synchronous_execution(executor == "sync")
+    step, global_step = make_step()
+    runners = {variant: Runner(variant, step, global_step) for variant in VARIANTS}
+    try:
+        for runner in runners.values():
+            runner.sample(WARMUP_STEPS)
+        samples: dict[str, list[float]] = {variant: [] for variant in VARIANTS}
+        for round_index in range(rounds):
+            shift = round_index % len(VARIANTS)
+            for variant in VARIANTS[shift:] + VARIANTS[:shift]:
+                samples[variant].append(runners[variant].sample(steps))
+        return samples
+    finally:
+        for runner in runners.values():
+            runner.close()
+        tf.config.experimental.set_synchronous_execution(True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=100, help="steps per sample")
+    parser.add_argument("--rounds", type=int, default=41, help="interleaved rounds")
+    args = parser.parse_args()
+    result: dict[str, Any] = {
+        "steps_per_sample": args.steps,
+        "rounds": args.rounds,
+        "tensorflow": tf.__version__,
+        "cpus": os.cpu_count(),
+        "executors": {},
+    }
+    for executor in EXECUTORS:
+        samples = measure(executor, args.steps, args.rounds)
+        medians = {variant: statistics.median(values) for variant, values in samples.items()}
+        raw = medians["raw"]
+        result["executors"][executor] = {
+            "median_step_us": {k: round(v * 1e6, 2) for k, v in medians.items()},
+            "min_step_us": {k: round(min(v) * 1e6, 2) for k, v in samples.items()},
+            "ratio_to_raw": {k: round(v / raw, 3) for k, v in medians.items()},
+            "nan_hook_overhead_over_session": {
+                "every_step": round(medians["nan_every_step"] / medians["session"], 3),
+                "every_100": round(medians["nan_every_100"] / medians["session"], 3),
+            },
+        }
+    RESULTS.parent.mkdir(exist_ok=True)
+    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

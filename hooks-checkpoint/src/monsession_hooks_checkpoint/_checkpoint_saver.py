@@ -1,0 +1,295 @@
+"""`CheckpointSaverHook`: saves checkpoints every N steps or seconds, in both modes."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import tensorflow as tf
+
+from monsession import (
+    SecondOrStepTimer,
+    SessionRunArgs,
+    SessionRunContext,
+    SessionRunHook,
+    SessionRunValues,
+)
+from monsession_hooks_checkpoint._directory import ensure_writable_directory
+from monsession_hooks_checkpoint._eager_saving import (
+    EagerSaving,
+    check_manager_directory,
+    is_object_checkpoint,
+)
+from monsession_hooks_checkpoint._graph_saving import GraphSaving, same_checkpoint
+from monsession_hooks_checkpoint._listener import LISTENER_METHODS, CheckpointSaverListener
+
+logger = logging.getLogger("monsession.checkpoint")
+
+_HOOK = "CheckpointSaverHook"
+
+
+def _check_schedule(save_secs: float | None, save_steps: int | None) -> None:
+    if (save_secs is None) == (save_steps is None):
+        raise ValueError(
+            f"{_HOOK}: exactly one of save_secs and save_steps should be provided; got "
+            f"save_secs={save_secs!r}, save_steps={save_steps!r}."
+        )
+    for name, value in (("save_secs", save_secs), ("save_steps", save_steps)):
+        if value is not None and value < 0:
+            raise ValueError(f"{_HOOK}: {name} must be non-negative, got {value!r}.")
+
+
+def _check_listeners(listeners: Iterable[Any] | None) -> list[Any]:
+    checked = list(listeners or [])
+    for index, listener in enumerate(checked):
+        missing = [name for name in LISTENER_METHODS if not callable(getattr(listener, name, None))]
+        if missing:
+            raise TypeError(
+                f"{_HOOK}: listeners[{index}] is {listener!r}, which lacks {', '.join(missing)}; "
+                f"expected a {CheckpointSaverListener.__name__}."
+            )
+    return checked
+
+
+def _check_max_to_keep(max_to_keep: int | None) -> None:
+    if max_to_keep is not None and (
+        isinstance(max_to_keep, bool) or not isinstance(max_to_keep, int) or max_to_keep < 0
+    ):
+        raise ValueError(
+            f"{_HOOK}: max_to_keep must be None or a non-negative int, got {max_to_keep!r}."
+        )
+
+
+class CheckpointSaverHook(SessionRunHook):
+    """Saves checkpoints every N steps or seconds.
+
+    A checkpoint is saved when the session is created, whenever `save_secs`
+    seconds or `save_steps` steps have passed since the last one, and at
+    `end()` if the last step was not saved yet.
+
+    Graph mode behaves as `tf.compat.v1.train.CheckpointSaverHook`: the
+    `Saver` writes ``<checkpoint_dir>/<checkpoint_basename>-<step>``; with
+    `save_graph_def`, ``graph.pbtxt`` is written when the session is created
+    and a ``.meta`` file with every checkpoint; the graph, the meta graph and
+    a CHECKPOINT `SessionLog` per save go to the directory's event file
+    (`tf.compat.v1.summary.FileWriterCache`).
+
+    Eager mode saves the `tf.train.Checkpoint` given as `saver` or as
+    `scaffold.saver` (or a `tf.train.CheckpointManager`) through a
+    `tf.train.CheckpointManager`, numbering the checkpoints by the global
+    step, so that `tf.train.latest_checkpoint(checkpoint_dir)` finds them and
+    the chief restores them when a session is created. No graph, meta graph
+    or event file is written.
+
+    Args:
+      checkpoint_dir: Directory for the checkpoint files; created if needed.
+      save_secs: Save every this many seconds.
+      save_steps: Save every this many global steps.
+      saver: Graph mode: a `tf.compat.v1.train.Saver`. Eager mode: a
+        `tf.train.Checkpoint` or `tf.train.CheckpointManager`. By default the
+        scaffold's saver, else (graph mode) the graph's only `Saver`.
+      checkpoint_basename: File name prefix of the checkpoints.
+      scaffold: A `Scaffold` whose `saver` to use.
+      listeners: `CheckpointSaverListener`s called around every save.
+      save_graph_def: Graph mode: whether to write ``graph.pbtxt`` and the
+        ``.meta`` files.
+      max_to_keep: Eager mode: how many recent checkpoints to keep (`None` or
+        0 keeps all). Ignored for a given `CheckpointManager`, which keeps its
+        own setting; in graph mode the `Saver` decides.
+      async_save: Eager mode: write checkpoints in a background thread, so
+        training continues while the files are written. The pending write is
+        waited for before the next save and at `end()`.
+
+    Raises:
+      ValueError: If not exactly one of `save_secs` and `save_steps` is given,
+        if one is negative, if both `saver` and `scaffold` are given, or if a
+        `CheckpointManager` saves into another directory.
+      TypeError: If `saver` or a listener has the wrong type.
+    """
+
+    def __init__(
+        self,
+        checkpoint_dir: str | os.PathLike[str],
+        save_secs: float | None = None,
+        save_steps: int | None = None,
+        saver: Any = None,
+        checkpoint_basename: str = "model.ckpt",
+        scaffold: Any = None,
+        listeners: Iterable[CheckpointSaverListener] | None = None,
+        save_graph_def: bool = True,
+        *,
+        max_to_keep: int | None = 5,
+        async_save: bool = False,
+    ) -> None:
+        logger.info("Create CheckpointSaverHook.")
+        if saver is not None and scaffold is not None:
+            raise ValueError(
+                f"{_HOOK}: You cannot provide both saver and scaffold. Pass the saver as "
+                "Scaffold(saver=...) or to the hook, not both."
+            )
+        if not isinstance(checkpoint_dir, (str, os.PathLike)) or not os.fspath(checkpoint_dir):
+            raise ValueError(
+                f"{_HOOK}: checkpoint_dir must be a directory path, got {checkpoint_dir!r}."
+            )
+        _check_schedule(save_secs, save_steps)
+        _check_max_to_keep(max_to_keep)
+        if saver is not None and not (
+            is_object_checkpoint(saver) or callable(getattr(saver, "save", None))
+        ):
+            raise TypeError(
+                f"{_HOOK}: saver must be a tf.compat.v1.train.Saver (graph mode) or a "
+                f"tf.train.Checkpoint / tf.train.CheckpointManager (eager mode); got {saver!r}."
+            )
+        self._checkpoint_dir = os.fspath(checkpoint_dir)
+        if isinstance(saver, tf.train.CheckpointManager):
+            check_manager_directory(saver, self._checkpoint_dir)
+        self._save_path = os.path.join(self._checkpoint_dir, checkpoint_basename)
+        self._checkpoint_basename = checkpoint_basename
+        self._saver = saver
+        self._scaffold = scaffold
+        self._save_secs = save_secs
+        self._save_steps = save_steps
+        self._timer = SecondOrStepTimer(every_secs=save_secs, every_steps=save_steps)
+        self._listeners = _check_listeners(listeners)
+        self._save_graph_def = save_graph_def
+        self._max_to_keep = max_to_keep
+        self._async_save = bool(async_save)
+        # Steps one run() may advance the global step by. Large by default so
+        # that the real global step is always read before deciding (as TF).
+        self._steps_per_run = 1000000
+        self._last_save_time: float | None = None
+        self._saving: GraphSaving | EagerSaving | None = None
+
+    def _set_steps_per_run(self, steps_per_run: int) -> None:
+        self._steps_per_run = steps_per_run
+
+    def begin(self) -> None:
+        from monsession._global_step import global_step_read
+
+        ensure_writable_directory(self._checkpoint_dir, _HOOK)
+        self._eager = tf.executing_eagerly()
+        self._saving = self._eager_saving() if self._eager else self._graph_saving()
+        self._global_step_tensor = global_step_read()
+        if self._global_step_tensor is None:
+            raise RuntimeError(
+                f"Global step should be created to use {_HOOK}: call "
+                "monsession.get_or_create_global_step() before creating the session."
+            )
+        for listener in self._listeners:
+            listener.begin()
+
+    def _graph_saving(self) -> GraphSaving:
+        if self._async_save:
+            raise ValueError(
+                f"{_HOOK}: async_save=True needs eager mode; TensorFlow cannot save "
+                "asynchronously in graph mode."
+            )
+        if is_object_checkpoint(self._saver):
+            raise TypeError(
+                f"{_HOOK}: in graph mode saver must be a tf.compat.v1.train.Saver, got "
+                f"{self._saver!r}. Pass a tf.train.Checkpoint as Scaffold(saver=...) instead."
+            )
+        return GraphSaving(
+            self._checkpoint_dir, self._save_path, self._saver, self._scaffold, self._save_graph_def
+        )
+
+    def _eager_saving(self) -> EagerSaving:
+        state = self._saver
+        if state is None and self._scaffold is not None:
+            state = self._scaffold.saver
+        if not is_object_checkpoint(state):
+            raise TypeError(
+                f"{_HOOK}: in eager mode there is no graph to save; pass the state as "
+                "saver=tf.train.Checkpoint(...) or "
+                "scaffold=Scaffold(saver=tf.train.Checkpoint(model=..., optimizer=..., "
+                f"step=global_step)). Got saver {state!r}."
+            )
+        return EagerSaving(
+            state,
+            self._checkpoint_dir,
+            self._checkpoint_basename,
+            self._max_to_keep,
+            self._async_save,
+        )
+
+    def after_create_session(self, session: Any, coord: Any) -> None:
+        assert self._saving is not None, "begin() must be called first."
+        global_step = int(session.run(self._global_step_tensor))
+        self._saving.after_create_session(session)
+        if same_checkpoint(
+            self._saving.latest_checkpoint(), self._saving.checkpoint_path(global_step)
+        ):
+            # Just restored from it: rewriting it in place could only lose it.
+            logger.info("Checkpoint for step %d already saved; not writing it again.", global_step)
+        else:
+            self._save(session, global_step)
+        self._mark_saved(global_step)
+
+    def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
+        if (
+            self._save_secs is not None
+            and self._last_save_time is not None
+            and time.time() < self._last_save_time + self._save_secs
+        ):
+            return None  # Not time yet: no fetch at all.
+        return SessionRunArgs(self._global_step_tensor)
+
+    def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+        if run_values.results is None:
+            return  # before_run asked for nothing: not time to save.
+        fetched_step = int(run_values.results)
+        if self._eager:  # The variable was read after the step: it is current.
+            if self._timer.should_trigger_for_step(fetched_step):
+                self._save_on_trigger(run_context, fetched_step)
+            return
+        if self._timer.should_trigger_for_step(fetched_step + self._steps_per_run):
+            # The fetched value predates this step's increment: read it again.
+            global_step = int(run_context.session.run(self._global_step_tensor))
+            if self._timer.should_trigger_for_step(global_step):
+                self._save_on_trigger(run_context, global_step)
+
+    def _save_on_trigger(self, run_context: SessionRunContext, global_step: int) -> None:
+        self._mark_saved(global_step)
+        if self._save(run_context.session, global_step):
+            run_context.request_stop()
+
+    def end(self, session: Any) -> None:
+        assert self._saving is not None, "begin() must be called first."
+        last_step = int(session.run(self._global_step_tensor))
+        if last_step != self._timer.last_triggered_step():
+            self._save(session, last_step)
+        self._saving.end()
+        for listener in self._listeners:
+            listener.end(session, last_step)
+
+    def _mark_saved(self, global_step: int) -> None:
+        self._timer.update_last_triggered_step(global_step)
+        self._last_save_time = time.time()
+
+    def _save(self, session: Any, step: int) -> bool:
+        """Saves a checkpoint for `step`; returns whether a listener asked to stop."""
+        assert self._saving is not None
+        self._saving.wait()  # The previous checkpoint is complete before listeners see a new one.
+        logger.info("Calling checkpoint listeners before saving checkpoint %d...", step)
+        for listener in self._listeners:
+            listener.before_save(session, step)
+        logger.info("Saving checkpoints for %d into %s.", step, self._save_path)
+        self._saving.save(session, step)
+        logger.info("Calling checkpoint listeners after saving checkpoint %d...", step)
+        should_stop = False
+        for listener in self._listeners:
+            if listener.after_save(session, step):
+                logger.info(
+                    "A CheckpointSaverListener requested that training be stopped. listener: %r",
+                    listener,
+                )
+                should_stop = True
+        return should_stop
+
+    def _get_saver(self) -> Any:
+        """The saver in use (graph: a `Saver`; eager: a `CheckpointManager`)."""
+        assert self._saving is not None, "begin() must be called first."
+        return self._saving.saver()

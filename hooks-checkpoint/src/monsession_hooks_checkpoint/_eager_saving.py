@@ -1,0 +1,117 @@
+"""Eager mode: saving a `tf.train.Checkpoint` through a `tf.train.CheckpointManager`."""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+import tensorflow as tf
+
+logger = logging.getLogger("monsession.checkpoint")
+
+
+def is_object_checkpoint(saver: Any) -> bool:
+    """Whether `saver` is a `tf.train.Checkpoint` or `tf.train.CheckpointManager`."""
+    return isinstance(saver, (tf.train.Checkpoint, tf.train.CheckpointManager))
+
+
+def check_manager_directory(manager: Any, checkpoint_dir: str) -> None:
+    """Raises unless a `CheckpointManager` writes into `checkpoint_dir`.
+
+    Raises:
+      ValueError: If the manager's directory is another one.
+    """
+    if os.path.abspath(manager.directory) != os.path.abspath(checkpoint_dir):
+        raise ValueError(
+            f"CheckpointSaverHook: the tf.train.CheckpointManager saves into "
+            f"{manager.directory!r}, but checkpoint_dir is {checkpoint_dir!r}; the session "
+            "restores from checkpoint_dir. Use the same directory for both."
+        )
+
+
+class EagerSaving:
+    """Writes the user's `tf.train.Checkpoint` in eager mode.
+
+    Checkpoints are numbered by the global step, so the files are
+    ``<checkpoint_dir>/<basename>-<step>.{index,data-*}`` and the
+    ``checkpoint`` state file lets `tf.train.latest_checkpoint` find them.
+    The state file is updated only once a checkpoint is complete, so a crash
+    during a save leaves the previous one as the latest.
+
+    Args:
+      state: A `tf.train.Checkpoint`, or a `tf.train.CheckpointManager` used as
+        it is (its directory, name and `max_to_keep`).
+      checkpoint_dir: The directory to save into.
+      checkpoint_basename: The file prefix of the checkpoints.
+      max_to_keep: How many checkpoints to keep; `None` or 0 keeps all.
+      async_save: Whether to write checkpoints in a background thread.
+    """
+
+    def __init__(
+        self,
+        state: Any,
+        checkpoint_dir: str,
+        checkpoint_basename: str,
+        max_to_keep: int | None,
+        async_save: bool,
+    ) -> None:
+        if isinstance(state, tf.train.CheckpointManager):
+            check_manager_directory(state, checkpoint_dir)
+            self._manager = state
+        else:
+            self._manager = tf.train.CheckpointManager(
+                state,
+                directory=checkpoint_dir,
+                max_to_keep=max_to_keep or None,
+                checkpoint_name=checkpoint_basename,
+            )
+        self._options = (
+            tf.train.CheckpointOptions(experimental_enable_async_checkpoint=True)
+            if async_save
+            else None
+        )
+
+    def saver(self) -> Any:
+        """The `tf.train.CheckpointManager` that saves."""
+        return self._manager
+
+    def after_create_session(self, session: Any) -> None:
+        """There is no graph to write in eager mode."""
+
+    def checkpoint_path(self, step: int) -> str:
+        """The prefix of the checkpoint of `step`."""
+        # A CheckpointManager names its files "<directory>/<checkpoint_name>-<number>"
+        # and keeps that prefix in a private attribute only.
+        return f"{self._manager._checkpoint_prefix}-{step}"
+
+    def latest_checkpoint(self) -> str | None:
+        """The directory's latest complete checkpoint."""
+        return tf.train.latest_checkpoint(self._manager.directory)
+
+    def save(self, session: Any, step: int) -> str:
+        """Saves a checkpoint for `step`, after the pending asynchronous one is written."""
+        self.wait()  # TensorFlow would wait too; waiting here makes the stall visible.
+        if self._options is None:
+            return str(self._manager.save(checkpoint_number=step))
+        try:
+            return str(self._manager.save(checkpoint_number=step, options=self._options))
+        except ValueError as error:
+            # TensorFlow's asynchronous saver copies every variable to the host
+            # inside a tf.function; objects whose copy creates new variables
+            # there (Keras 3 variables, as of Keras 3.15) cannot take part.
+            logger.warning(
+                "CheckpointSaverHook: asynchronous saving failed (%s); saving synchronously "
+                "from now on.",
+                str(error).strip().splitlines()[-1],
+            )
+            self._options = None
+            return str(self._manager.save(checkpoint_number=step))
+
+    def wait(self) -> None:
+        """Blocks until a pending asynchronous save is written."""
+        self._manager.sync()
+
+    def end(self) -> None:
+        """Waits for the last save."""
+        self.wait()

@@ -1,0 +1,76 @@
+"""Plugin registration for monsession-hooks-checkpoint.
+
+This module must not import TensorFlow at import time: `monsession plugins`
+lists the family without paying for it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import monsession
+from monsession._hookspecs import ORDER_CHECKPOINT_SAVER, DefaultHook, TrainingSettings
+
+logger = logging.getLogger("monsession.checkpoint")
+
+_TRAINING_ARGUMENTS = ("save_checkpoint_secs", "save_checkpoint_steps")
+
+
+@monsession.hookimpl
+def monsession_hook_classes() -> list[str]:
+    """Returns lazy references to `CheckpointSaverHook` and `CheckpointSaverListener`."""
+    return [
+        "monsession_hooks_checkpoint._checkpoint_saver:CheckpointSaverHook",
+        "monsession_hooks_checkpoint._listener:CheckpointSaverListener",
+    ]
+
+
+@monsession.hookimpl
+def monsession_training_arguments() -> list[str]:
+    """Returns the `MonitoredTrainingSession` arguments this family serves."""
+    return list(_TRAINING_ARGUMENTS)
+
+
+def _positive(value: Any) -> Any:
+    return value if value is not None and value > 0 else None
+
+
+@monsession.hookimpl
+def monsession_default_hooks(settings: TrainingSettings) -> list[DefaultHook] | None:
+    """Adds a `CheckpointSaverHook` when `checkpoint_dir` and a schedule ask for one.
+
+    As in TensorFlow: needs `checkpoint_dir` and a positive
+    `save_checkpoint_secs` (default 600) or `save_checkpoint_steps`; `None` or
+    0 turns saving off. In eager mode without `Scaffold(saver=...)` there is
+    nothing to save: the default schedule is skipped with a warning, an
+    explicit one raises.
+
+    Raises:
+      ValueError: In eager mode, if `save_checkpoint_secs/steps` was set but
+        the scaffold holds no `tf.train.Checkpoint`.
+    """
+    save_secs = _positive(settings.save_checkpoint_secs)
+    save_steps = _positive(settings.save_checkpoint_steps)
+    if not settings.checkpoint_dir or (save_secs is None and save_steps is None):
+        return None
+    if settings.eager and getattr(settings.scaffold, "saver", None) is None:
+        message = (
+            "MonitoredTrainingSession: in eager mode checkpoints need the state to save; pass "
+            "scaffold=Scaffold(saver=tf.train.Checkpoint(model=..., optimizer=..., "
+            "step=global_step))."
+        )
+        if settings.explicit & set(_TRAINING_ARGUMENTS):
+            raise ValueError(message)
+        logger.warning("%s Not saving checkpoints to %s.", message, settings.checkpoint_dir)
+        return None
+    from monsession_hooks_checkpoint._checkpoint_saver import CheckpointSaverHook
+
+    hook = CheckpointSaverHook(
+        settings.checkpoint_dir,
+        save_secs=save_secs,
+        save_steps=save_steps,
+        scaffold=settings.scaffold,
+        save_graph_def=settings.save_graph_def,
+    )
+    return [DefaultHook(hook, ORDER_CHECKPOINT_SAVER)]

@@ -1,0 +1,157 @@
+"""Graph mode, side by side with tf.compat.v1.train: same program, same files, same values."""
+
+from __future__ import annotations
+
+import glob
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from checkpoint_testing import (
+    ONLY_CHECKPOINTS,
+    CountingListener,
+    checkpoint_session_logs,
+    checkpoint_steps,
+    counter_program,
+    load_step,
+    meta_files,
+)
+
+import monsession
+from monsession_hooks_checkpoint import CheckpointSaverHook
+
+
+class TFListener(CountingListener, tf.compat.v1.train.CheckpointSaverListener):
+    """The same counting listener, as TensorFlow's listener type."""
+
+
+def _run_with(hook_class, listener, directory, session_class, steps=5):
+    with tf.Graph().as_default():
+        _, train_op, _ = counter_program()
+        hook = hook_class(directory, save_steps=2, listeners=[listener])
+        with session_class(hooks=[hook], checkpoint_dir=directory) as sess:
+            for _ in range(steps):
+                sess.run(train_op)
+
+
+def _non_event_files(directory):
+    return sorted(name for name in os.listdir(directory) if not name.startswith("events."))
+
+
+def test_hook_writes_what_tensorflows_hook_writes(tmp_path):
+    ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    our_listener, their_listener = CountingListener(), TFListener()
+    _run_with(CheckpointSaverHook, our_listener, ours, monsession.SingularMonitoredSession)
+    _run_with(
+        tf.compat.v1.train.CheckpointSaverHook,
+        their_listener,
+        theirs,
+        tf.compat.v1.train.SingularMonitoredSession,
+    )
+    assert _non_event_files(ours) == _non_event_files(theirs)
+    assert checkpoint_steps(ours) == checkpoint_steps(theirs) == [0, 2, 4, 5]
+    assert our_listener.counts == their_listener.counts
+    assert our_listener.saved_steps == their_listener.saved_steps == [0, 2, 4, 5]
+    for step in checkpoint_steps(ours):
+        mine = tf.train.load_checkpoint(os.path.join(ours, f"model.ckpt-{step}"))
+        tfs = tf.train.load_checkpoint(os.path.join(theirs, f"model.ckpt-{step}"))
+        assert mine.get_variable_to_shape_map() == tfs.get_variable_to_shape_map()
+        for name in mine.get_variable_to_shape_map():
+            np.testing.assert_array_equal(mine.get_tensor(name), tfs.get_tensor(name))
+    # Same CHECKPOINT session logs (paths differ only by directory).
+    assert [step for step, _ in checkpoint_session_logs(ours)] == [
+        step for step, _ in checkpoint_session_logs(theirs)
+    ]
+    assert {os.path.basename(p) for _, p in checkpoint_session_logs(ours)} == {"model.ckpt"}
+    with (
+        open(os.path.join(ours, "checkpoint")) as mine,
+        open(os.path.join(theirs, "checkpoint")) as tfs,
+    ):
+        assert [line.split(":")[0] for line in mine] == [line.split(":")[0] for line in tfs]
+
+
+@pytest.mark.parametrize("save_graph_def", [True, False])
+def test_monitored_training_session_file_expectations(tmp_path, save_graph_def):
+    """TensorFlow's MonitoredTrainingSession tests for graph.pbtxt and .meta files."""
+    logdir = str(tmp_path)
+    with tf.Graph().as_default():
+        gstep = monsession.get_or_create_global_step()
+        new_gstep = tf.compat.v1.assign_add(gstep, 1)
+        with monsession.MonitoredTrainingSession(
+            is_chief=True,
+            checkpoint_dir=logdir,
+            save_checkpoint_steps=1,
+            save_graph_def=save_graph_def,
+        ) as session:
+            assert ("graph.pbtxt" in os.listdir(logdir)) == save_graph_def
+            assert len(meta_files(logdir)) == (1 if save_graph_def else 0)
+            session.run(new_gstep)
+            assert len(meta_files(logdir)) == (2 if save_graph_def else 0)
+
+
+def test_monitored_training_session_saves_at_end_and_restores(tmp_path):
+    logdir = str(tmp_path)
+    with tf.Graph().as_default():
+        gstep = monsession.get_or_create_global_step()
+        do_step = tf.compat.v1.assign_add(gstep, 1)
+        with monsession.MonitoredTrainingSession(is_chief=True, checkpoint_dir=logdir) as session:
+            assert session.run(gstep) == 0
+            assert session.run(do_step) == 1
+            assert session.run(do_step) == 2
+        assert checkpoint_steps(logdir) == [0, 2]  # At creation (600 s default) and at end().
+        with monsession.MonitoredTrainingSession(is_chief=True, checkpoint_dir=logdir) as session:
+            assert session.run(gstep) == 2
+
+
+def test_monitored_training_session_save_checkpoint_steps(tmp_path):
+    logdir = str(tmp_path)
+    with tf.Graph().as_default():
+        gstep = monsession.get_or_create_global_step()
+        new_gstep = tf.compat.v1.assign_add(gstep, 1)
+        with monsession.MonitoredTrainingSession(
+            checkpoint_dir=logdir, save_checkpoint_steps=100
+        ) as session:
+            for _ in range(100):
+                session.run(new_gstep)
+        with monsession.MonitoredTrainingSession(checkpoint_dir=logdir) as session:
+            assert session.run(gstep) == 100
+
+
+@pytest.mark.parametrize("session_module", [monsession, tf.compat.v1.train])
+def test_save_checkpoint_secs_zero_saves_nothing(tmp_path, session_module):
+    logdir = str(tmp_path)
+    with tf.Graph().as_default():
+        gstep = monsession.get_or_create_global_step()
+        do_step = tf.compat.v1.assign_add(gstep, 1)
+        with session_module.MonitoredTrainingSession(
+            checkpoint_dir=logdir, save_checkpoint_secs=0, **ONLY_CHECKPOINTS
+        ) as session:
+            session.run(do_step)
+            session.run(do_step)
+        assert tf.train.latest_checkpoint(logdir) is None
+        assert not glob.glob(os.path.join(logdir, "model.ckpt*"))
+        with monsession.MonitoredTrainingSession(checkpoint_dir=logdir) as session:
+            assert session.run(gstep) == 0
+
+
+def test_secs_schedule_matches_tensorflow(tmp_path):
+    """save_checkpoint_secs=0.1 with a pause: both save the last state."""
+    results = {}
+    for name, module in (("ours", monsession), ("theirs", tf.compat.v1.train)):
+        logdir = str(tmp_path / name)
+        with tf.Graph().as_default():
+            gstep = monsession.get_or_create_global_step()
+            new_gstep = tf.compat.v1.assign_add(gstep, 1)
+            with module.MonitoredTrainingSession(
+                checkpoint_dir=logdir, save_checkpoint_secs=0.1, **ONLY_CHECKPOINTS
+            ) as session:
+                session.run(new_gstep)
+                import time
+
+                time.sleep(0.2)
+                for _ in range(10):
+                    session.run(new_gstep)
+        results[name] = (load_step(logdir), checkpoint_steps(logdir))
+    assert results["ours"][0] == results["theirs"][0] == 11
+    assert results["ours"][1] == results["theirs"][1]

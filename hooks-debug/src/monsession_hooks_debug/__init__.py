@@ -1,0 +1,41 @@
+"""monsession-hooks-debug: NaN detection, profiling and hook timing.
+
+`import monsession_hooks_debug` does not import TensorFlow; the classes that
+need it are loaded on first use. Users usually reach them through
+`monsession.hooks`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+_CLASSES = {
+    "NanTensorHook": "monsession_hooks_debug._nan",
+    "NanLossDuringTrainingError": "monsession_hooks_debug._nan",
+    "ProfilerHook": "monsession_hooks_debug._profiler",
+    "HookTimingHook": "monsession_hooks_debug._hook_timing",
+}
+
+if TYPE_CHECKING:
+    from monsession_hooks_debug._hook_timing import HookTimingHook
+    from monsession_hooks_debug._nan import NanLossDuringTrainingError, NanTensorHook
+    from monsession_hooks_debug._profiler import ProfilerHook
+
+
+def __getattr__(name: str) -> Any:
+    module = _CLASSES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_CLASSES])
+
+
+__all__ = ["HookTimingHook", "NanLossDuringTrainingError", "NanTensorHook", "ProfilerHook"]

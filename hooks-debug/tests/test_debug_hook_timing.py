@@ -1,0 +1,120 @@
+"""`HookTimingHook`: which hook slows training, in both modes."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import pytest
+import tensorflow as tf
+from debug_testing import STABLE_LR, make_program, mode_context
+
+import monsession
+from monsession_hooks_debug import HookTimingHook, NanTensorHook
+
+
+class SlowHook(monsession.SessionRunHook):
+    """Sleeps in after_run; says how often it was called."""
+
+    def __init__(self, secs):
+        self.secs = secs
+        self.after_runs = 0
+
+    def after_run(self, run_context, run_values):
+        self.after_runs += 1
+        time.sleep(self.secs)
+
+
+@pytest.mark.parametrize("mode", ["graph", "eager"])
+def test_wrap_times_each_hook_and_reports_the_slow_one(mode, caplog):
+    with mode_context(mode):
+        program = make_program(mode, lr=STABLE_LR)
+        slow = SlowHook(0.01)
+        nan = NanTensorHook(program.loss)
+        hooks = HookTimingHook.wrap([nan, slow], every_n_steps=2)
+        reporter = hooks[-1]
+        assert isinstance(reporter, HookTimingHook)
+        with caplog.at_level(logging.INFO, logger="monsession.debug"):
+            with monsession.MonitoredSession(hooks=hooks) as sess:
+                for _ in range(5):
+                    sess.run(program.step)
+    timings = reporter.timings()
+    assert list(timings) == ["NanTensorHook", "SlowHook"]
+    assert slow.after_runs == 5
+    for label in timings:
+        assert timings[label]["begin"].calls == 1
+        assert timings[label]["after_create_session"].calls == 1
+        assert timings[label]["before_run"].calls == 5
+        assert timings[label]["after_run"].calls == 5
+        assert timings[label]["end"].calls == 1
+    slow_after_run = timings["SlowHook"]["after_run"]
+    assert slow_after_run.total_secs >= 0.05
+    assert slow_after_run.max_secs >= 0.01
+    assert timings["NanTensorHook"]["after_run"].total_secs < slow_after_run.total_secs
+    report = reporter.report()
+    lines = report.splitlines()
+    assert lines[0] == "Hook timing after 5 steps:"
+    assert lines[2].startswith("SlowHook")  # Slowest hook first.
+    # Logged after steps 2 and 4, and at the end.
+    logged = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Hook timing")]
+    assert [m.splitlines()[0] for m in logged] == [
+        "Hook timing after 2 steps:",
+        "Hook timing after 4 steps:",
+        "Hook timing after 5 steps:",
+    ]
+
+
+def test_proxies_forward_requests_results_and_attributes():
+    class Fetcher(monsession.SessionRunHook):
+        marker = "mine"
+
+        def __init__(self, tensor):
+            self.tensor = tensor
+            self.results = []
+
+        def before_run(self, run_context):
+            return monsession.SessionRunArgs(self.tensor)
+
+        def after_run(self, run_context, run_values):
+            self.results.append(run_values.results)
+            run_context.request_stop()
+
+    with tf.Graph().as_default():
+        fetcher = Fetcher(tf.constant(7.0))
+        one = tf.constant(1.0)
+        timed, reporter = HookTimingHook.wrap([fetcher])
+        assert timed.marker == "mine" and timed.wrapped_hook is fetcher
+        with monsession.MonitoredSession(hooks=[timed, reporter]) as sess:
+            sess.run(one)
+            assert sess.should_stop()
+    assert fetcher.results == [7.0]
+
+
+def test_repeated_classes_get_numbered_labels():
+    reporter = HookTimingHook()
+    for _ in range(3):
+        reporter.time(SlowHook(0))
+    assert list(reporter.timings()) == ["SlowHook", "SlowHook#2", "SlowHook#3"]
+
+
+def test_bad_arguments():
+    with pytest.raises(
+        ValueError, match="HookTimingHook: every_n_steps must be None or an int >= 1"
+    ):
+        HookTimingHook(every_n_steps=0)
+    with pytest.raises(ValueError, match="every_n_steps"):
+        HookTimingHook.wrap([], every_n_steps=True)
+    with pytest.raises(TypeError, match=r"takes a SessionRunHook.*lacks"):
+        HookTimingHook().time(object())
+
+
+def test_a_failing_hook_is_still_timed():
+    class Broken(monsession.SessionRunHook):
+        def begin(self):
+            raise RuntimeError("broken")
+
+    reporter = HookTimingHook()
+    timed = reporter.time(Broken())
+    with pytest.raises(RuntimeError, match="broken"):
+        timed.begin()
+    assert reporter.timings()["Broken"]["begin"].calls == 1

@@ -1,0 +1,297 @@
+"""`NanTensorHook`: a real divergence, caught at the right step, in both modes."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from debug_testing import (
+    STABLE_LR,
+    RequestRecorder,
+    eager_program,
+    first_bad_step,
+    graph_program,
+    run_until_stopped,
+)
+
+import monsession
+from monsession._monitored_session import _HookedSession
+from monsession_hooks_debug import NanLossDuringTrainingError, NanTensorHook
+
+NAN_STEP = first_bad_step("nan")
+INF_STEP = first_bad_step("inf")
+
+
+def test_the_program_really_diverges():
+    assert 1 < INF_STEP < NAN_STEP < 100
+
+
+def test_error_class_matches_tensorflow():
+    error = NanLossDuringTrainingError()
+    assert isinstance(error, RuntimeError)
+    assert str(error) == str(tf.compat.v1.train.NanLossDuringTrainingError())
+    assert error.step is None and error.loss is None
+
+
+# Graph mode, side by side with TensorFlow's hook.
+
+
+def _graph_run(api, hook_class, fail_on_nan_loss):
+    """Runs the diverging graph program; returns (runs, error)."""
+    with tf.Graph().as_default():
+        program = graph_program()
+        hook = hook_class(program.loss, fail_on_nan_loss)
+        runs, error = 0, None
+        try:
+            with api.MonitoredSession(hooks=[hook]) as session:
+                while not session.should_stop():
+                    runs += 1
+                    session.run(program.step)
+        except RuntimeError as caught:
+            error = caught
+        return runs, error
+
+
+def test_graph_raise_side_by_side_with_tensorflow():
+    tf_runs, tf_error = _graph_run(
+        tf.compat.v1.train, tf.compat.v1.train.NanTensorHook, fail_on_nan_loss=True
+    )
+    our_runs, our_error = _graph_run(monsession, NanTensorHook, fail_on_nan_loss=True)
+    assert isinstance(tf_error, tf.compat.v1.train.NanLossDuringTrainingError)
+    assert isinstance(our_error, NanLossDuringTrainingError)
+    assert tf_runs == our_runs == NAN_STEP
+    assert our_error.step == NAN_STEP
+    assert np.isnan(our_error.loss)
+    assert str(our_error).startswith("NaN loss during training")
+
+
+def test_graph_stop_side_by_side_with_tensorflow(caplog):
+    tf_runs, tf_error = _graph_run(
+        tf.compat.v1.train, tf.compat.v1.train.NanTensorHook, fail_on_nan_loss=False
+    )
+    with caplog.at_level(logging.WARNING, logger="monsession.debug"):
+        our_runs, our_error = _graph_run(monsession, NanTensorHook, fail_on_nan_loss=False)
+    assert tf_error is None and our_error is None
+    assert tf_runs == our_runs == NAN_STEP
+    assert f"Model diverged with loss = NaN at global step {NAN_STEP}." in caplog.text
+
+
+def test_graph_loss_given_by_name_and_inf_detection():
+    with tf.Graph().as_default():
+        program = graph_program()
+        hook = NanTensorHook("loss", detect_inf=True)
+        with pytest.raises(NanLossDuringTrainingError, match="Inf loss during training") as info:
+            with monsession.MonitoredSession(hooks=[hook]) as sess:
+                run_until_stopped(sess, program.step)
+    assert info.value.step == INF_STEP
+    assert np.isinf(info.value.loss)
+
+
+def test_graph_hooked_session_without_begin_like_tensorflow_tests():
+    # TensorFlow's own tests drive hooks through _HookedSession without begin().
+    with tf.Graph().as_default(), tf.compat.v1.Session() as sess:
+        nan = tf.constant(np.nan, name="nan_loss")
+        fine = tf.constant(1.0)
+        raising = _HookedSession(sess, [NanTensorHook(nan)])
+        with pytest.raises(NanLossDuringTrainingError):
+            raising.run(fine)
+        stopping = _HookedSession(sess, [NanTensorHook(nan, fail_on_nan_loss=False)])
+        assert stopping.run(fine) == 1.0
+        assert stopping.should_stop()
+        healthy = _HookedSession(sess, [NanTensorHook(fine)])
+        healthy.run(fine)
+        assert not healthy.should_stop()
+
+
+# Eager mode.
+
+
+@pytest.mark.parametrize("every", [1, 5, 100])
+def test_eager_raise_names_the_first_bad_step(every):
+    program = eager_program()
+    hook = NanTensorHook("loss", check_every_n_steps=every)
+    step_fn = hook.watch(program.step)
+    with pytest.raises(NanLossDuringTrainingError) as info:
+        with monsession.MonitoredSession(hooks=[hook]) as sess:
+            for _ in range(120):
+                sess.run(step_fn)
+    assert info.value.step == NAN_STEP
+    assert np.isnan(info.value.loss)
+    # Found at the first check at or after the bad step.
+    checked_at = -(-NAN_STEP // every) * every
+    assert int(program.global_step.numpy()) == checked_at
+
+
+@pytest.mark.parametrize("every", [1, 5])
+def test_eager_stop_requests_a_stop(every, caplog):
+    program = eager_program()
+    hook = NanTensorHook("loss", fail_on_nan_loss=False, check_every_n_steps=every)
+    with caplog.at_level(logging.WARNING, logger="monsession.debug"):
+        with monsession.MonitoredSession(hooks=[hook]) as sess:
+            runs = run_until_stopped(sess, hook.watch(program.step))
+    assert runs == -(-NAN_STEP // every) * every
+    assert f"Model diverged with loss = NaN at global step {NAN_STEP}" in caplog.text
+
+
+def test_eager_default_mode_needs_no_watch_and_detects_inf():
+    program = eager_program()
+    hook = NanTensorHook("loss", detect_inf=True)
+    with pytest.raises(NanLossDuringTrainingError, match="Inf loss") as info:
+        with monsession.MonitoredSession(hooks=[hook]) as sess:
+            run_until_stopped(sess, program.step)
+    assert info.value.step == INF_STEP
+    assert int(program.global_step.numpy()) == INF_STEP
+
+
+@pytest.mark.parametrize("as_callable", [False, True])
+def test_eager_variable_and_callable_losses(as_callable):
+    tf.compat.v1.reset_default_graph()
+    global_step = monsession.get_or_create_global_step()
+    value = tf.Variable(1.0)
+
+    @tf.function
+    def step():
+        global_step.assign_add(1)
+        value.assign(tf.where(global_step >= 3, np.nan, 1.0))
+
+    hook = NanTensorHook(value.read_value if as_callable else value, fail_on_nan_loss=False)
+    with monsession.MonitoredSession(hooks=[hook]) as sess:
+        assert run_until_stopped(sess, step) == 3
+
+
+def test_deferred_mode_asks_for_nothing_and_keeps_losses_on_the_device():
+    program = eager_program(lr=STABLE_LR)
+    hook = NanTensorHook("loss", check_every_n_steps=10)
+    step_fn = hook.watch(program.step)
+    recorder = RequestRecorder(hook)
+    with monsession.MonitoredSession(hooks=[recorder]) as sess:
+        for _ in range(25):
+            outputs = sess.run(step_fn)
+            assert isinstance(outputs["loss"], tf.Tensor)  # Still a tensor for the caller.
+    assert recorder.requests == [None] * 25
+    assert hook._pending == []  # Two checks in the loop and one at the end.
+
+
+def test_deferred_mode_checks_what_is_left_at_the_end(caplog):
+    program = eager_program()
+    raising = NanTensorHook("loss", check_every_n_steps=100)
+    step_fn = raising.watch(program.step)
+    with pytest.raises(NanLossDuringTrainingError) as info:
+        with monsession.MonitoredSession(hooks=[raising]) as sess:
+            for _ in range(NAN_STEP + 2):
+                sess.run(step_fn)
+    assert info.value.step == NAN_STEP
+
+    program = eager_program()
+    logging_only = NanTensorHook("loss", fail_on_nan_loss=False, check_every_n_steps=100)
+    step_fn = logging_only.watch(program.step)
+    with caplog.at_level(logging.WARNING, logger="monsession.debug"):
+        with monsession.MonitoredSession(hooks=[logging_only]) as sess:
+            for _ in range(NAN_STEP + 2):
+                sess.run(step_fn)
+    assert f"at global step {NAN_STEP}" in caplog.text
+
+
+def test_deferred_mode_in_monitored_training_session(tmp_path):
+    program = eager_program()
+    hook = NanTensorHook("loss", check_every_n_steps=8)
+    step_fn = hook.watch(program.step)
+    with pytest.raises(NanLossDuringTrainingError) as info:
+        with monsession.MonitoredTrainingSession(
+            hooks=[hook], save_checkpoint_secs=None, save_summaries_steps=None
+        ) as sess:
+            run_until_stopped(sess, step_fn)
+    assert info.value.step == NAN_STEP
+
+
+def test_watch_keeps_the_step_signature_for_feeds():
+    program = eager_program(lr=STABLE_LR)
+    weight = tf.Variable(1.0)
+
+    @tf.function
+    def step(scale):
+        weight.assign(weight * scale)
+        program.global_step.assign_add(1)
+        return {"loss": weight * 1.0}
+
+    hook = NanTensorHook("loss", check_every_n_steps=2)
+    step_fn = hook.watch(step)
+    with monsession.MonitoredSession(hooks=[hook]) as sess:
+        sess.run(step_fn, feed_dict={"scale": tf.constant(2.0)})
+        with pytest.raises(TypeError, match="takes no argument of that name"):
+            sess.run(step_fn, feed_dict={"bogus": 1.0})
+    assert weight.numpy() == 2.0
+
+
+# Bad input.
+
+
+def test_bad_arguments_at_construction():
+    with pytest.raises(ValueError, match="check_every_n_steps must be >= 1"):
+        NanTensorHook("loss", check_every_n_steps=0)
+    with pytest.raises(TypeError, match="check_every_n_steps must be an int"):
+        NanTensorHook("loss", check_every_n_steps=2.5)
+    with pytest.raises(TypeError, match="loss_tensor must be"):
+        NanTensorHook(3.0)
+    with pytest.raises(ValueError, match="empty name"):
+        NanTensorHook("")
+    with pytest.raises(TypeError, match="watch"):
+        NanTensorHook("loss").watch("not a step")
+
+
+def test_graph_non_scalar_or_non_float_loss_fails_at_construction_or_begin():
+    with tf.Graph().as_default():
+        with pytest.raises(ValueError, match=r"NanTensorHook: loss_tensor must be a scalar.*\[3\]"):
+            NanTensorHook(tf.zeros([3]))
+        with pytest.raises(TypeError, match="dtype int32"):
+            NanTensorHook(tf.constant(1, name="count"))
+        NanTensorHook(tf.zeros([1]))  # A single element is accepted.
+        tf.zeros([2, 2], name="matrix")
+        hook = NanTensorHook("matrix")
+        with pytest.raises(ValueError, match=r"shape \[2, 2\]"):
+            hook.begin()
+        with pytest.raises(ValueError, match="names no tensor"):
+            NanTensorHook("missing").begin()
+        with pytest.raises(TypeError, match="only works in eager mode"):
+            NanTensorHook(lambda: 1.0).begin()
+
+
+@pytest.mark.parametrize("every", [1, 4])
+def test_eager_non_scalar_loss_fails_at_the_first_check(every):
+    tf.compat.v1.reset_default_graph()
+    global_step = monsession.get_or_create_global_step()
+
+    @tf.function
+    def step():
+        global_step.assign_add(1)
+        return {"loss": tf.ones([3])}
+
+    hook = NanTensorHook("loss", check_every_n_steps=every)
+    step_fn = hook.watch(step)
+    with monsession.MonitoredSession(hooks=[hook]) as sess:
+        for _ in range(every - 1):
+            sess.run(step_fn)
+        with pytest.raises(ValueError, match=r"must be a scalar float tensor.*'loss'.*\[3\]"):
+            sess.run(step_fn)
+
+
+def test_eager_misuse_gets_clear_errors():
+    program = eager_program(lr=STABLE_LR)
+    with pytest.raises(TypeError, match="computed outside the step"):
+        NanTensorHook(tf.constant(1.0)).begin()
+    with pytest.raises(TypeError, match="must be the name of the loss entry"):
+        NanTensorHook(tf.Variable(1.0), check_every_n_steps=3).begin()
+
+    hook = NanTensorHook("loss", check_every_n_steps=3)
+    with pytest.raises(ValueError, match=r"hook.watch\(train_step\)"):
+        with monsession.MonitoredSession(hooks=[hook]) as sess:
+            sess.run(program.step)
+
+    hook = NanTensorHook("total", check_every_n_steps=3)
+    with pytest.raises(
+        ValueError, match=r"'total' entry, but the step returned entries \['loss'\]"
+    ):
+        with monsession.MonitoredSession(hooks=[hook]) as sess:
+            sess.run(hook.watch(program.step))

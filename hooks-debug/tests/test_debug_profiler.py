@@ -1,0 +1,153 @@
+"""`ProfilerHook`: Chrome-trace timelines in graph mode, TF2 profiles in eager mode."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+import tensorflow as tf
+from debug_testing import STABLE_LR, RequestRecorder, eager_program, graph_program
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorflow.python.summary.writer.writer_cache import FileWriterCache
+from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+import monsession
+from monsession_hooks_debug import ProfilerHook
+
+
+def _timelines(directory):
+    return sorted(name for name in os.listdir(directory) if name.startswith("timeline-"))
+
+
+def _graph_profile(api, hook_class, directory, runs, **kwargs):
+    """Runs the stable graph program under `api` with a profiler hook."""
+    with tf.Graph().as_default():
+        program = graph_program(lr=STABLE_LR)
+        hook = hook_class(output_dir=str(directory), **kwargs)
+        seen = []
+        with api.SingularMonitoredSession(hooks=[hook]) as sess:
+            for _ in range(runs):
+                sess.run(program.step)
+                seen.append(_timelines(directory))
+        if api is not monsession:  # TensorFlow's hook does not flush; ours does in end().
+            FileWriterCache.get(str(directory)).flush()
+    return seen
+
+
+def test_bad_arguments():
+    with pytest.raises(
+        ValueError, match="ProfilerHook: set exactly one of save_steps and save_secs"
+    ):
+        ProfilerHook(save_steps=2, save_secs=10)
+    with pytest.raises(ValueError, match="exactly one of"):
+        ProfilerHook()
+    with pytest.raises(ValueError, match="save_steps must be non-negative"):
+        ProfilerHook(save_steps=-1)
+    with pytest.raises(ValueError, match="trace_steps must be an int >= 1"):
+        ProfilerHook(save_steps=1, trace_steps=0)
+
+
+def test_graph_needs_a_global_step():
+    with tf.Graph().as_default():
+        with pytest.raises(RuntimeError, match="Global step should be created to use ProfilerHook"):
+            ProfilerHook(save_steps=1).begin()
+
+
+def test_graph_save_steps_side_by_side_with_tensorflow(tmp_path):
+    ours = _graph_profile(monsession, ProfilerHook, tmp_path / "ours", 5, save_steps=2)
+    theirs = _graph_profile(
+        tf.compat.v1.train, tf.compat.v1.train.ProfilerHook, tmp_path / "tf", 5, save_steps=2
+    )
+    assert ours == theirs
+    assert ours[-1] == ["timeline-2.json", "timeline-4.json"]
+    assert ours[0] == []  # The first step is never traced.
+
+
+def test_graph_timelines_are_chrome_traces_with_op_events(tmp_path):
+    _graph_profile(monsession, ProfilerHook, tmp_path, 2, save_steps=1, show_memory=True)
+    with open(tmp_path / "timeline-2.json") as handle:
+        trace = json.load(handle)
+    events = trace["traceEvents"]
+    ops = {event["args"]["op"] for event in events if event.get("ph") == "X"}
+    assert {"ResourceApplyGradientDescent", "AssignAddVariableOp"} <= ops
+    processes = {e["args"]["name"] for e in events if e.get("name") == "process_name"}
+    assert any("/device:CPU:0 Compute" in name for name in processes)
+
+
+def test_graph_run_metadata_reaches_tensorboard(tmp_path):
+    _graph_profile(monsession, ProfilerHook, tmp_path, 4, save_steps=3)
+    accumulator = EventAccumulator(str(tmp_path))
+    accumulator.Reload()
+    assert accumulator.Tags()["run_metadata"] == ["step_3"]
+    metadata = accumulator.RunMetadata("step_3")
+    assert metadata.step_stats.dev_stats
+
+
+def test_graph_save_secs(tmp_path, monkeypatch):
+    now = [1000.0]
+    monkeypatch.setattr(time, "time", lambda: now[0])
+    with tf.Graph().as_default():
+        program = graph_program(lr=STABLE_LR)
+        hook = ProfilerHook(save_secs=2, output_dir=str(tmp_path))
+        with monsession.SingularMonitoredSession(hooks=[hook]) as sess:
+            sess.run(program.step)
+            assert _timelines(tmp_path) == []
+            now[0] += 2.5
+            sess.run(program.step)
+            assert _timelines(tmp_path) == ["timeline-2.json"]
+            now[0] += 1.0
+            sess.run(program.step)
+            assert _timelines(tmp_path) == ["timeline-2.json"]
+            now[0] += 1.5
+            sess.run(program.step)
+            assert _timelines(tmp_path) == ["timeline-2.json", "timeline-4.json"]
+
+
+def _xplanes(directory):
+    root = directory / "plugins" / "profile"
+    if not root.exists():
+        return []
+    return sorted(root.glob("*/*.xplane.pb"))
+
+
+def test_eager_captures_a_tensorboard_profile(tmp_path):
+    program = eager_program(lr=STABLE_LR)
+    hook = RequestRecorder(ProfilerHook(save_steps=3, output_dir=str(tmp_path), trace_steps=2))
+    with monsession.MonitoredSession(hooks=[hook]) as sess:
+        for run in range(1, 5):
+            sess.run(program.step)
+            if run < 4:  # The trace covers steps 3 and 4, and is saved after step 4.
+                assert _xplanes(tmp_path) == []
+    assert hook.requests == [None] * 4  # No fetch: eager profiling never syncs the step.
+    [xplane] = _xplanes(tmp_path)  # plugins/profile/<run>/<host>.xplane.pb
+    space = xplane_pb2.XSpace()
+    space.ParseFromString(xplane.read_bytes())
+    names = {metadata.name for plane in space.planes for metadata in plane.event_metadata.values()}
+    assert "train_step" in names
+
+
+def test_eager_first_step_is_not_traced_and_end_stops_an_open_trace(tmp_path):
+    program = eager_program(lr=STABLE_LR)
+    with monsession.MonitoredSession(
+        hooks=[ProfilerHook(save_steps=1, output_dir=str(tmp_path / "one"))]
+    ) as sess:
+        sess.run(program.step)
+    assert _xplanes(tmp_path / "one") == []
+
+    with monsession.MonitoredSession(
+        hooks=[ProfilerHook(save_steps=1, output_dir=str(tmp_path / "open"), trace_steps=50)]
+    ) as sess:
+        for _ in range(3):
+            sess.run(program.step)
+    assert len(_xplanes(tmp_path / "open")) == 1
+    # The profiler is free again.
+    tf.profiler.experimental.start(str(tmp_path / "after"))
+    tf.profiler.experimental.stop()
+
+
+def test_eager_needs_a_global_step():
+    tf.compat.v1.reset_default_graph()
+    with pytest.raises(RuntimeError, match="Global step should be created to use ProfilerHook"):
+        ProfilerHook(save_steps=1).begin()

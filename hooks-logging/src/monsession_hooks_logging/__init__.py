@@ -1,0 +1,37 @@
+"""monsession-hooks-logging: log tensor values and show a progress bar.
+
+`LoggingTensorHook` is TensorFlow's hook of the same name, for graph and
+eager mode; `ProgressBarHook` draws a tqdm bar (plain log lines when the
+output is not a terminal). Both log through the Python logger
+``"monsession.logging"``. Users usually reach them as
+``monsession.hooks.LoggingTensorHook`` and ``monsession.hooks.ProgressBarHook``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+_CLASSES = {
+    "LoggingTensorHook": "monsession_hooks_logging._logging_tensor_hook",
+    "ProgressBarHook": "monsession_hooks_logging._progress_bar_hook",
+}
+
+if TYPE_CHECKING:
+    from monsession_hooks_logging._logging_tensor_hook import LoggingTensorHook
+    from monsession_hooks_logging._progress_bar_hook import ProgressBarHook
+
+
+def __getattr__(name: str) -> Any:
+    import importlib
+
+    module = _CLASSES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = ["LoggingTensorHook", "ProgressBarHook"]

@@ -1,0 +1,155 @@
+"""`LoggingTensorHook`: logs the values of tensors every N steps or seconds."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Hashable
+from typing import Any
+
+from monsession import (
+    SecondOrStepTimer,
+    SessionRunArgs,
+    SessionRunContext,
+    SessionRunHook,
+    SessionRunValues,
+)
+from monsession_hooks_logging import _tensors
+from monsession_hooks_logging._tensors import Formatter
+
+logger = logging.getLogger("monsession.logging")
+
+_HOOK = "LoggingTensorHook"
+
+
+class LoggingTensorHook(SessionRunHook):
+    """Logs the values of tensors every N local steps, every N seconds, or at the end.
+
+    Lines go to the Python logger ``"monsession.logging"`` at level INFO, as
+    ``"tag = value, tag = value (0.123 sec)"``: the seconds since the previous
+    line (left out on the first one). Values are fetched only on the steps
+    that log. Steps are counted by the hook itself (the number of `run()`
+    calls it saw since `begin()`), not by the global step.
+
+    In graph mode the tensors are tensors, ops, variables or their names
+    (``"loss"`` means ``"loss:0"``). In eager mode a name is an entry of the
+    mapping the step returns; variables, tensors and zero-argument callables
+    may be given as such.
+
+    Args:
+      tensors: A dict of tags to tensors/names, or a list of tensors/names
+        (each item is its own tag; an eager `tf.Variable` is tagged by its
+        `name`). Dict tags are logged in sorted order.
+      every_n_iter: Log every this many local steps, starting with the first.
+      every_n_secs: Log at most once every this many seconds, starting with
+        the first step.
+      at_end: Also log once in `end()`.
+      formatter: A function from the dict of tags to values to the line to
+        log; by default ``"tag = value"`` pairs in tag order.
+
+    Raises:
+      ValueError: If neither or both of `every_n_iter` and `every_n_secs` are
+        given (unless only `at_end` is set), or one is not positive.
+      TypeError: If `tensors` is not a dict or list, or `formatter` is not
+        callable.
+    """
+
+    def __init__(
+        self,
+        tensors: Any,
+        every_n_iter: int | None = None,
+        every_n_secs: float | None = None,
+        at_end: bool = False,
+        formatter: Formatter | None = None,
+    ) -> None:
+        only_at_end = at_end and every_n_iter is None and every_n_secs is None
+        if not only_at_end and (every_n_iter is None) == (every_n_secs is None):
+            raise ValueError(
+                f"{_HOOK}: either at_end and/or exactly one of every_n_iter and every_n_secs "
+                f"must be provided; got every_n_iter={every_n_iter!r}, "
+                f"every_n_secs={every_n_secs!r}, at_end={at_end!r}."
+            )
+        if every_n_iter is not None and every_n_iter <= 0:
+            raise ValueError(
+                f"{_HOOK}: invalid every_n_iter={every_n_iter!r}; expected a positive number "
+                "of steps."
+            )
+        if every_n_secs is not None and every_n_secs <= 0:
+            raise ValueError(
+                f"{_HOOK}: invalid every_n_secs={every_n_secs!r}; expected a positive number "
+                "of seconds."
+            )
+        if formatter is not None and not callable(formatter):
+            raise TypeError(f"{_HOOK}: formatter must be callable, got {formatter!r}.")
+        self._tag_order, self._targets = _tensors.tag_and_targets(_HOOK, tensors)
+        self._formatter = formatter
+        self._log_at_end = at_end
+        self._timer = (
+            None
+            if only_at_end
+            else SecondOrStepTimer(every_secs=every_n_secs, every_steps=every_n_iter)
+        )
+        self._iter_count = 0
+        self._should_trigger = False
+        self._fetches: list[Any] = []
+        self._eager = False
+        self._last_values: dict[Hashable, Any] = {}
+
+    def begin(self) -> None:
+        import tensorflow as tf
+
+        self._eager = tf.executing_eagerly()
+        if self._timer is not None:
+            self._timer.reset()
+        self._iter_count = 0
+        self._last_values = {}
+        self._fetches = _tensors.resolve(_HOOK, self._targets, self._eager)
+        step_entries = [t for t in self._targets if isinstance(t, str)]
+        if self._eager and self._timer is None and step_entries:
+            raise ValueError(
+                f"{_HOOK}: in eager mode, at_end alone cannot log {step_entries[0]!r}: it names "
+                "an entry of the mapping the step returns, which exists only while a step runs. "
+                "Also give every_n_iter or every_n_secs (the end line repeats the latest "
+                "values), or log a tf.Variable."
+            )
+
+    def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
+        self._should_trigger = self._timer is not None and self._timer.should_trigger_for_step(
+            self._iter_count
+        )
+        if not self._should_trigger:
+            return None
+        return SessionRunArgs(self._fetches)
+
+    def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+        if self._should_trigger:
+            self._log(dict(zip(self._tag_order, run_values.results, strict=True)))
+        self._iter_count += 1
+
+    def end(self, session: Any) -> None:
+        if not self._log_at_end:
+            return
+        if not self._eager:
+            self._log(dict(zip(self._tag_order, session.run(self._fetches), strict=True)))
+            return
+        if not self._last_values and any(isinstance(t, str) for t in self._targets):
+            logger.info("%s: no step ran, so there are no values to log at the end.", _HOOK)
+            return
+        values = dict(self._last_values)
+        for tag, fetch in zip(self._tag_order, self._fetches, strict=True):
+            if not isinstance(fetch, str):
+                values[tag] = session.run(fetch)
+        self._log(values)
+
+    def _log(self, values: dict[Hashable, Any]) -> None:
+        self._last_values = values
+        elapsed_secs = None
+        if self._timer is not None:
+            elapsed_secs, _ = self._timer.update_last_triggered_step(self._iter_count)
+        if self._formatter is not None:
+            logger.info(self._formatter(values))
+        elif elapsed_secs is None:
+            logger.info("%s", _tensors.default_format(self._tag_order, values))
+        else:
+            logger.info(
+                "%s (%.3f sec)", _tensors.default_format(self._tag_order, values), elapsed_secs
+            )

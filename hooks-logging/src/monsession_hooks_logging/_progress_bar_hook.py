@@ -1,0 +1,189 @@
+"""`ProgressBarHook`: a tqdm progress bar over the global step."""
+
+from __future__ import annotations
+
+import sys
+from typing import IO, Any
+
+from monsession import (
+    SecondOrStepTimer,
+    SessionRunArgs,
+    SessionRunContext,
+    SessionRunHook,
+    SessionRunValues,
+)
+from monsession_hooks_logging import _tensors
+from monsession_hooks_logging._progress_display import BarDisplay, LineDisplay, is_terminal
+
+_HOOK = "ProgressBarHook"
+_DEFAULT_EVERY_N_SECS = 1.0
+
+
+class ProgressBarHook(SessionRunHook):
+    """Shows training progress: global step, steps/sec, ETA and chosen values.
+
+    On a terminal it draws a tqdm bar ``"37/100 [00:04<00:07, 8.9step/s,
+    loss=0.25]"``. Otherwise (a pipe, a file, a notebook log) it falls back to
+    plain lines on the Python logger ``"monsession.logging"`` at most every
+    `log_every_n_secs` seconds, and one at the end.
+
+    The bar moves by one on every step without reading anything back. Only
+    every `every_n_iter` steps or `every_n_secs` seconds (by default every
+    second) the values of `tensors` are fetched with the step and the global
+    step is read after it; the bar is then set to that global step.
+
+    The ETA needs the last step: pass `last_step=`, or pass the
+    `monsession.StopAtStepHook` of the same session as `stop_hook=` (its
+    `last_step` is read whenever the bar is refreshed, so a `num_steps` hook
+    works once the session exists). Without either the bar shows steps and
+    steps/sec only.
+
+    Args:
+      tensors: What to show next to the bar, as for `LoggingTensorHook`: a
+        dict of tags to tensors/names or a list of them (eager: names of
+        entries of the mapping the step returns, variables, tensors or
+        zero-argument callables). `None` shows none.
+      every_n_iter: Fetch the global step and `tensors` every this many steps.
+      every_n_secs: Fetch them at most once every this many seconds. Default
+        1.0 when neither is given.
+      last_step: The global step at which training ends.
+      stop_hook: A hook with a `last_step` attribute (a
+        `monsession.StopAtStepHook`) to take the last step from.
+      file: Where to draw the bar; `sys.stderr` (at session creation) by
+        default. Plain lines are used when it is not a terminal.
+      log_every_n_secs: Seconds between plain lines when `file` is not a
+        terminal (0: a line on every fetch).
+      desc: A prefix for the bar and the lines.
+
+    Raises:
+      ValueError: If both `every_n_iter` and `every_n_secs`, or both
+        `last_step` and `stop_hook` are given, or a number is out of range.
+      TypeError: If `stop_hook` has no `last_step` attribute or `tensors` is
+        not a dict or list.
+    """
+
+    def __init__(
+        self,
+        tensors: Any = None,
+        every_n_iter: int | None = None,
+        every_n_secs: float | None = None,
+        last_step: int | None = None,
+        stop_hook: Any = None,
+        file: IO[str] | None = None,
+        log_every_n_secs: float = 30.0,
+        desc: str | None = None,
+    ) -> None:
+        if every_n_iter is not None and every_n_secs is not None:
+            raise ValueError(
+                f"{_HOOK}: give at most one of every_n_iter and every_n_secs; got "
+                f"every_n_iter={every_n_iter!r}, every_n_secs={every_n_secs!r}."
+            )
+        if every_n_iter is None and every_n_secs is None:
+            every_n_secs = _DEFAULT_EVERY_N_SECS
+        _check_positive("every_n_iter", every_n_iter)
+        _check_positive("every_n_secs", every_n_secs)
+        if log_every_n_secs is None or log_every_n_secs < 0:
+            raise ValueError(
+                f"{_HOOK}: invalid log_every_n_secs={log_every_n_secs!r}; expected a "
+                "non-negative number of seconds."
+            )
+        if last_step is not None and stop_hook is not None:
+            raise ValueError(f"{_HOOK}: give at most one of last_step and stop_hook.")
+        if last_step is not None and (isinstance(last_step, bool) or last_step < 0):
+            raise ValueError(
+                f"{_HOOK}: invalid last_step={last_step!r}; expected a non-negative global step."
+            )
+        if stop_hook is not None and not hasattr(stop_hook, "last_step"):
+            raise TypeError(
+                f"{_HOOK}: stop_hook must have a last_step attribute, like "
+                f"monsession.StopAtStepHook (TensorFlow's own has none; pass last_step= "
+                f"instead); got {stop_hook!r}."
+            )
+        self._tags, self._targets = _tensors.tag_and_targets(_HOOK, tensors or [])
+        self._timer = SecondOrStepTimer(every_secs=every_n_secs, every_steps=every_n_iter)
+        self._last_step = last_step
+        self._stop_hook = stop_hook
+        self._file = file
+        self._log_every_n_secs = float(log_every_n_secs)
+        self._desc = desc
+        self._display: BarDisplay | LineDisplay | None = None
+        self._iter_count = 0
+        self._should_trigger = False
+        self._global_step: Any = None
+        self._fetches: list[Any] = []
+
+    @property
+    def last_step(self) -> int | None:
+        """The global step the bar runs to, if known."""
+        if self._last_step is not None:
+            return self._last_step
+        if self._stop_hook is not None:
+            return self._stop_hook.last_step
+        return None
+
+    def begin(self) -> None:
+        import tensorflow as tf
+
+        from monsession._global_step import global_step_read
+
+        global_step = global_step_read()
+        if global_step is None:
+            raise RuntimeError(
+                f"Global step should be created to use {_HOOK}: call "
+                "monsession.get_or_create_global_step() before creating the session."
+            )
+        self._global_step = global_step
+        self._fetches = _tensors.resolve(_HOOK, self._targets, tf.executing_eagerly())
+        self._timer.reset()
+        self._iter_count = 0
+        self._display = None
+
+    def after_create_session(self, session: Any, coord: Any) -> None:
+        self._start_display(session)
+
+    def _start_display(self, session: Any) -> BarDisplay | LineDisplay:
+        """Opens the display (once) and sets it to the current global step."""
+        if self._display is None:
+            file = self._file if self._file is not None else sys.stderr
+            if is_terminal(file):
+                self._display = BarDisplay(file, self._desc)
+            else:
+                self._display = LineDisplay(self._log_every_n_secs, self._desc)
+        self._display.start(int(session.run(self._global_step)), self.last_step)
+        return self._display
+
+    def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
+        self._should_trigger = self._timer.should_trigger_for_step(self._iter_count)
+        if not self._should_trigger or not self._fetches:
+            return None
+        return SessionRunArgs(self._fetches)
+
+    def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+        if self._display is None:  # Driven without after_create_session.
+            self._start_display(run_context.session)
+        assert self._display is not None
+        if self._should_trigger:
+            self._timer.update_last_triggered_step(self._iter_count)
+            # Read after the step: in graph mode a global step fetched with the
+            # step itself may be read before or after the step's increment.
+            step = run_context.session.run(self._global_step)
+            values = run_values.results if self._fetches else []
+            self._display.show(
+                int(step),
+                self.last_step,
+                _tensors.short_format(dict(zip(self._tags, values, strict=True))),
+            )
+        else:
+            self._display.advance()
+        self._iter_count += 1
+
+    def end(self, session: Any) -> None:
+        if self._display is None:
+            return
+        self._display.finish(int(session.run(self._global_step)), self.last_step)
+        self._display = None
+
+
+def _check_positive(name: str, value: float | None) -> None:
+    if value is not None and value <= 0:
+        raise ValueError(f"{_HOOK}: invalid {name}={value!r}; expected a positive number.")

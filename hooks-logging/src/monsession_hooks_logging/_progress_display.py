@@ -1,0 +1,126 @@
+"""Where `ProgressBarHook` shows progress: a tqdm bar, or plain log lines.
+
+Both displays take the same calls: `start` when a session is created,
+`advance` on a step whose values were not fetched (one more step, no new
+values), `show` on a step whose global step and values were fetched, and
+`finish` in `end()`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from typing import IO, Any
+
+from tqdm import tqdm
+
+logger = logging.getLogger("monsession.logging")
+
+
+def is_terminal(file: IO[str]) -> bool:
+    """Whether `file` is an interactive terminal."""
+    try:
+        return bool(file.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+class BarDisplay:
+    """A tqdm progress bar: steps, steps/sec, ETA and the latest values.
+
+    Args:
+      file: Where the bar is drawn.
+      desc: A prefix for the bar, or `None`.
+    """
+
+    def __init__(self, file: IO[str], desc: str | None) -> None:
+        self._file = file
+        self._desc = desc
+        self._bar: Any = None
+
+    def start(self, position: int, total: int | None) -> None:
+        if self._bar is None:
+            self._bar = tqdm(
+                total=total,
+                initial=position,
+                file=self._file,
+                desc=self._desc,
+                unit="step",
+                dynamic_ncols=True,
+            )
+        else:
+            self.show(position, total, None)
+
+    def advance(self) -> None:
+        self._bar.update(1)
+
+    def show(self, position: int, total: int | None, values: Mapping[str, str] | None) -> None:
+        bar = self._bar
+        if total is not None and bar.total != total:
+            bar.total = total
+        if values:
+            bar.set_postfix(values, refresh=False)
+        bar.update(position - bar.n)
+
+    def finish(self, position: int, total: int | None) -> None:
+        self.show(position, total, None)
+        self._bar.close()
+        self._bar = None
+
+
+class LineDisplay:
+    """Plain log lines, for output that is not a terminal.
+
+    A line is logged on the first step whose values were fetched, then on
+    such steps at most once every `every_secs` seconds, and once more by
+    `finish`:
+    ``"step 20/50 (40%), 9.8 steps/sec, ETA 00:03, loss = 0.25"``.
+
+    Args:
+      every_secs: Seconds between lines (0: a line on every fetch).
+      desc: A prefix for the lines, or `None`.
+    """
+
+    def __init__(self, every_secs: float, desc: str | None) -> None:
+        self._every_secs = every_secs
+        self._prefix = f"{desc}: " if desc else ""
+        self._values: Mapping[str, str] = {}
+        self._line_time: float | None = None
+        self._line_position = 0
+        self._lines = 0
+
+    def start(self, position: int, total: int | None) -> None:
+        self._line_time = time.time()
+        self._line_position = position
+
+    def advance(self) -> None:
+        """Nothing to do: lines are written only when values were fetched."""
+
+    def show(self, position: int, total: int | None, values: Mapping[str, str] | None) -> None:
+        if values is not None:
+            self._values = values
+        assert self._line_time is not None
+        if self._lines == 0 or time.time() - self._line_time >= self._every_secs:
+            self._write(position, total)
+
+    def finish(self, position: int, total: int | None) -> None:
+        self._write(position, total)
+
+    def _write(self, position: int, total: int | None) -> None:
+        assert self._line_time is not None
+        now = time.time()
+        elapsed = now - self._line_time
+        rate = (position - self._line_position) / elapsed if elapsed > 0 else None
+        parts = [f"step {position}"]
+        if total:
+            parts[0] += f"/{total} ({100.0 * position / total:.0f}%)"
+        if rate is not None:
+            parts.append(f"{rate:.4g} steps/sec")
+            if total and rate > 0 and position < total:
+                parts.append(f"ETA {tqdm.format_interval((total - position) / rate)}")
+        parts.extend(f"{tag} = {value}" for tag, value in self._values.items())
+        logger.info("%s%s", self._prefix, ", ".join(parts))
+        self._line_time = now
+        self._line_position = position
+        self._lines += 1

@@ -1,0 +1,155 @@
+"""Bad input: clear errors naming the hook, the argument and what was expected."""
+
+from __future__ import annotations
+
+import pytest
+import tensorflow as tf
+from logging_hooks_testing import program_in, train
+
+import monsession
+from monsession_hooks_logging import LoggingTensorHook, ProgressBarHook
+
+# --- At construction -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, pattern",
+    [
+        ({"every_n_iter": 5, "every_n_secs": 5}, ValueError, "either at_end and/or exactly one"),
+        ({"every_n_iter": 5, "every_n_secs": 5, "at_end": True}, ValueError, "either at_end"),
+        ({}, ValueError, r"either at_end and/or exactly one of .* got every_n_iter=None"),
+        ({"every_n_iter": 0}, ValueError, "invalid every_n_iter=0; expected a positive"),
+        ({"every_n_iter": -10}, ValueError, "invalid every_n_iter=-10"),
+        ({"every_n_secs": 0}, ValueError, "invalid every_n_secs=0; expected a positive"),
+        ({"every_n_secs": -1.5}, ValueError, "invalid every_n_secs=-1.5"),
+        ({"every_n_iter": 1, "formatter": "%s"}, TypeError, "formatter must be callable"),
+    ],
+)
+def test_logging_tensor_hook_rejects_bad_arguments(kwargs, error, pattern):
+    with pytest.raises(error, match="^LoggingTensorHook: " + pattern):
+        LoggingTensorHook(["loss"], **kwargs)
+
+
+@pytest.mark.parametrize("tensors", ["loss", 3, None])
+def test_tensors_must_be_a_dict_or_a_list(tensors):
+    with pytest.raises(TypeError, match="LoggingTensorHook: tensors must be a dict of tags"):
+        LoggingTensorHook(tensors, every_n_iter=1)
+
+
+def test_an_eager_tensor_in_a_list_needs_a_tag():
+    with pytest.raises(TypeError, match="no name to use as its tag; pass tensors as a dict"):
+        LoggingTensorHook([tf.constant(1.0)], every_n_iter=1)
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, pattern",
+    [
+        ({"every_n_iter": 5, "every_n_secs": 5}, ValueError, "give at most one of every_n_iter"),
+        ({"every_n_iter": 0}, ValueError, "invalid every_n_iter=0; expected a positive"),
+        ({"every_n_secs": -2}, ValueError, "invalid every_n_secs=-2"),
+        ({"log_every_n_secs": -1}, ValueError, "invalid log_every_n_secs=-1"),
+        ({"last_step": -3}, ValueError, "invalid last_step=-3"),
+        (
+            {"last_step": 10, "stop_hook": monsession.StopAtStepHook(last_step=10)},
+            ValueError,
+            "give at most one of last_step and stop_hook",
+        ),
+        ({"stop_hook": object()}, TypeError, "stop_hook must have a last_step attribute"),
+        (
+            {"stop_hook": tf.compat.v1.train.StopAtStepHook(last_step=3)},
+            TypeError,
+            "stop_hook must have .* like monsession.StopAtStepHook .*pass last_step=",
+        ),
+        ({"tensors": "loss"}, TypeError, "tensors must be a dict of tags"),
+    ],
+)
+def test_progress_bar_hook_rejects_bad_arguments(kwargs, error, pattern):
+    with pytest.raises(error, match="^ProgressBarHook: " + pattern):
+        ProgressBarHook(**kwargs)
+
+
+# --- Graph mode: at begin() ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "make_hook",
+    [
+        lambda: LoggingTensorHook(["loss", "nope"], every_n_iter=1),
+        lambda: ProgressBarHook({"x": "nope"}),
+    ],
+    ids=["LoggingTensorHook", "ProgressBarHook"],
+)
+def test_graph_unknown_name_fails_in_begin(make_hook):
+    hook = make_hook()
+    name = type(hook).__name__
+    with program_in("graph"):
+        with pytest.raises(KeyError) as raised:
+            hook.begin()
+        assert str(raised.value) == (
+            f"{name}: the tensor 'nope' does not exist in the graph. The name 'nope:0' refers "
+            "to a Tensor which does not exist. The operation, 'nope', does not exist in the graph."
+        )
+        with pytest.raises(KeyError, match="'nope'"):
+            monsession.MonitoredSession(hooks=[make_hook()])
+
+
+def test_graph_ambiguous_name_and_foreign_tensor():
+    with tf.Graph().as_default() as other:
+        foreign = tf.constant(1.0, name="foreign")
+    with tf.Graph().as_default():
+        tf.split(tf.zeros([4]), 2, name="halves")
+        with pytest.raises(ValueError, match="LoggingTensorHook: the name 'halves' is ambiguous"):
+            LoggingTensorHook(["halves"], every_n_iter=1).begin()
+        LoggingTensorHook(["halves:1"], every_n_iter=1).begin()
+        with pytest.raises(ValueError, match="should have graph attribute that is equal"):
+            LoggingTensorHook({"f": foreign}, every_n_iter=1).begin()
+    assert foreign.graph is other
+
+
+def test_global_step_is_required_by_the_progress_bar():
+    with tf.Graph().as_default():
+        with pytest.raises(RuntimeError, match="Global step should be created to use ProgressBar"):
+            ProgressBarHook().begin()
+
+
+# --- Eager mode: at the first step that fetches the name ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    "make_hook",
+    [
+        lambda: LoggingTensorHook(["loss", "nope"], every_n_iter=2),
+        lambda: ProgressBarHook(["nope"], every_n_iter=2),
+    ],
+    ids=["LoggingTensorHook", "ProgressBarHook"],
+)
+def test_eager_unknown_name_fails_at_the_first_fetching_step(make_hook):
+    hook = make_hook()
+    with program_in("eager") as program:
+        with monsession.MonitoredSession(hooks=[hook]) as session:  # begin() accepts names.
+            with pytest.raises(ValueError) as raised:
+                session.run(program.step)
+            assert str(raised.value).startswith(f"{type(hook).__name__} fetches 'nope'")
+            assert "entries ['loss']" in str(raised.value)
+
+
+def test_eager_at_end_alone_cannot_log_a_step_output():
+    with program_in("eager"):
+        hook = LoggingTensorHook(["loss"], at_end=True)
+        with pytest.raises(ValueError, match="at_end alone cannot log 'loss'"):
+            hook.begin()
+
+
+def test_eager_at_end_alone_logs_variables(caplog):
+    caplog.set_level("INFO", logger="monsession.logging")
+    with program_in("eager") as program:
+        train(program, [LoggingTensorHook({"w": program.weight}, at_end=True)], steps=2)
+    assert [r.getMessage() for r in caplog.records if r.name == "monsession.logging"] == [
+        "w = 2.56"
+    ]
+
+
+def test_eager_unsupported_target_fails_in_begin():
+    with program_in("eager"):
+        with pytest.raises(TypeError, match="LoggingTensorHook: in eager mode a tensor to log"):
+            LoggingTensorHook({"x": 3.0}, every_n_iter=1).begin()

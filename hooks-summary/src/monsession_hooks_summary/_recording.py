@@ -1,0 +1,119 @@
+"""Eager mode: the step's own `tf.summary` calls, recorded only on trigger steps.
+
+While a `Recording` is open, the thread's default summary writer is the
+hook's writer (with the global step as the default `step`), and
+`tf.summary.record_if` is driven by a boolean `tf.Variable` that the hook
+switches before each step. A `tf.function` reads that variable when it runs,
+so switching never retraces it.
+
+A `tf.function` captures the default writer and the recording condition when
+it is *traced*, and TensorFlow does not retrace it when they change. So the
+switch is one variable per thread, shared by every `SummarySaverHook`: a step
+function traced during one session still obeys the hook of the next.
+
+A session that exits with an error does not call the hooks' `end()` (as in
+TensorFlow), which would leave its recording open. The next recording opened
+in the thread closes such stale ones first: those whose session is closed.
+Recordings open once the session exists (`after_create_session`), so a
+session that fails to be created leaves nothing open.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from typing import Any
+
+import tensorflow as tf
+
+logger = logging.getLogger("monsession.summary")
+
+_thread_state = threading.local()
+
+
+def _thread_switch() -> Any:
+    """The recording switch of this thread, created on first use."""
+    switch = getattr(_thread_state, "switch", None)
+    if switch is None:
+        with tf.init_scope(), tf.device("CPU:0"):
+            switch = tf.Variable(False, trainable=False, name="monsession_record_summaries")
+        _thread_state.switch = switch
+    return switch
+
+
+def _open_recordings() -> list[Recording]:
+    """This thread's open recordings, oldest first."""
+    if not hasattr(_thread_state, "open"):
+        _thread_state.open = []
+    recordings: list[Recording] = _thread_state.open
+    return recordings
+
+
+class Recording:
+    """Routes and gates the step's `tf.summary` calls while open.
+
+    Args:
+      writer: The `tf.summary.SummaryWriter` to make the default.
+      step: The default `step` of summaries written without one (the global
+        step variable).
+    """
+
+    def __init__(self, writer: Any, step: Any) -> None:
+        self._writer = writer
+        self._step = step
+        self._contexts: contextlib.ExitStack | None = None
+        self._session: Any = None
+        self._on = False
+
+    @property
+    def is_open(self) -> bool:
+        return self._contexts is not None
+
+    def open(self) -> None:
+        """Makes the writer the default and starts with recording off."""
+        recordings = _open_recordings()
+        while recordings and recordings[-1].is_stale():
+            recordings[-1].close()
+        if recordings:
+            logger.warning(
+                "SummarySaverHook: another SummarySaverHook already records this thread's "
+                "tf.summary calls; in eager mode the newest one decides, and the step's "
+                "summaries go to its writer only."
+            )
+        self._switch = _thread_switch()
+        self._switch.assign(False)
+        self._on = False
+        self._session = None
+        contexts = contextlib.ExitStack()
+        contexts.enter_context(self._writer.as_default(step=self._step))
+        contexts.enter_context(tf.summary.record_if(self._switch))
+        self._contexts = contexts
+        recordings.append(self)
+
+    def attach(self, session: Any) -> None:
+        """Remembers the session this recording serves (to spot it stale later)."""
+        self._session = session
+
+    def is_stale(self) -> bool:
+        """Whether the session it served is closed although it is still open."""
+        return self._session is not None and bool(getattr(self._session, "closed", False))
+
+    def record(self, on: bool) -> None:
+        """Turns recording on or off for the coming step (no op when unchanged)."""
+        if on != self._on:
+            self._switch.assign(on)
+            self._on = on
+
+    def close(self) -> None:
+        """Turns recording off and restores the previous writer and condition."""
+        contexts, self._contexts = self._contexts, None
+        if contexts is None:
+            return
+        recordings = _open_recordings()
+        if self in recordings:
+            recordings.remove(self)
+        try:
+            self.record(False)
+        finally:
+            contexts.close()

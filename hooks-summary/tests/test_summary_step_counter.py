@@ -1,0 +1,204 @@
+"""StepCounterHook in both modes, side by side with tf.compat.v1.train.StepCounterHook."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import pytest
+import tensorflow as tf
+from summary_testing import FakeClock, eager_program, graph_program, steps_of, summaries
+from tensorflow.python.platform import tf_logging
+
+import monsession
+from monsession._global_step import global_step_read
+from monsession_hooks_summary import StepCounterHook, SummarySaverHook
+
+TF = tf.compat.v1.train
+
+
+def _run_graph(api, hook, steps, clock=None, train_op=None):
+    with api.MonitoredSession(hooks=[hook]) as session:
+        for _ in range(steps):
+            if clock is not None:
+                clock.advance(0.5)
+            session.run(train_op)
+
+
+@pytest.mark.parametrize("api_name", ["monsession", "tensorflow"])
+def test_every_n_steps_graph_matches_tensorflow(tmp_path, monkeypatch, api_name):
+    clock = FakeClock()
+    monkeypatch.setattr(time, "time", clock)
+    api, hooks = (monsession, monsession.hooks) if api_name == "monsession" else (TF, TF)
+    with tf.Graph().as_default():
+        program = graph_program()
+        hook = hooks.StepCounterHook(every_n_steps=3, output_dir=str(tmp_path))
+        _run_graph(api, hook, 10, clock, program.train_op)
+        tf.compat.v1.summary.FileWriterCache.get(str(tmp_path)).flush()
+    # TensorFlow's timeline: the first trigger (step 1) only starts the clock.
+    assert summaries(tmp_path) == [
+        (4, "global_step/sec", 2.0),
+        (7, "global_step/sec", 2.0),
+        (10, "global_step/sec", 2.0),
+    ]
+
+
+def test_every_n_secs_graph_matches_tensorflow(tmp_path, monkeypatch):
+    results = []
+    for api, name in ((monsession, "ours"), (TF, "tf")):
+        clock = FakeClock()
+        monkeypatch.setattr(time, "time", clock)
+        with tf.Graph().as_default():
+            program = graph_program()
+            hook = api.StepCounterHook if api is TF else monsession.hooks.StepCounterHook
+            logdir = str(tmp_path / name)
+            _run_graph(
+                api,
+                hook(every_n_steps=None, every_n_secs=1.2, output_dir=logdir),
+                9,
+                clock,
+                program.train_op,
+            )
+            tf.compat.v1.summary.FileWriterCache.get(logdir).flush()
+        results.append(summaries(logdir))
+    # 0.5 s per step, every 1.2 s: triggers at steps 1 (clock start), 4 and 7.
+    assert results[0] == results[1] == [(4, "global_step/sec", 2.0), (7, "global_step/sec", 2.0)]
+
+
+def test_tag_follows_the_global_step_name(tmp_path):
+    with tf.Graph().as_default():
+        with tf.compat.v1.variable_scope("bar"):
+            tf.compat.v1.get_variable(
+                "foo",
+                initializer=tf.constant(0, tf.int64),
+                trainable=False,
+                collections=[
+                    tf.compat.v1.GraphKeys.GLOBAL_STEP,
+                    tf.compat.v1.GraphKeys.GLOBAL_VARIABLES,
+                ],
+            )
+        step = monsession.get_global_step()
+        with tf.control_dependencies([global_step_read()]):
+            train_op = step.assign_add(1)
+        hook = StepCounterHook(every_n_steps=1, output_dir=str(tmp_path))
+        _run_graph(monsession, hook, 2, train_op=train_op)
+    assert [(s, tag) for s, tag, _ in summaries(tmp_path)] == [(2, "bar/foo/sec")]
+
+
+def test_steps_per_run(tmp_path):
+    with tf.Graph().as_default():
+        step = monsession.get_or_create_global_step()
+        with tf.control_dependencies([global_step_read()]):
+            train_op = step.assign_add(5)
+        hook = StepCounterHook(every_n_steps=10, output_dir=str(tmp_path))
+        hook._set_steps_per_run(5)
+        _run_graph(monsession, hook, 5, train_op=train_op)
+    assert steps_of(tmp_path, "global_step/sec") == [15, 25]
+
+
+def test_eager_every_n_steps(tmp_path, monkeypatch):
+    clock = FakeClock()
+    monkeypatch.setattr(time, "time", clock)
+    program = eager_program()
+    with monsession.MonitoredSession(
+        hooks=[StepCounterHook(every_n_steps=3, output_dir=str(tmp_path))]
+    ) as session:
+        for _ in range(10):
+            clock.advance(0.25)
+            session.run(program.step)
+    assert summaries(tmp_path) == [
+        (4, "global_step/sec", 4.0),
+        (7, "global_step/sec", 4.0),
+        (10, "global_step/sec", 4.0),
+    ]
+
+
+def test_eager_rate_is_written_on_steps_the_summary_saver_skips(tmp_path):
+    program = eager_program()
+    hooks = [
+        StepCounterHook(every_n_steps=2, output_dir=str(tmp_path)),
+        SummarySaverHook(save_steps=100, output_dir=str(tmp_path)),
+    ]
+    with monsession.MonitoredSession(hooks=hooks) as session:
+        for _ in range(6):
+            session.run(program.step)
+    assert steps_of(tmp_path, "loss") == [1]
+    assert steps_of(tmp_path, "global_step/sec") == [3, 5]
+    assert program.traces == [1]
+
+
+@pytest.mark.parametrize("mode", ["graph", "eager"])
+def test_warns_when_the_global_step_does_not_advance(mode, monkeypatch):
+    warnings = []
+    real_log_first_n = tf_logging.log_first_n
+
+    def spy(level, msg, n, *args):
+        warnings.append(msg % args)
+        real_log_first_n(level, msg, n, *args)
+
+    monkeypatch.setattr(tf_logging, "log_first_n", spy)
+
+    def run(session, step, times):
+        for _ in range(times):
+            session.run(step)
+
+    if mode == "graph":
+        with tf.Graph().as_default():
+            monsession.get_or_create_global_step()
+            stuck = tf.no_op()
+            with monsession.MonitoredSession(hooks=[StepCounterHook(every_n_steps=1)]) as s:
+                run(s, stuck, 3)
+    else:
+        tf.compat.v1.reset_default_graph()
+        monsession.get_or_create_global_step()
+        with monsession.MonitoredSession(hooks=[StepCounterHook(every_n_steps=1)]) as s:
+            run(s, tf.function(lambda: tf.constant(0)), 3)
+    assert len(warnings) == 2
+    assert "global step (tf.train.get_global_step) has not been increased" in warnings[0]
+
+
+def test_no_warning_while_the_global_step_advances(monkeypatch):
+    warnings = []
+    monkeypatch.setattr(tf_logging, "log_first_n", lambda *args: warnings.append(args))
+    program = eager_program()
+    with monsession.MonitoredSession(hooks=[StepCounterHook(every_n_steps=1)]) as session:
+        for _ in range(3):
+            session.run(program.step)
+    assert warnings == []
+
+
+def test_without_writer_it_only_logs(tmp_path, monkeypatch, caplog):
+    clock = FakeClock()
+    monkeypatch.setattr(time, "time", clock)
+    program = eager_program()
+    with caplog.at_level(logging.INFO, logger="monsession.summary"):
+        with monsession.MonitoredSession(hooks=[StepCounterHook(every_n_steps=2)]) as session:
+            for _ in range(3):
+                clock.advance(0.5)
+                session.run(program.step)
+    assert [r.getMessage() for r in caplog.records if r.name == "monsession.summary"] == [
+        "global_step/sec: 2"
+    ]
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"every_n_steps": None}, "exactly one of every_n_steps and every_n_secs"),
+        (
+            {"every_n_steps": 3, "every_n_secs": 1.0},
+            "exactly one of every_n_steps and every_n_secs",
+        ),
+        ({"every_n_steps": -3}, "every_steps must be non-negative"),
+    ],
+)
+def test_bad_arguments_raise_value_error(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        StepCounterHook(**kwargs)
+
+
+def test_missing_global_step_is_a_runtime_error():
+    with tf.Graph().as_default():
+        with pytest.raises(RuntimeError, match="created to use StepCounterHook"):
+            StepCounterHook().begin()
