@@ -6,12 +6,12 @@ loaded on first use.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from monsession._control_hooks import FeedFnHook, FinalOpsHook, GlobalStepWaiterHook, StopAtStepHook
 from monsession._hook_api import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
 from monsession._hookspecs import hookimpl
+from monsession._lazy import lazy_attributes
 from monsession._timer import SecondOrStepTimer
 
 __version__ = "0.1.0"
@@ -28,6 +28,7 @@ _LAZY = {
     "EagerSession": "monsession._eager",
     "get_or_create_global_step": "monsession._global_step",
     "get_global_step": "monsession._global_step",
+    "hooks": "monsession.hooks",
 }
 
 if TYPE_CHECKING:
@@ -44,20 +45,7 @@ if TYPE_CHECKING:
     from monsession._training_session import USE_DEFAULT, MonitoredTrainingSession
 
 
-def __getattr__(name: str) -> Any:
-    if name == "hooks":
-        return importlib.import_module("monsession.hooks")
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'monsession' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_LAZY, "hooks"])
-
+__getattr__, __dir__ = lazy_attributes(__name__, _LAZY)
 
 __all__ = [
     "USE_DEFAULT",

@@ -6,9 +6,9 @@ class is loaded on first use.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from monsession._lazy import lazy_attributes
 from monsession_hooks_checkpoint._listener import CheckpointSaverListener
 
 __version__ = "0.1.0"
@@ -17,13 +17,8 @@ if TYPE_CHECKING:
     from monsession_hooks_checkpoint._checkpoint_saver import CheckpointSaverHook
 
 
-def __getattr__(name: str) -> Any:
-    if name == "CheckpointSaverHook":
-        module = importlib.import_module("monsession_hooks_checkpoint._checkpoint_saver")
-        value = module.CheckpointSaverHook
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
+__getattr__, __dir__ = lazy_attributes(
+    __name__, {"CheckpointSaverHook": "monsession_hooks_checkpoint._checkpoint_saver"}
+)
 
 __all__ = ["CheckpointSaverHook", "CheckpointSaverListener"]

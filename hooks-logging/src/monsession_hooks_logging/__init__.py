@@ -9,7 +9,9 @@ output is not a terminal). Both log through the Python logger
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from monsession._lazy import lazy_attributes
 
 __version__ = "0.1.0"
 
@@ -23,15 +25,6 @@ if TYPE_CHECKING:
     from monsession_hooks_logging._progress_bar_hook import ProgressBarHook
 
 
-def __getattr__(name: str) -> Any:
-    import importlib
-
-    module = _CLASSES.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
+__getattr__, __dir__ = lazy_attributes(__name__, _CLASSES)
 
 __all__ = ["LoggingTensorHook", "ProgressBarHook"]

@@ -8,8 +8,9 @@ first use.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from monsession._lazy import lazy_attributes
 
 __version__ = "0.1.0"
 
@@ -25,17 +26,6 @@ if TYPE_CHECKING:
     from monsession_hooks_summary._writer_cache import SummaryWriterCache
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_LAZY])
-
+__getattr__, __dir__ = lazy_attributes(__name__, _LAZY)
 
 __all__ = ["StepCounterHook", "SummarySaverHook", "SummaryWriterCache"]
