@@ -10,7 +10,15 @@ from typing import TYPE_CHECKING
 
 from monsession._control_hooks import FeedFnHook, FinalOpsHook, GlobalStepWaiterHook, StopAtStepHook
 from monsession._hook_api import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
-from monsession._hookspecs import hookimpl
+from monsession._hookspecs import (
+    ORDER_CHECKPOINT_SAVER,
+    ORDER_OTHER,
+    ORDER_STEP_COUNTER,
+    ORDER_SUMMARY_SAVER,
+    DefaultHook,
+    TrainingSettings,
+    hookimpl,
+)
 from monsession._lazy import lazy_attributes
 from monsession._timer import SecondOrStepTimer
 
@@ -48,8 +56,13 @@ if TYPE_CHECKING:
 __getattr__, __dir__ = lazy_attributes(__name__, _LAZY)
 
 __all__ = [
+    "ORDER_CHECKPOINT_SAVER",
+    "ORDER_OTHER",
+    "ORDER_STEP_COUNTER",
+    "ORDER_SUMMARY_SAVER",
     "USE_DEFAULT",
     "ChiefSessionCreator",
+    "DefaultHook",
     "EagerSession",
     "FeedFnHook",
     "FinalOpsHook",
@@ -65,6 +78,7 @@ __all__ = [
     "SessionRunValues",
     "SingularMonitoredSession",
     "StopAtStepHook",
+    "TrainingSettings",
     "WorkerSessionCreator",
     "get_global_step",
     "get_or_create_global_step",

@@ -10,7 +10,7 @@ import logging
 from typing import Any
 
 import monsession
-from monsession._hookspecs import ORDER_CHECKPOINT_SAVER, DefaultHook, TrainingSettings
+from monsession import ORDER_CHECKPOINT_SAVER, DefaultHook, TrainingSettings
 
 logger = logging.getLogger("monsession.checkpoint")
 

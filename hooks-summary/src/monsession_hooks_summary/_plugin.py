@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import monsession
-from monsession._hookspecs import (
+from monsession import (
     ORDER_STEP_COUNTER,
     ORDER_SUMMARY_SAVER,
     DefaultHook,

@@ -1,0 +1,330 @@
+"""EarlyStoppingHook stops real training runs, in graph and eager mode."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+import tensorflow as tf
+from earlystop_testing import (
+    BEST,
+    BEST_STEP,
+    SAFETY_LAST_STEP,
+    STOP_STEP,
+    make_program,
+    mode_context,
+    train,
+)
+from monsession_hooks_earlystop import EarlyStoppingHook
+
+import monsession
+
+MODES = ["graph", "eager"]
+
+# The loss of step 8, the last one above the plateau (see earlystop_testing).
+LOSS_AT_8 = pytest.approx(1.0995114)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(
+    ("arguments", "stop", "best", "best_step"),
+    [
+        ({"patience": 3, "every_n_steps": 2}, STOP_STEP, BEST, BEST_STEP),
+        # 1.0 does not beat 1.0995 by more than 0.2: the last improvement is step 8.
+        ({"patience": 3, "every_n_steps": 2, "min_delta": 0.2}, 14, LOSS_AT_8, 8),
+        # Every step: 1.0 at step 9 improves, step 10 does not.
+        ({"patience": 1, "every_n_steps": 1}, 10, BEST, 9),
+        ({"patience": 5, "every_n_steps": 3}, 24, BEST, 9),
+    ],
+    ids=["patience3-every2", "min-delta", "patience1-every1", "patience5-every3"],
+)
+def test_stops_after_patience_evaluations_without_improvement(
+    mode: str, arguments: dict[str, Any], stop: int, best: Any, best_step: int
+) -> None:
+    with mode_context(mode):
+        program = make_program(mode)
+        hook = EarlyStoppingHook(program.loss, **arguments)
+        assert (hook.best, hook.best_step, hook.stopped_step) == (None, None, None)
+        final_step = train(program, [hook])
+    assert final_step == stop
+    assert hook.stopped_step == stop
+    assert hook.best == best
+    assert hook.best_step == best_step
+
+
+def _monitors(mode: str, program: Any) -> dict[str, Any]:
+    """Every kind of `monitor` the mode accepts, each naming the score."""
+    if mode == "graph":
+        return {
+            "tensor": program.score,
+            "name": "score",
+            "name:0": "score:0",
+            "variable": program.score_variable,
+        }
+    return {
+        "entry name": program.score,
+        "variable": program.score_variable,
+        "callable": program.score_variable.read_value,
+    }
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_mode_max_with_every_kind_of_monitor(mode: str) -> None:
+    with mode_context(mode):
+        program = make_program(mode)
+        hooks = {
+            kind: EarlyStoppingHook(monitor, patience=3, mode="max", every_n_steps=2)
+            for kind, monitor in _monitors(mode, program).items()
+        }
+        final_step = train(program, list(hooks.values()))
+    assert final_step == STOP_STEP
+    for kind, hook in hooks.items():
+        assert (kind, hook.stopped_step, hook.best, hook.best_step) == (
+            kind,
+            STOP_STEP,
+            -BEST,
+            BEST_STEP,
+        )
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_baseline_that_is_never_beaten_stops_after_patience_evaluations(mode: str) -> None:
+    with mode_context(mode):
+        program = make_program(mode)
+        hook = EarlyStoppingHook(program.loss, patience=3, every_n_steps=2, baseline=0.5)
+        final_step = train(program, [hook])
+    assert final_step == hook.stopped_step == 6
+    assert (hook.best, hook.best_step) == (None, None)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_no_improvement_runs_until_the_last_step(mode: str) -> None:
+    with mode_context(mode):
+        program = make_program(mode)
+        hook = EarlyStoppingHook(program.loss, patience=100, every_n_steps=2)
+        final_step = train(program, [hook])
+    assert final_step == SAFETY_LAST_STEP
+    assert hook.stopped_step is None
+    assert (hook.best, hook.best_step) == (BEST, BEST_STEP)
+
+
+class RecordingHook(EarlyStoppingHook):
+    """Records, per run, whether `before_run` asked the session for anything."""
+
+    requests: list[bool]
+
+    def begin(self) -> None:
+        super().begin()
+        self.requests = []
+
+    def before_run(self, run_context: monsession.SessionRunContext) -> Any:
+        request = super().before_run(run_context)
+        self.requests.append(request is not None)
+        return request
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_fetches_nothing_except_on_the_first_run_and_evaluations(mode: str) -> None:
+    with mode_context(mode):
+        program = make_program(mode)
+        hook = RecordingHook(program.loss, patience=100, every_n_steps=5)
+        train(program, [hook])
+    fetching_runs = [run for run, fetched in enumerate(hook.requests, start=1) if fetched]
+    # Run 1 checks the monitor; evaluations at global steps 5, 10, ..., 40.
+    assert fetching_runs == [1, *range(5, SAFETY_LAST_STEP + 1, 5)]
+
+
+def test_evaluates_at_multiples_of_the_global_step_when_it_does_not_start_at_zero() -> None:
+    with mode_context("eager"):
+        program = make_program("eager")
+        program.global_step.assign(7)
+        read_at: list[int] = []
+
+        def score() -> Any:
+            read_at.append(int(program.global_step.numpy()))
+            return program.score_variable.read_value()
+
+        hook = EarlyStoppingHook(score, patience=100, mode="max", every_n_steps=5)
+        with monsession.MonitoredSession(hooks=[hook]) as sess:
+            for _ in range(14):
+                sess.run(program.step)
+    assert read_at == [8, 10, 15, 20]
+
+
+def test_each_evaluation_resynchronizes_with_the_global_step() -> None:
+    with mode_context("eager"):
+        program = make_program("eager")
+        read_at: list[int] = []
+
+        def score() -> Any:
+            read_at.append(int(program.global_step.numpy()))
+            return program.score_variable.read_value()
+
+        hook = EarlyStoppingHook(score, patience=100, mode="max", every_n_steps=5)
+        with monsession.MonitoredSession(hooks=[hook]) as sess:
+            for _ in range(5):
+                sess.run(program.step)
+            program.global_step.assign_add(3)  # Steps the hook did not see.
+            while program.global_step.numpy() < 22:
+                sess.run(program.step)
+    # The evaluation due by the hook's count comes at step 13; the next ones
+    # are back at multiples of 5.
+    assert read_at == [1, 5, 13, 15, 20]
+
+
+def test_begin_resets_the_hook_for_the_next_session() -> None:
+    hook = EarlyStoppingHook("loss", patience=3, every_n_steps=2)
+    for _ in range(2):
+        with mode_context("eager"):
+            program = make_program("eager")
+            assert train(program, [hook]) == STOP_STEP
+        assert (hook.stopped_step, hook.best, hook.best_step) == (STOP_STEP, BEST, BEST_STEP)
+
+
+def test_without_global_step_counts_runs() -> None:
+    with mode_context("eager"):
+        weight = tf.Variable(5.0)
+
+        @tf.function
+        def step() -> dict[str, Any]:
+            with tf.GradientTape() as tape:
+                loss = tf.maximum(tf.square(weight), 1.0)
+            weight.assign_sub(0.1 * tape.gradient(loss, weight))
+            return {"loss": loss}
+
+        hook = EarlyStoppingHook("loss", patience=3, every_n_steps=2)
+        runs = 0
+        with monsession.MonitoredSession(hooks=[hook]) as sess:
+            while not sess.should_stop() and runs < SAFETY_LAST_STEP:
+                sess.run(step)
+                runs += 1
+    assert runs == hook.stopped_step == STOP_STEP
+    assert (hook.best, hook.best_step) == (BEST, BEST_STEP)
+
+
+def test_logs_the_stop_on_the_earlystop_logger(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="monsession.earlystop")
+    with mode_context("eager"):
+        program = make_program("eager")
+        train(program, [EarlyStoppingHook("loss", patience=3, every_n_steps=2)])
+    records = [r for r in caplog.records if r.name == "monsession.earlystop"]
+    assert [r.levelname for r in records] == ["DEBUG"] * 8 + ["INFO"]
+    assert records[-1].getMessage() == (
+        "Early stopping at global step 16: loss did not improve by more than 0 in 3 "
+        "evaluations (every 2 steps); best: 1 at global step 10."
+    )
+    assert records[6].getMessage() == "loss = 1 at global step 14: no improvement (2 of 3)."
+
+
+def test_logs_a_baseline_that_was_never_beaten(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="monsession.earlystop")
+    with mode_context("graph"):
+        program = make_program("graph")
+        train(program, [EarlyStoppingHook("loss", patience=2, every_n_steps=3, baseline=0.5)])
+    assert [r.getMessage() for r in caplog.records if r.name == "monsession.earlystop"] == [
+        "Early stopping at global step 6: loss did not improve by more than 0 in 2 "
+        "evaluations (every 3 steps); best: none beat baseline 0.5."
+    ]
+
+
+# Bad input.
+
+
+def _graph_tensor(dtype: Any, shape: list[int]) -> Any:
+    with tf.Graph().as_default():
+        return tf.zeros(shape, dtype=dtype, name="metric")
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error", "message"),
+    [
+        ({"monitor": 3}, TypeError, "EarlyStoppingHook: monitor must be a scalar Tensor"),
+        ({"monitor": ""}, ValueError, "EarlyStoppingHook: monitor must not be an empty string"),
+        (
+            {"monitor": _graph_tensor(tf.float32, [3])},
+            ValueError,
+            "EarlyStoppingHook: monitor must be a numeric scalar; 'metric:0' has shape [3]",
+        ),
+        (
+            {"monitor": _graph_tensor(tf.string, [])},
+            TypeError,
+            "EarlyStoppingHook: monitor must be a numeric scalar; 'metric:0' has dtype string",
+        ),
+        ({"patience": 0}, ValueError, "EarlyStoppingHook: patience must be an int >= 1, got 0."),
+        ({"patience": 1.5}, TypeError, "EarlyStoppingHook: patience must be an int >= 1"),
+        ({"patience": True}, TypeError, "EarlyStoppingHook: patience must be an int >= 1"),
+        ({"min_delta": -0.1}, ValueError, "EarlyStoppingHook: min_delta must be >= 0, got -0.1."),
+        ({"min_delta": "0"}, TypeError, "EarlyStoppingHook: min_delta must be a real number"),
+        ({"min_delta": float("nan")}, ValueError, "EarlyStoppingHook: min_delta must be finite"),
+        (
+            {"mode": "auto"},
+            ValueError,
+            "EarlyStoppingHook: mode must be 'min' or 'max', got 'auto'.",
+        ),
+        ({"every_n_steps": 0}, ValueError, "EarlyStoppingHook: every_n_steps must be an int >= 1"),
+        ({"every_n_steps": None}, TypeError, "EarlyStoppingHook: every_n_steps must be an int"),
+        ({"baseline": float("inf")}, ValueError, "EarlyStoppingHook: baseline must be finite"),
+        ({"baseline": "1"}, TypeError, "EarlyStoppingHook: baseline must be a real number"),
+    ],
+)
+def test_bad_arguments_fail_at_construction(
+    arguments: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    arguments = {"monitor": "loss", **arguments}
+    with pytest.raises(error) as info:
+        EarlyStoppingHook(**arguments)
+    assert str(info.value).startswith(message)
+
+
+@pytest.mark.parametrize(
+    ("monitor", "error", "message"),
+    [
+        (lambda: 1.0, TypeError, "a callable monitor only works in eager mode"),
+        ("no_such_tensor", ValueError, "monitor 'no_such_tensor' names no tensor"),
+    ],
+)
+def test_graph_mode_monitor_errors_when_the_session_is_created(
+    monitor: Any, error: type[Exception], message: str
+) -> None:
+    with mode_context("graph"):
+        program = make_program("graph")
+        hook = EarlyStoppingHook(monitor)
+        with pytest.raises(error, match=message):
+            train(program, [hook])
+
+
+def test_eager_tensor_monitor_fails_when_the_session_is_created() -> None:
+    with mode_context("eager"):
+        program = make_program("eager")
+        hook = EarlyStoppingHook(tf.constant(1.0))
+        with pytest.raises(TypeError, match="cannot be a tensor computed outside the step"):
+            train(program, [hook])
+
+
+@pytest.mark.parametrize(
+    ("monitor", "error", "message"),
+    [
+        ("los", ValueError, r"EarlyStoppingHook fetches 'los', but the step returned no entry"),
+        ("flag", TypeError, "monitor must be a numeric scalar; the value of 'flag' has dtype bool"),
+        ("vector", ValueError, r"the value of 'vector' has shape \[2\]"),
+    ],
+)
+def test_eager_bad_entry_fails_at_the_first_step(
+    monitor: str, error: type[Exception], message: str
+) -> None:
+    with mode_context("eager"):
+        program = make_program("eager")
+
+        def step() -> dict[str, Any]:
+            outputs = program.step()
+            return {**outputs, "flag": tf.constant(True), "vector": tf.zeros([2])}
+
+        hook = EarlyStoppingHook(monitor, every_n_steps=1000)
+        runs = 0
+        with pytest.raises(error, match=message):
+            with monsession.MonitoredSession(hooks=[hook]) as sess:
+                while True:
+                    runs += 1
+                    sess.run(step)
+    assert runs == 1
