@@ -13,9 +13,10 @@ are counted.
 * Graph mode, side by side: monsession's `CheckpointSaverHook` vs
   `tf.compat.v1.train.CheckpointSaverHook` on the same program.
 
-Variants are interleaved over several rounds; medians are compared as ratios.
+Variants are interleaved, in rotating order, over several rounds, each
+starting after an untimed `os.sync()`; medians are compared as ratios.
 
-    python benchmarks/bench_checkpoint.py [--rounds 3] [--saves 4] [--megabytes 100]
+    python benchmarks/bench_checkpoint.py [--rounds 4] [--saves 4] [--megabytes 100]
 
 Writes benchmarks/results/checkpoint.json.
 """
@@ -134,27 +135,32 @@ def _ms(seconds):
     return round(1000 * statistics.median(seconds), 2)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--saves", type=int, default=4, help="timed saves per round")
-    parser.add_argument("--megabytes", type=float, default=100)
-    args = parser.parse_args()
-    shape = _shape(args.megabytes)
-    samples = {name: [] for name in ("eager/sync", "eager/async", "graph/monsession", "graph/tf")}
+def run(rounds, saves, megabytes):
+    """Measures every variant; returns the results (also written by `main`)."""
+    shape = _shape(megabytes)
+    variants = {
+        "eager/sync": lambda: eager_round(False, saves, shape),
+        "eager/async": lambda: eager_round(True, saves, shape),
+        "graph/monsession": lambda: (graph_round("monsession", saves, shape), []),
+        "graph/tf": lambda: (graph_round("tensorflow", saves, shape), []),
+    }
+    names = list(variants)
+    samples = {name: [] for name in names}
     async_writes = []
-    for _ in range(args.rounds):
-        samples["eager/sync"] += eager_round(False, args.saves, shape)[0]
-        stalls, writes = eager_round(True, args.saves, shape)
-        samples["eager/async"] += stalls
-        async_writes += writes
-        samples["graph/monsession"] += graph_round("monsession", args.saves, shape)
-        samples["graph/tf"] += graph_round("tensorflow", args.saves, shape)
+    for round_index in range(rounds):
+        # Rotate the order, so no variant always follows the same one.
+        shift = round_index % len(names)
+        for name in names[shift:] + names[:shift]:
+            os.sync()  # Untimed: what earlier variants wrote is on disk, not being written back.
+            stalls, writes = variants[name]()
+            samples[name] += stalls
+            if name == "eager/async":
+                async_writes += writes
     stall_ms = {name: _ms(values) for name, values in samples.items()}
-    results = {
+    return {
         "variables_mb": round(VARIABLES * shape[0] * shape[1] * 4 / 2**20, 1),
-        "rounds": args.rounds,
-        "saves_per_round": args.saves,
+        "rounds": rounds,
+        "saves_per_round": saves,
         "median_stall_ms": stall_ms,
         "median_async_save_to_files_complete_ms": _ms(async_writes),
         "ratios": {
@@ -168,6 +174,15 @@ def main():
         "tensorflow": tf.__version__,
         "cpus": os.cpu_count(),
     }
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--saves", type=int, default=4, help="timed saves per round")
+    parser.add_argument("--megabytes", type=float, default=100)
+    args = parser.parse_args()
+    results = run(args.rounds, args.saves, args.megabytes)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(results, indent=2) + "\n")
     print(json.dumps(results, indent=2))

@@ -125,20 +125,17 @@ def measure(executor: str, steps: int, rounds: int) -> dict[str, list[float]]:
         tf.config.experimental.set_synchronous_execution(True)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=100, help="steps per sample")
-    parser.add_argument("--rounds", type=int, default=41, help="interleaved rounds")
-    args = parser.parse_args()
+def run(steps: int, rounds: int) -> dict[str, Any]:
+    """Measures every variant with both executors; returns the results."""
     result: dict[str, Any] = {
-        "steps_per_sample": args.steps,
-        "rounds": args.rounds,
+        "steps_per_sample": steps,
+        "rounds": rounds,
         "tensorflow": tf.__version__,
         "cpus": os.cpu_count(),
         "executors": {},
     }
     for executor in EXECUTORS:
-        samples = measure(executor, args.steps, args.rounds)
+        samples = measure(executor, steps, rounds)
         medians = {variant: statistics.median(values) for variant, values in samples.items()}
         raw = medians["raw"]
         result["executors"][executor] = {
@@ -150,6 +147,15 @@ def main() -> None:
                 "every_100": round(medians["nan_every_100"] / medians["session"], 3),
             },
         }
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=100, help="steps per sample")
+    parser.add_argument("--rounds", type=int, default=41, help="interleaved rounds")
+    args = parser.parse_args()
+    result = run(args.steps, args.rounds)
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))

@@ -179,6 +179,37 @@ def test_fetches_of_every_kind_come_back_as_numpy():
     assert counter == [1]
 
 
+def test_a_variable_fetched_by_several_hooks_is_read_once_per_step(monkeypatch):
+    from monsession import _eager
+
+    program = make_program("eager")
+    global_step = monsession.get_global_step()
+    reads = []
+    read_numpy = _eager.read_numpy
+    monkeypatch.setattr(_eager, "read_numpy", lambda v: reads.append(v.name) or read_numpy(v))
+
+    class Fetch(monsession.SessionRunHook):
+        def __init__(self, fetches):
+            self.fetches = fetches
+            self.results = []
+
+        def before_run(self, run_context):
+            return monsession.SessionRunArgs(self.fetches)
+
+        def after_run(self, run_context, run_values):
+            self.results.append(run_values.results)
+
+    # A callable fetch may change variables: reads after it start afresh.
+    bump = Fetch(lambda: global_step.assign_add(10))
+    hooks = [Fetch(global_step), Fetch({"step": global_step}), bump, Fetch([global_step])]
+    with monsession.MonitoredSession(hooks=hooks) as sess:
+        sess.run(program.step)
+        sess.run(program.step)
+    assert [h.results for h in hooks[:2]] == [[1, 12], [{"step": 1}, {"step": 12}]]
+    assert hooks[3].results == [[11], [22]]
+    assert reads.count(global_step.name) == 4, "per step: one read before the callable, one after"
+
+
 def test_no_value_is_read_when_no_hook_asks():
     program = make_program("eager")
     evaluated = []

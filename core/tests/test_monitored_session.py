@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import threading
 
 import pytest
@@ -111,6 +112,32 @@ def test_same_fetch_structure_is_prepared_once(ops):
         sess.run(total)
         assert len(hooked._runner._callables) == 2
         assert hook.values[-1].results == {"a": 1.0, "b": 2.0}
+
+
+def test_fetch_structures_keep_session_run_semantics(ops):
+    a, b, _, total = ops
+    pair = collections.namedtuple("pair", "x y")
+    variable = tf.compat.v1.get_variable("v", initializer=4.0)
+    shared = Request(monsession.SessionRunArgs({"a": a, "again": [a, total]}))
+    odd = Request(monsession.SessionRunArgs((pair(a, "b:0"), variable, total.op)))
+    with monsession.MonitoredSession(hooks=[shared, odd]) as sess:
+        for _ in range(2):
+            assert sess.run([total, {"b": b}]) == [3.0, {"b": 2.0}]
+    assert shared.values[-1].results == {"a": 1.0, "again": [1.0, 3.0]}
+    assert odd.values[-1].results == (pair(1.0, 2.0), 4.0, None)
+
+
+def test_errors_of_a_prepared_step_read_as_those_of_session_run(graph):
+    value = tf.compat.v1.placeholder_with_default(1.0, [])
+    checked = tf.debugging.check_numerics(tf.math.log(value - 2.0), "log of a negative")
+    with tf.compat.v1.Session() as plain:
+        with pytest.raises(tf.errors.InvalidArgumentError) as expected:
+            plain.run(checked)
+    with monsession.MonitoredSession(hooks=[Request(monsession.SessionRunArgs(value))]) as sess:
+        with pytest.raises(tf.errors.InvalidArgumentError) as raised:
+            sess.run(checked)
+    assert str(raised.value) == str(expected.value)
+    assert raised.value.op is not None and raised.value.op.name == expected.value.op.name
 
 
 def test_should_stop_and_run_after_stop_or_close(ops):

@@ -36,11 +36,13 @@ _LAZY = {
     "EagerSession": "monsession._eager",
     "get_or_create_global_step": "monsession._global_step",
     "get_global_step": "monsession._global_step",
+    "is_chief": "monsession._distributed",
     "hooks": "monsession.hooks",
 }
 
 if TYPE_CHECKING:
     from monsession import hooks
+    from monsession._distributed import is_chief
     from monsession._eager import EagerSession
     from monsession._global_step import get_global_step, get_or_create_global_step
     from monsession._monitored_session import MonitoredSession, SingularMonitoredSession
@@ -84,4 +86,5 @@ __all__ = [
     "get_or_create_global_step",
     "hookimpl",
     "hooks",
+    "is_chief",
 ]

@@ -14,8 +14,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import tensorflow as tf
+from tensorflow.python.ops.resource_variable_ops import ResourceVariable
 
 logger = logging.getLogger("monsession")
+
+_NO_FEEDS: Mapping[str, Any] = {}  # Never changed: passed on as `**feeds`.
 
 _Caller = Callable[..., Any]
 
@@ -40,7 +43,19 @@ _CONTAINERS = (list, tuple, dict)
 
 
 def _map_structure(fn: _Caller, structure: Any) -> Any:
-    """`tf.nest.map_structure`, with a fast path for the usual single leaf."""
+    """`tf.nest.map_structure` over lists, tuples and dicts; other values are leaves.
+
+    Plain lists, tuples and dicts (what hooks fetch) are mapped here, keeping
+    the key order as `tf.nest` does; their subclasses (namedtuples,
+    `OrderedDict`...) go to `tf.nest`.
+    """
+    kind = type(structure)
+    if kind is dict:
+        return {key: _map_structure(fn, value) for key, value in structure.items()}
+    if kind is list:
+        return [_map_structure(fn, item) for item in structure]
+    if kind is tuple:
+        return tuple([_map_structure(fn, item) for item in structure])
     if isinstance(structure, _CONTAINERS):
         return tf.nest.map_structure(fn, structure)
     return fn(structure)
@@ -71,23 +86,33 @@ class _StepCaller:
         self._checked.add(key)
 
     def call(self, fetches: Any, feeds: Mapping[str, Any], owner_of: Mapping[str, str]) -> Any:
-        names = frozenset(feeds)
+        names = frozenset(feeds) if feeds else None
+        if isinstance(fetches, _CONTAINERS):
+            return _map_structure(
+                lambda leaf: self._run_leaf(leaf, feeds, names, owner_of), fetches
+            )
+        return self._run_leaf(fetches, feeds, names, owner_of)
 
-        def run_leaf(leaf: Any) -> Any:
-            if isinstance(leaf, tf.Variable):
-                return leaf.read_value()
-            if isinstance(leaf, tf.Tensor):
-                return leaf
-            if not callable(leaf):
-                raise TypeError(
-                    f"MonitoredSession.run() in eager mode takes a step: a callable (usually a "
-                    f"tf.function), a tf.Variable, a tensor, or a structure of them. Got "
-                    f"{leaf!r} of type {type(leaf).__name__}."
-                )
+    def _run_leaf(
+        self,
+        leaf: Any,
+        feeds: Mapping[str, Any],
+        names: frozenset[str] | None,
+        owner_of: Mapping[str, str],
+    ) -> Any:
+        if isinstance(leaf, tf.Variable):
+            return leaf.read_value()
+        if isinstance(leaf, tf.Tensor):
+            return leaf
+        if not callable(leaf):
+            raise TypeError(
+                f"MonitoredSession.run() in eager mode takes a step: a callable (usually a "
+                f"tf.function), a tf.Variable, a tensor, or a structure of them. Got "
+                f"{leaf!r} of type {type(leaf).__name__}."
+            )
+        if names:  # Without feeds there is nothing to check.
             self.check_feeds(leaf, names, owner_of)
-            return leaf(**feeds)
-
-        return _map_structure(run_leaf, fetches)
+        return leaf(**feeds)
 
 
 def _check_feed_keys(feed_dict: Mapping[Any, Any], owner_of: Mapping[Any, str]) -> None:
@@ -99,10 +124,24 @@ def _check_feed_keys(feed_dict: Mapping[Any, Any], owner_of: Mapping[Any, str]) 
             )
 
 
+def read_numpy(variable: Any) -> Any:
+    """The value of a variable as NumPy.
+
+    A plain `ResourceVariable` is read with one `ReadVariableOp`, which is
+    what `numpy()` runs too, without the name scope and the extra `Identity`
+    op of `read_value()` (together most of the cost of a host read on CPU).
+    """
+    if type(variable) is ResourceVariable and variable._caching_device is None:
+        return tf.raw_ops.ReadVariableOp(resource=variable.handle, dtype=variable.dtype).numpy()
+    return variable.numpy()
+
+
 def to_numpy(value: Any) -> Any:
     """A tensor or variable as a NumPy value; other values as they are."""
-    if isinstance(value, (tf.Tensor, tf.Variable)):
+    if isinstance(value, tf.Tensor):
         return value.numpy()
+    if isinstance(value, tf.Variable):
+        return read_numpy(value)
     return value
 
 
@@ -134,10 +173,11 @@ class EagerSession:
         """Runs `fetches` and returns the step's outputs as they are (tensors)."""
         if self._closed:
             raise RuntimeError("Attempted to use a closed EagerSession.")
-        feeds = dict(feed_dict or {})
+        if not feed_dict:
+            return self._caller.call(fetches, _NO_FEEDS, owner_of or _NO_FEEDS)
+        feeds = dict(feed_dict)
         owner_of = owner_of or {}
-        if feeds:
-            _check_feed_keys(feeds, owner_of)
+        _check_feed_keys(feeds, owner_of)
         return self._caller.call(fetches, feeds, owner_of)
 
     @property
@@ -157,7 +197,9 @@ class EagerStepRunner:
     """Runs the step, then evaluates each hook's fetches as NumPy values.
 
     Nothing is read back from the device for a hook that fetched nothing, and
-    the caller's results stay tensors.
+    the caller's results stay tensors. A variable or tensor fetched by several
+    hooks (typically the global step) is read once per step; a callable
+    fetch may change variables, so reads after it start afresh.
     """
 
     def __init__(self, sess: EagerSession) -> None:
@@ -173,30 +215,44 @@ class EagerStepRunner:
         feed_owners: Mapping[Any, str],
     ) -> tuple[Any, dict[Any, Any]]:
         outputs = self._sess.call(fetches, feed_dict, feed_owners)
+        if not hook_fetches:
+            return outputs, {}
+        read: dict[int, Any] = {}  # id of a variable or tensor -> its value, this step.
         hook_results = {
-            hook: self._evaluate(hook, requested, outputs)
+            hook: self._evaluate(hook, requested, outputs, read)
             for hook, requested in hook_fetches.items()
         }
         return outputs, hook_results
 
-    @staticmethod
-    def _evaluate(hook: Any, requested: Any, outputs: Any) -> Any:
-        def value_of(leaf: Any) -> Any:
-            if isinstance(leaf, str):
-                if not isinstance(outputs, Mapping) or leaf not in outputs:
-                    available = sorted(outputs) if isinstance(outputs, Mapping) else []
-                    raise ValueError(
-                        f"{_hook_name(hook)} fetches {leaf!r}, but the step returned no entry "
-                        f"of that name. The step returned "
-                        + (
-                            f"entries {available}."
-                            if isinstance(outputs, Mapping)
-                            else f"a {type(outputs).__name__}, not a mapping."
-                        )
-                    )
-                leaf = outputs[leaf]
-            elif _is_step_callable(leaf):
-                leaf = leaf()
-            return _map_structure(to_numpy, leaf)
+    @classmethod
+    def _evaluate(cls, hook: Any, requested: Any, outputs: Any, read: dict[int, Any]) -> Any:
+        if isinstance(requested, _CONTAINERS):
+            return _map_structure(lambda leaf: cls._value_of(hook, leaf, outputs, read), requested)
+        return cls._value_of(hook, requested, outputs, read)
 
-        return _map_structure(value_of, requested)
+    @staticmethod
+    def _value_of(hook: Any, leaf: Any, outputs: Any, read: dict[int, Any]) -> Any:
+        if isinstance(leaf, str):
+            if not isinstance(outputs, Mapping) or leaf not in outputs:
+                available = sorted(outputs) if isinstance(outputs, Mapping) else []
+                raise ValueError(
+                    f"{_hook_name(hook)} fetches {leaf!r}, but the step returned no entry "
+                    f"of that name. The step returned "
+                    + (
+                        f"entries {available}."
+                        if isinstance(outputs, Mapping)
+                        else f"a {type(outputs).__name__}, not a mapping."
+                    )
+                )
+            leaf = outputs[leaf]
+        elif _is_step_callable(leaf):
+            read.clear()
+            return _map_structure(to_numpy, leaf())
+        if isinstance(leaf, (tf.Tensor, tf.Variable)):
+            # Alive for the whole step (held by the request or the outputs),
+            # so its id names it until the step ends.
+            key = id(leaf)
+            if key not in read:
+                read[key] = to_numpy(leaf)
+            return read[key]
+        return _map_structure(to_numpy, leaf)

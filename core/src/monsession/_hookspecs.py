@@ -38,6 +38,14 @@ class TrainingSettings:
     `USE_DEFAULT` values are already replaced by TensorFlow's defaults, and
     `summary_dir` already falls back to `checkpoint_dir`. `explicit` names the
     arguments the caller passed.
+
+    `saves_with_chief` is true only on a worker that is not the chief but must
+    take part in the chief's checkpoint saves, because saving may run
+    collective ops (an eager job under `tf.distribute.MultiWorkerMirroredStrategy`).
+    `checkpoint_dir` is then the chief's directory (for reading only) and
+    `summary_dir` is `None`: a family that saves must save on exactly the
+    chief's steps into a temporary directory that it removes; any other family
+    adds nothing.
     """
 
     master: str
@@ -55,6 +63,7 @@ class TrainingSettings:
     max_wait_secs: float
     eager: bool
     explicit: frozenset[str] = frozenset()
+    saves_with_chief: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,8 +118,11 @@ def monsession_training_arguments() -> Sequence[str]:
 def monsession_default_hooks(settings: TrainingSettings) -> Sequence[DefaultHook] | None:
     """Returns the default hooks this family adds to `MonitoredTrainingSession`.
 
-    Called once per `MonitoredTrainingSession` call, on the chief only (a
-    worker runs only the user's `hooks`, as in TensorFlow).
+    Called once per `MonitoredTrainingSession` call, on the chief (a worker
+    runs only the user's `hooks`, as in TensorFlow). Under a multi-worker
+    `tf.distribute` strategy in eager mode it is also called on the other
+    workers, with ``settings.is_chief`` false and ``settings.saves_with_chief``
+    true: return nothing there unless your hooks must run on every worker.
 
     Args:
       settings: The resolved `TrainingSettings` of the call.

@@ -26,6 +26,12 @@ class SessionCreator(metaclass=abc.ABCMeta):
 class _ScaffoldedCreator(SessionCreator):
     """Shared by the chief and worker creators: a scaffold and a SessionManager."""
 
+    # How often a waiting worker asks whether the chief's model is ready.
+    # TensorFlow's SessionManager asks every 30 seconds; asking every second
+    # costs one small session per second on the cluster and starts a worker
+    # (or a recovering one) up to 29 seconds earlier.
+    _poll_secs: float = 30
+
     def __init__(self, scaffold: Scaffold | None, master: str, config: Any) -> None:
         self._scaffold = scaffold or Scaffold()
         self._session_manager: Any = None
@@ -40,6 +46,7 @@ class _ScaffoldedCreator(SessionCreator):
                 ready_op=self._scaffold.ready_op,
                 ready_for_local_init_op=self._scaffold.ready_for_local_init_op,
                 graph=tf.compat.v1.get_default_graph(),
+                recovery_wait_secs=self._poll_secs,
             )
         return self._session_manager
 
@@ -101,12 +108,20 @@ class ChiefSessionCreator(_ScaffoldedCreator):
 class WorkerSessionCreator(_ScaffoldedCreator):
     """Creates a worker's session: waits until the chief has initialized the model.
 
+    Graph mode: a `SessionManager` connects to `master` and checks every
+    second (TensorFlow: every 30 seconds) whether the chief has initialized or
+    restored the model, for at most `max_wait_secs`. Eager mode has no shared
+    session to wait for: `MonitoredTrainingSession` gives eager workers a
+    creator that restores the chief's latest checkpoint instead.
+
     Args:
       scaffold: A `Scaffold`; a default one when `None`.
       master: The TensorFlow master to connect to (graph mode).
       config: A `tf.compat.v1.ConfigProto` for the session (graph mode).
       max_wait_secs: How long to wait for the session to become ready.
     """
+
+    _poll_secs = 1
 
     def __init__(
         self,

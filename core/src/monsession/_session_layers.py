@@ -144,8 +144,12 @@ class _CoordinatedSession(_WrappedSession):
         self._stop_grace_period_secs = stop_grace_period_secs
 
     def _check_stop(self) -> bool:
+        # A coordinator asked to stop with an error has its stop event set
+        # too, so the lock of raise_requested_exception() is taken only then.
+        if not self._coord.should_stop():
+            return False
         self._coord.raise_requested_exception()
-        return self._coord.should_stop()
+        return True
 
     def close(self) -> None:
         self._coord.request_stop()
@@ -159,9 +163,13 @@ class _CoordinatedSession(_WrappedSession):
             except Exception:
                 pass
 
-    def run(self, *args: Any, **kwargs: Any) -> Any:
+    def run(
+        self, fetches: Any, feed_dict: Any = None, options: Any = None, run_metadata: Any = None
+    ) -> Any:
         try:
-            return self._sess.run(*args, **kwargs)
+            return self._sess.run(
+                fetches, feed_dict=feed_dict, options=options, run_metadata=run_metadata
+            )
         except PREEMPTION_ERRORS:
             raise
         except Exception as step_error:
@@ -223,6 +231,9 @@ class _HookedSession(_WrappedSession):
         self._runner = make_step_runner(sess)
         self._empty_options = tf.compat.v1.RunOptions()
         self._empty_metadata = tf.compat.v1.RunMetadata()
+        # What a hook that fetched nothing gets on a step without options
+        # (immutable, so one is shared by all of them).
+        self._no_results = SessionRunValues(None, self._empty_options, self._empty_metadata)
 
     def _check_stop(self) -> bool:
         return self._should_stop
@@ -243,13 +254,27 @@ class _HookedSession(_WrappedSession):
         )
         # Hooks that asked for no options see empty protos, as in TensorFlow,
         # but these are allocated once, not on every step.
-        run_values_options = self._empty_options if options is None else options
-        run_values_metadata = self._empty_metadata if run_metadata is None else run_metadata
-        for hook in self._hooks:
-            results = hook_results[hook] if hook in hook_results else None
-            hook.after_run(
-                run_context, SessionRunValues(results, run_values_options, run_values_metadata)
+        if options is None and run_metadata is None:
+            no_results = self._no_results
+        else:
+            no_results = SessionRunValues(
+                None,
+                self._empty_options if options is None else options,
+                self._empty_metadata if run_metadata is None else run_metadata,
             )
+        if hook_results:
+            _, run_values_options, run_values_metadata = no_results
+            for hook in self._hooks:
+                if hook in hook_results:
+                    values = SessionRunValues(
+                        hook_results[hook], run_values_options, run_values_metadata
+                    )
+                else:
+                    values = no_results
+                hook.after_run(run_context, values)
+        else:
+            for hook in self._hooks:
+                hook.after_run(run_context, no_results)
         self._should_stop = self._should_stop or run_context.stop_requested
         return caller_results
 
@@ -268,25 +293,24 @@ class _HookedSession(_WrappedSession):
             request = hook.before_run(run_context)
             if request is None:
                 continue
-            if not _is_run_args(request):
+            if type(request) is not SessionRunArgs and not _is_run_args(request):
                 raise TypeError(
                     f"{type(hook).__name__}.before_run() returned {request!r}; "
                     "expected a SessionRunArgs or None."
                 )
-            if request.fetches is not None:
-                hook_fetches[hook] = request.fetches
-            if request.feed_dict:
-                _raise_if_feeds_intersect(
-                    hook_feeds, request.feed_dict, "Same tensor is fed by two hooks."
-                )
-                hook_feeds.update(request.feed_dict)
-                feed_owners.update(dict.fromkeys(request.feed_dict, type(hook).__name__))
-            if request.options:
+            fetches, feeds, request_options = request
+            if fetches is not None:
+                hook_fetches[hook] = fetches
+            if feeds:
+                _raise_if_feeds_intersect(hook_feeds, feeds, "Same tensor is fed by two hooks.")
+                hook_feeds.update(feeds)
+                feed_owners.update(dict.fromkeys(feeds, type(hook).__name__))
+            if request_options:
                 # Like TensorFlow, merge into the caller's options when given.
                 if merged_options is None:
                     merged_options = tf.compat.v1.RunOptions() if options is None else options
-                _merge_run_options(merged_options, request.options)
-        feeds = self._merge_feeds(user_feeds, hook_feeds)
+                _merge_run_options(merged_options, request_options)
+        feeds = self._merge_feeds(user_feeds, hook_feeds) if hook_feeds else user_feeds
         return hook_fetches, feeds, merged_options or options, feed_owners
 
     @staticmethod

@@ -10,12 +10,16 @@ from typing import Any
 
 import tensorflow as tf
 
-from monsession import _plugin_manager
+from monsession import _distributed, _plugin_manager
 from monsession._hook_api import SessionRunHook
 from monsession._hookspecs import TrainingSettings
 from monsession._monitored_session import MonitoredSession
 from monsession._scaffold import Scaffold
-from monsession._session_creators import ChiefSessionCreator, WorkerSessionCreator
+from monsession._session_creators import (
+    ChiefSessionCreator,
+    SessionCreator,
+    WorkerSessionCreator,
+)
 
 logger = logging.getLogger("monsession")
 
@@ -91,6 +95,18 @@ def MonitoredTrainingSession(  # noqa: N802 - TensorFlow's name.
     `chief_only_hooks`, the default hooks and `hooks`, in that order. A worker
     waits up to `max_wait_secs` for the chief and runs only `hooks`.
 
+    In eager mode a worker that is not the chief restores the latest checkpoint
+    of `checkpoint_dir` too (each process holds its own copy of the state).
+    Created inside the `scope()` of a multi-worker `tf.distribute` strategy
+    (e.g. `MultiWorkerMirroredStrategy`), the strategy's cluster resolver
+    decides who is chief (see `monsession.is_chief`), as TensorFlow's
+    distribute coordinator does: leave `is_chief` at its default on every
+    worker. Only the chief writes checkpoints and summaries; under
+    `MultiWorkerMirroredStrategy` the other workers run the same saves (they
+    may run collective ops) into a temporary directory that is removed, and
+    `save_checkpoint_secs` becomes `save_checkpoint_steps=1000` (seconds
+    differ between workers, steps do not).
+
     The default hooks come from the installed hook families: a step counter
     (`log_step_count_steps`) and a summary saver (`save_summaries_steps` or
     `save_summaries_secs`, default every 100 steps) from
@@ -125,6 +141,8 @@ def MonitoredTrainingSession(  # noqa: N802 - TensorFlow's name.
     Raises:
       ImportError: If an argument set here needs a hook family that is not
         installed.
+      ValueError: If `is_chief=False` is passed on the chief of the current
+        multi-worker strategy.
     """
     explicit = _explicit_arguments(
         save_checkpoint_secs=save_checkpoint_secs,
@@ -162,10 +180,21 @@ def MonitoredTrainingSession(  # noqa: N802 - TensorFlow's name.
         return _session_in_worker_context(
             worker_context, settings, hooks, chief_only_hooks, stop_grace_period_secs
         )
-    if not is_chief:
-        worker_creator = WorkerSessionCreator(
-            scaffold=scaffold, master=master, config=config, max_wait_secs=max_wait_secs
+    strategy = _distributed.multi_worker_strategy() if settings.eager else None
+    if strategy is not None:
+        return _session_in_strategy(
+            strategy, settings, hooks, chief_only_hooks, stop_grace_period_secs
         )
+    if not is_chief:
+        worker_creator: SessionCreator
+        if settings.eager:
+            worker_creator = _distributed.EagerReplicaSessionCreator(
+                scaffold, checkpoint_dir, None, max_wait_secs
+            )
+        else:
+            worker_creator = WorkerSessionCreator(
+                scaffold=scaffold, master=master, config=config, max_wait_secs=max_wait_secs
+            )
         return MonitoredSession(
             session_creator=worker_creator,
             hooks=hooks or [],
@@ -184,6 +213,71 @@ def MonitoredTrainingSession(  # noqa: N802 - TensorFlow's name.
         session_creator=chief_creator,
         hooks=all_hooks,
         stop_grace_period_secs=stop_grace_period_secs,
+    )
+
+
+def _session_in_strategy(
+    strategy: Any,
+    settings: TrainingSettings,
+    hooks: Iterable[SessionRunHook] | None,
+    chief_only_hooks: Iterable[SessionRunHook] | None,
+    stop_grace_period_secs: float,
+) -> MonitoredSession:
+    """An eager session on one worker of a multi-worker `tf.distribute` strategy.
+
+    The strategy's cluster resolver decides who is chief. The chief runs the
+    chief-only and default hooks. With collective ops every worker must run
+    the same ops in the same order, saves included: the other workers get the
+    checkpoint family's hooks with `saves_with_chief`, which save on the same
+    steps into a temporary directory, and a schedule in steps, never seconds.
+    """
+    chief = _distributed.is_chief(strategy)
+    if chief and not settings.is_chief:
+        raise ValueError(
+            f"MonitoredTrainingSession: is_chief=False, but this process is the chief of "
+            f"{_distributed.describe(strategy)} (task type 'chief', or worker 0 when the "
+            "cluster has no chief task). Under a multi-worker strategy the strategy decides "
+            "who is chief: leave is_chief at its default."
+        )
+    collective = _distributed.uses_collectives(strategy)
+    if collective and settings.save_checkpoint_secs:
+        logger.warning(
+            "MonitoredTrainingSession: under %s every worker must save on the same steps; "
+            "saving every 1000 steps instead of every %s seconds. Use save_checkpoint_steps.",
+            type(strategy).__name__,
+            settings.save_checkpoint_secs,
+        )
+        settings = dataclasses.replace(
+            settings, save_checkpoint_secs=None, save_checkpoint_steps=1000
+        )
+    settings = dataclasses.replace(settings, is_chief=chief)
+    all_hooks: list[Any]
+    if chief:
+        _check_families_installed(settings)
+        all_hooks = [
+            *(chief_only_hooks or []),
+            *_plugin_manager.default_hooks(settings),
+            *(hooks or []),
+        ]
+    else:
+        worker_settings = dataclasses.replace(
+            settings, summary_dir=None, saves_with_chief=collective
+        )
+        saving = _plugin_manager.default_hooks(worker_settings) if collective else []
+        all_hooks = [*saving, *(hooks or [])]
+    creator = _distributed.EagerReplicaSessionCreator(
+        settings.scaffold,
+        settings.checkpoint_dir,
+        strategy if collective else None,
+        settings.max_wait_secs,
+    )
+    logger.info(
+        "MonitoredTrainingSession: %s is %s.",
+        _distributed.describe(strategy),
+        "the chief" if chief else "not the chief",
+    )
+    return MonitoredSession(
+        session_creator=creator, hooks=all_hooks, stop_grace_period_secs=stop_grace_period_secs
     )
 
 

@@ -219,14 +219,19 @@ class CheckpointSaverHook(SessionRunHook):
         assert self._saving is not None, "begin() must be called first."
         global_step = int(session.run(self._global_step_tensor))
         self._saving.after_create_session(session)
-        if same_checkpoint(
-            self._saving.latest_checkpoint(), self._saving.checkpoint_path(global_step)
-        ):
+        if self._already_saved(global_step):
             # Just restored from it: rewriting it in place could only lose it.
             logger.info("Checkpoint for step %d already saved; not writing it again.", global_step)
         else:
             self._save(session, global_step)
         self._mark_saved(global_step)
+
+    def _already_saved(self, global_step: int) -> bool:
+        """Whether the directory's latest checkpoint is the one of `global_step`."""
+        assert self._saving is not None
+        return same_checkpoint(
+            self._saving.latest_checkpoint(), self._saving.checkpoint_path(global_step)
+        )
 
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
         if (

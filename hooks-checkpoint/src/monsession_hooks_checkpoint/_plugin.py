@@ -46,9 +46,15 @@ def monsession_default_hooks(settings: TrainingSettings) -> list[DefaultHook] | 
     nothing to save: the default schedule is skipped with a warning, an
     explicit one raises.
 
+    On a worker that is not the chief but `saves_with_chief` (eager
+    `MultiWorkerMirroredStrategy`), adds a `WorkerCheckpointSaverHook`
+    instead: the chief's saves, on the same steps, into a temporary directory
+    that is removed at the end.
+
     Raises:
       ValueError: In eager mode, if `save_checkpoint_secs/steps` was set but
-        the scaffold holds no `tf.train.Checkpoint`.
+        the scaffold holds no `tf.train.Checkpoint`; on a `saves_with_chief`
+        worker, if the schedule is in seconds.
     """
     save_secs = _positive(settings.save_checkpoint_secs)
     save_steps = _positive(settings.save_checkpoint_steps)
@@ -64,6 +70,8 @@ def monsession_default_hooks(settings: TrainingSettings) -> list[DefaultHook] | 
             raise ValueError(message)
         logger.warning("%s Not saving checkpoints to %s.", message, settings.checkpoint_dir)
         return None
+    if settings.saves_with_chief:
+        return _worker_hooks(settings, save_steps)
     from monsession_hooks_checkpoint._checkpoint_saver import CheckpointSaverHook
 
     hook = CheckpointSaverHook(
@@ -72,5 +80,21 @@ def monsession_default_hooks(settings: TrainingSettings) -> list[DefaultHook] | 
         save_steps=save_steps,
         scaffold=settings.scaffold,
         save_graph_def=settings.save_graph_def,
+    )
+    return [DefaultHook(hook, ORDER_CHECKPOINT_SAVER)]
+
+
+def _worker_hooks(settings: TrainingSettings, save_steps: Any) -> list[DefaultHook]:
+    if save_steps is None:
+        raise ValueError(
+            "MonitoredTrainingSession: workers that save with the chief need a schedule in "
+            f"steps; got save_checkpoint_secs={settings.save_checkpoint_secs!r}. Pass "
+            "save_checkpoint_steps."
+        )
+    from monsession_hooks_checkpoint._worker_saving import WorkerCheckpointSaverHook
+
+    assert settings.checkpoint_dir is not None
+    hook = WorkerCheckpointSaverHook(
+        settings.checkpoint_dir, save_steps=int(save_steps), scaffold=settings.scaffold
     )
     return [DefaultHook(hook, ORDER_CHECKPOINT_SAVER)]

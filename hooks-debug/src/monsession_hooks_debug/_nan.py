@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -30,6 +31,7 @@ from monsession._global_step import get_global_step
 logger = logging.getLogger("monsession.debug")
 
 _HOOK = "NanTensorHook"
+_FLOAT_SCALARS = frozenset({float, np.float16, np.float32, np.float64})
 
 
 class NanLossDuringTrainingError(RuntimeError):
@@ -263,13 +265,15 @@ class NanTensorHook(SessionRunHook):
             array = np.asarray(value)
             _check_dtype_and_shape(array.dtype, array.shape, f"the value of {self._fetch!r}")
             self._value_checked = True
-        loss = float(np.asarray(value).reshape(()))
+        # A scalar (what Session.run and numpy() give for a scalar loss) converts
+        # directly; a one-element array is reshaped first.
+        loss = float(value) if type(value) in _FLOAT_SCALARS else float(np.reshape(value, ()))
         if self._is_bad(loss):
             step = self._read_step(run_context.session)
             self._diverged(run_context, loss, step, detail="")
 
     def _is_bad(self, loss: float) -> bool:
-        return bool(np.isnan(loss) or (self._detect_inf and np.isinf(loss)))
+        return math.isnan(loss) or (self._detect_inf and math.isinf(loss))
 
     def _read_step(self, session: Any) -> int | None:
         if self._global_step is None:

@@ -26,6 +26,7 @@ import threading
 from typing import Any
 
 import tensorflow as tf
+from tensorflow.python.ops.resource_variable_ops import ResourceVariable
 
 logger = logging.getLogger("monsession.summary")
 
@@ -33,11 +34,17 @@ _thread_state = threading.local()
 
 
 def _thread_switch() -> Any:
-    """The recording switch of this thread, created on first use."""
+    """The recording switch of this thread, created on first use.
+
+    A plain local variable even inside a `tf.distribute` strategy's scope:
+    only the chief records, and a variable created through
+    `MultiWorkerMirroredStrategy` would wait for the other workers to create
+    theirs.
+    """
     switch = getattr(_thread_state, "switch", None)
     if switch is None:
         with tf.init_scope(), tf.device("CPU:0"):
-            switch = tf.Variable(False, trainable=False, name="monsession_record_summaries")
+            switch = ResourceVariable(False, trainable=False, name="monsession_record_summaries")
         _thread_state.switch = switch
     return switch
 

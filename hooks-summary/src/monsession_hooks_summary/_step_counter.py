@@ -97,7 +97,8 @@ class StepCounterHook(SessionRunHook):
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
         fetched = run_values.results
-        estimate = self._step.estimate_after_step(fetched, self._steps_per_run)
+        fetched_step = int(fetched)
+        estimate = fetched_step if self._step.eager else fetched_step + self._steps_per_run
         if self._timer.should_trigger_for_step(estimate):
             global_step = self._step.after_step(run_context, fetched)
             if self._timer.should_trigger_for_step(global_step):
@@ -106,7 +107,7 @@ class StepCounterHook(SessionRunHook):
                 if elapsed_time and elapsed_steps is not None:
                     self._log_and_record(elapsed_steps, elapsed_time, global_step)
         # Compare the fetched values themselves: the timer may have skipped steps.
-        if fetched == self._last_global_step:
+        if fetched_step == self._last_global_step:
             # Some optimizers (e.g. SyncReplicasOptimizer on workers) do not
             # advance the global step on every run, hence only the first few.
             _tf_logging().log_first_n(
@@ -119,7 +120,7 @@ class StepCounterHook(SessionRunHook):
                 fetched,
                 self._last_global_step,
             )
-        self._last_global_step = int(fetched)
+        self._last_global_step = fetched_step
 
     def end(self, session: Any = None) -> None:
         if self._sink is not None:

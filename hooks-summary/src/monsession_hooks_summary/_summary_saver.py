@@ -121,6 +121,8 @@ class SummarySaverHook(SessionRunHook):
             self._recording = Recording(self._sink.writer, self._step.variable)
         self._next_step: int | None = None
         self._request_summary = False
+        # The request of every step that writes no graph summary (never changed).
+        self._global_step_request = SessionRunArgs({"global_step": self._step.fetch})
 
     def after_create_session(self, session: Any, coord: Any) -> None:
         if self._recording is not None:
@@ -132,7 +134,6 @@ class SummarySaverHook(SessionRunHook):
         self._request_summary = self._next_step is None or self._timer.should_trigger_for_step(
             self._next_step
         )
-        requests: dict[str, Any] = {"global_step": self._step.fetch}
         if self._recording is not None:
             if not self._recording.is_open:  # Used without after_create_session.
                 self._recording.open()
@@ -142,8 +143,8 @@ class SummarySaverHook(SessionRunHook):
         elif self._request_summary:
             summary_ops = self._get_summary_op()
             if summary_ops is not None:
-                requests["summary"] = summary_ops
-        return SessionRunArgs(requests)
+                return SessionRunArgs({"global_step": self._step.fetch, "summary": summary_ops})
+        return self._global_step_request
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
         fetched = run_values.results["global_step"]

@@ -1,0 +1,138 @@
+"""How the per-step cost of a monitored session grows with the number of hooks, in one run.
+
+Sessions with 0, 1, 10 and 100 idle hooks (each overrides `before_run` to
+return `None` and `after_run` to do nothing, like a periodic hook between its
+triggers) run the small model of `bench_core`, in graph mode (monsession and,
+for reference, `tf.compat.v1.train.MonitoredSession`) and in eager mode.
+Sessions stay open; variants are interleaved in rotating order over several
+rounds. Reported: the median per-step time, and the microseconds per step
+that the hooks add over the same session without hooks (the median over
+rounds of the difference of two samples taken in the same round).
+
+    python benchmarks/bench_hooks.py [--steps 300] [--rounds 31]
+
+Writes benchmarks/results/hooks.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import pathlib
+import tempfile
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import bench_core
+import tensorflow as tf
+
+import monsession
+
+RESULTS = pathlib.Path(__file__).parent / "results" / "hooks.json"
+COUNTS = (0, 1, 10, 100)
+TF_COUNTS = (0, 100)
+
+
+def idle_hooks(base: type, count: int) -> list[Any]:
+    """`count` hooks that ask for nothing and do nothing."""
+
+    class IdleHook(base):  # type: ignore[misc, valid-type]
+        def before_run(self, run_context: Any) -> None:
+            return None
+
+        def after_run(self, run_context: Any, run_values: Any) -> None:
+            pass
+
+    return [IdleHook() for _ in range(count)]
+
+
+def graph_idle(count: int) -> Callable[[str, Any, Any, str], list[Any]]:
+    def hooks(api: str, loss: Any, summary: Any, directory: str) -> list[Any]:
+        base = tf.compat.v1.train.SessionRunHook if api == "tf" else monsession.SessionRunHook
+        return idle_hooks(base, count)
+
+    return hooks
+
+
+@contextlib.contextmanager
+def graph_sessions() -> Iterator[dict[str, bench_core.GraphVariant]]:
+    with tempfile.TemporaryDirectory() as directory:
+        variants: dict[str, bench_core.GraphVariant] = {}
+        try:
+            for api, counts in (("monsession", COUNTS), ("tf", TF_COUNTS)):
+                for count in counts:
+                    variants[f"graph/{api}/{count}"] = bench_core.GraphVariant(
+                        api, graph_idle(count), directory
+                    )
+            yield variants
+        finally:
+            for variant in variants.values():
+                variant.close()
+
+
+@contextlib.contextmanager
+def eager_sessions(model: bench_core.EagerModel) -> Iterator[dict[str, Any]]:
+    with contextlib.ExitStack() as stack:
+        sessions = {
+            f"eager/monsession/{count}": stack.enter_context(
+                monsession.MonitoredSession(hooks=idle_hooks(monsession.SessionRunHook, count))
+            )
+            for count in COUNTS
+        }
+        for session in sessions.values():
+            for _ in range(bench_core.WARMUP_STEPS):
+                session.run(model.step)
+        yield sessions
+
+
+def run(steps: int, rounds: int) -> dict[str, Any]:
+    """Measures every variant; returns the results (also written by `main`)."""
+    with graph_sessions() as variants:
+        samples = bench_core.interleave(
+            {name: (lambda v=v: v.sample(steps)) for name, v in variants.items()}, rounds
+        )
+    with bench_core.eager_model() as model, eager_sessions(model) as sessions:
+
+        def sampler(session: Any) -> Callable[[], float]:
+            def sample() -> float:
+                seconds = bench_core.timed_loop(session, model.step, steps)
+                model.wait()
+                return seconds
+
+            return sample
+
+        samplers = {"eager/raw": bench_core.eager_sampler(model, None, "", steps)}
+        samplers.update({name: sampler(session) for name, session in sessions.items()})
+        samples.update(bench_core.interleave(samplers, rounds))
+    added: dict[str, float] = {}
+    for prefix, counts in (
+        ("graph/monsession", COUNTS),
+        ("graph/tf", TF_COUNTS),
+        ("eager/monsession", COUNTS),
+    ):
+        for count in counts[1:]:
+            added[f"{prefix}/{count}"] = bench_core.paired_difference_us(
+                samples, f"{prefix}/{count}", f"{prefix}/0"
+            )
+    return {
+        "steps_per_sample": steps,
+        "rounds": rounds,
+        "median_step_us": bench_core.medians_us(samples),
+        "added_us_per_step": added,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=300, help="steps per sample")
+    parser.add_argument("--rounds", type=int, default=31, help="interleaved rounds")
+    args = parser.parse_args()
+    result = {**run(args.steps, args.rounds), **bench_core.environment()}
+    RESULTS.parent.mkdir(exist_ok=True)
+    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,190 @@
+"""Helpers for the multi-process tests: free loopback ports, child processes that
+are always killed, hard time limits, and reading what the jobs left behind."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+EXAMPLE_DIR = Path(__file__).resolve().parent.parent
+TRAIN_CLUSTER = EXAMPLE_DIR / "train_cluster.py"
+TRAIN_MULTIWORKER = EXAMPLE_DIR / "train_multiworker.py"
+LOOPBACK = "127.0.0.1"
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct free TCP ports on 127.0.0.1 (held together while picked)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind((LOOPBACK, 0))
+            sockets.append(sock)
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def addresses(ports: list[int]) -> list[str]:
+    return [f"{LOOPBACK}:{port}" for port in ports]
+
+
+def tf_config(workers: list[str], index: int) -> str:
+    """A ``TF_CONFIG`` for `MultiWorkerMirroredStrategy`: workers only, worker 0 is chief."""
+    return json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}})
+
+
+@contextlib.contextmanager
+def hard_timeout(seconds: float) -> Iterator[None]:
+    """Raises `TimeoutError` in the main thread once `seconds` have passed."""
+
+    def expire(signum: int, frame: Any) -> None:
+        raise TimeoutError(f"the test did not finish within {seconds} seconds")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+class Processes:
+    """Child processes of one test; every one still running is killed on exit.
+
+    Each child's output goes to ``<log_dir>/<name>.log``, shown when a wait
+    fails. Use as a context manager.
+    """
+
+    def __init__(self, log_dir: Path) -> None:
+        self._log_dir = log_dir
+        self._log_dir.mkdir(parents=True, exist_ok=True)
+        self._children: dict[str, subprocess.Popen[bytes]] = {}
+
+    def __enter__(self) -> Processes:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        for name in list(self._children):
+            self.kill(name)
+
+    def start(self, name: str, script: Path, args: list[str], env: dict[str, str]) -> None:
+        child_env = {
+            **os.environ,
+            "TF_CPP_MIN_LOG_LEVEL": "2",
+            "PYTHONUNBUFFERED": "1",
+            **env,
+        }
+        with open(self.log(name), "ab") as log:
+            self._children[name] = subprocess.Popen(
+                [sys.executable, str(script), *args],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=child_env,
+                cwd=str(EXAMPLE_DIR),
+            )
+
+    def log(self, name: str) -> Path:
+        return self._log_dir / f"{name}.log"
+
+    def pid(self, name: str) -> int:
+        return self._children[name].pid
+
+    def alive(self, name: str) -> bool:
+        return self._children[name].poll() is None
+
+    def wait(self, name: str, timeout: float) -> int:
+        """Waits for the child to exit; fails with its log if it takes too long."""
+        try:
+            return self._children[name].wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(
+                f"{name} did not exit within {timeout} s; its log ends with:\n{self.tail(name)}"
+            ) from None
+
+    def wait_ok(self, name: str, timeout: float) -> None:
+        code = self.wait(name, timeout)
+        assert code == 0, f"{name} exited with {code}; its log ends with:\n{self.tail(name)}"
+
+    def kill(self, name: str) -> None:
+        """SIGKILL, then reap (no zombie left behind)."""
+        child = self._children.pop(name)
+        if child.poll() is None:
+            child.kill()
+        child.wait()
+
+    def tail(self, name: str, lines: int = 40) -> str:
+        text = self.log(name).read_text(errors="replace").splitlines()
+        return "\n".join(text[-lines:])
+
+
+def wait_for(condition: Callable[[], Any], timeout: float, what: str) -> Any:
+    """Polls `condition` until it returns something true; fails after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def read_report(path: Path) -> dict[str, Any]:
+    with open(path) as file:
+        report: dict[str, Any] = json.load(file)
+    return report
+
+
+_LATEST = re.compile(r'^model_checkpoint_path: "(?P<path>[^"]*)"', re.MULTILINE)
+
+
+def latest_checkpoint_step(directory: Path) -> int | None:
+    """The step of the latest checkpoint in `directory`'s state file, without TensorFlow."""
+    try:
+        text = (directory / "checkpoint").read_text()
+    except FileNotFoundError:
+        return None
+    match = _LATEST.search(text)
+    return int(match.group("path").rsplit("-", 1)[1]) if match else None
+
+
+def files_under(directory: Path) -> list[str]:
+    """Every file and directory under `directory`, as sorted relative paths."""
+    return sorted(str(path.relative_to(directory)) for path in directory.rglob("*"))
+
+
+def event_files(directory: Path) -> list[Path]:
+    return sorted(directory.rglob("events.out.tfevents.*"))
+
+
+def summary_tags(event_file: Path) -> dict[str, list[int]]:
+    """The steps of each tag in an event file, read with TensorBoard's reader."""
+    from tensorboard.backend.event_processing import event_accumulator
+
+    accumulator = event_accumulator.EventAccumulator(
+        str(event_file), size_guidance={event_accumulator.TENSORS: 0, event_accumulator.SCALARS: 0}
+    )
+    accumulator.Reload()
+    tags: dict[str, list[int]] = {}
+    for tag in accumulator.Tags()["tensors"]:
+        tags[tag] = [event.step for event in accumulator.Tensors(tag)]
+    for tag in accumulator.Tags()["scalars"]:
+        tags[tag] = [event.step for event in accumulator.Scalars(tag)]
+    return tags
+
+
+def worker_temp_dirs(tmpdir: Path) -> list[str]:
+    """The worker checkpoint directories monsession left in a temporary directory."""
+    return sorted(path.name for path in tmpdir.glob("monsession-worker-checkpoint-*"))

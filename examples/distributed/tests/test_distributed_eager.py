@@ -1,0 +1,189 @@
+"""Eager mode on `tf.distribute` strategies: `MirroredStrategy` in this process,
+`MultiWorkerMirroredStrategy` across two processes on 127.0.0.1 (`TF_CONFIG`),
+and a job that loses a worker to SIGKILL and is restarted."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from distributed_testing import (
+    EXAMPLE_DIR,
+    TRAIN_MULTIWORKER,
+    Processes,
+    addresses,
+    event_files,
+    files_under,
+    free_ports,
+    hard_timeout,
+    latest_checkpoint_step,
+    read_report,
+    summary_tags,
+    tf_config,
+    wait_for,
+    worker_temp_dirs,
+)
+
+CHIEF_FILE = re.compile(
+    r"^(checkpoint|events\.out\.tfevents\..*|model\.ckpt-\d+\.(index|data-\d{5}-of-\d{5}))$"
+)
+
+
+def _checkpoint_step(path: Path) -> int:
+    import tensorflow as tf
+
+    return int(tf.train.load_checkpoint(str(path)).get_tensor("step/.ATTRIBUTES/VARIABLE_VALUE"))
+
+
+def _event_file_pid(path: Path) -> int:
+    # events.out.tfevents.<time>.<host>.<pid>.<n>.v2
+    return int(path.name.split(".")[-3])
+
+
+def _start_workers(
+    processes: Processes,
+    tmp_path: Path,
+    run: str,
+    last_step: int,
+    step_delay: float = 0.0,
+) -> None:
+    workers = addresses(free_ports(2))
+    for index in (0, 1):
+        temp = tmp_path / f"{run}-tmp{index}"
+        temp.mkdir()
+        processes.start(
+            f"{run}-worker{index}",
+            TRAIN_MULTIWORKER,
+            [
+                "--output-dir",
+                str(tmp_path / "out"),
+                "--last-step",
+                str(last_step),
+                "--save-checkpoint-steps",
+                "10",
+                "--save-summaries-steps",
+                "10",
+                "--step-delay",
+                str(step_delay),
+                "--report",
+                str(tmp_path / f"{run}-worker{index}.json"),
+            ],
+            {"TF_CONFIG": tf_config(workers, index), "TMPDIR": str(temp)},
+        )
+
+
+def test_mirrored_strategy_in_process(tmp_path: Path) -> None:
+    import tensorflow as tf
+
+    (cpu,) = tf.config.list_physical_devices("CPU")
+    try:
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration()] * 2
+        )
+    except RuntimeError:  # Devices already initialized in this process.
+        pass
+    devices = [device.name for device in tf.config.list_logical_devices("CPU")]
+    assert len(devices) == 2, f"need 2 logical CPUs, this process has {devices}"
+    sys.path.insert(0, str(EXAMPLE_DIR))
+    try:
+        from train_multiworker import train
+    finally:
+        sys.path.remove(str(EXAMPLE_DIR))
+    strategy = tf.distribute.MirroredStrategy(devices)
+    out = tmp_path / "out"
+    with hard_timeout(60):
+        first = train(strategy, str(out), last_step=30)
+        second = train(strategy, str(out), last_step=40)
+
+    assert first["replicas"] == 2 and first["is_chief"]
+    assert first["creations"] == [0] and first["final_step"] == 30
+    assert first["losses"][-1] < first["losses"][0] / 10
+    # A second session restores the checkpoint of step 30 and goes on to 40.
+    assert second["creations"] == [30] and second["final_step"] == 40
+    assert second["losses"][0] < first["losses"][0] / 10
+    assert latest_checkpoint_step(out) == 40
+    assert _checkpoint_step(out / "model.ckpt-40") == 40
+    files = files_under(out)
+    assert all(CHIEF_FILE.match(name) for name in files), files
+    (events,) = event_files(out)
+    assert _event_file_pid(events) == os.getpid()
+    tags = summary_tags(events)
+    assert tags["loss"] == [1, 11, 21, 31]
+
+
+def test_multiworker_trains_to_target_and_only_the_chief_writes(tmp_path: Path) -> None:
+    last_step = 40
+    with hard_timeout(90), Processes(tmp_path / "logs") as processes:
+        _start_workers(processes, tmp_path, "run", last_step)
+        processes.wait_ok("run-worker0", timeout=80)
+        processes.wait_ok("run-worker1", timeout=20)
+    chief = read_report(tmp_path / "run-worker0.json")
+    worker = read_report(tmp_path / "run-worker1.json")
+
+    # Worker 0 is the chief of a workers-only cluster (the strategy decides).
+    assert chief["is_chief"] and not worker["is_chief"]
+    for report in (chief, worker):
+        assert report["replicas"] == 2
+        assert report["creations"] == [0]
+        assert report["final_step"] == last_step  # Every worker stops at the same step.
+    # The replicas stayed in sync: the same loss at every step, the same weights.
+    assert chief["losses"] == worker["losses"]
+    assert chief["weights"] == pytest.approx(worker["weights"])
+    assert chief["losses"][-1] < chief["losses"][0] / 100
+
+    # The worker mirrored the chief's saves into its temporary directory...
+    assert f"model.ckpt-{last_step}.index" in worker["worker_temp_files"]
+    assert chief["worker_temp_files"] == []
+    # ...which is gone; nothing of the worker is left anywhere.
+    assert worker_temp_dirs(tmp_path / "run-tmp1") == []
+    out = tmp_path / "out"
+    files = files_under(out)
+    assert all(CHIEF_FILE.match(name) for name in files), files
+    (events,) = event_files(out)
+    assert _event_file_pid(events) == chief["pid"]
+    tags = summary_tags(events)
+    assert tags["loss"] == [1, 11, 21, 31]
+    assert latest_checkpoint_step(out) == last_step
+    assert _checkpoint_step(out / f"model.ckpt-{last_step}") == last_step
+
+
+def test_multiworker_job_resumes_after_a_worker_is_killed(tmp_path: Path) -> None:
+    """SIGKILL worker 1 mid-training; the job (both workers) is restarted, as a
+    cluster manager restarts a MultiWorkerMirroredStrategy job; every worker
+    restores the chief's latest checkpoint and the job reaches the target."""
+    last_step = 120
+    out = tmp_path / "out"
+    with hard_timeout(150), Processes(tmp_path / "logs") as processes:
+        _start_workers(processes, tmp_path, "first", last_step, step_delay=0.05)
+        wait_for(
+            lambda: (latest_checkpoint_step(out) or 0) >= 20,
+            timeout=90,
+            what="the chief's checkpoint of step 20",
+        )
+        processes.kill("first-worker1")
+        # The chief cannot go on without its peer; the job is restarted.
+        processes.kill("first-worker0")
+        saved = latest_checkpoint_step(out)
+        assert saved is not None and saved < last_step
+        assert _checkpoint_step(out / f"model.ckpt-{saved}") == saved
+        killed_at = read_report(tmp_path / "first-worker0.json")
+        assert "final_step" not in killed_at
+
+        _start_workers(processes, tmp_path, "second", last_step)
+        processes.wait_ok("second-worker0", timeout=100)
+        processes.wait_ok("second-worker1", timeout=20)
+    chief = read_report(tmp_path / "second-worker0.json")
+    worker = read_report(tmp_path / "second-worker1.json")
+
+    for report in (chief, worker):
+        # Both resumed from the latest checkpoint at the time of the kill...
+        assert report["creations"] == [saved]
+        # ...not from scratch, and reached the target together.
+        assert report["losses"][0] < killed_at["losses"][0] / 10
+        assert report["final_step"] == last_step
+    assert latest_checkpoint_step(out) == last_step
+    assert worker_temp_dirs(tmp_path / "second-tmp1") == []
+    assert all(CHIEF_FILE.match(name) for name in files_under(out))
