@@ -6,7 +6,8 @@ Graph mode, one small model (a linear regression step with a scalar summary):
 * ``graph/tf/<set>``: `tf.compat.v1.train.MonitoredSession`;
 * ``graph/monsession/<set>``: `monsession.MonitoredSession`;
 
-each session with three hook sets: ``none``; ``standard`` (StopAtStepHook,
+each session with four hook sets: ``none``; ``stop_loss`` (StopAtStepHook and
+a hook fetching the loss every step; every 100 steps in eager mode); ``standard`` (StopAtStepHook,
 LoggingTensorHook every 100 steps, NanTensorHook, StepCounterHook,
 SummarySaverHook every 100 steps, CheckpointSaverHook every 600 s); ``mts``
 (`MonitoredTrainingSession` with its default hooks and `checkpoint_dir` set).
@@ -50,7 +51,7 @@ import monsession
 from monsession import hooks as ms_hooks
 
 RESULTS = pathlib.Path(__file__).parent / "results" / "core.json"
-HOOK_SETS = ("none", "standard", "mts")
+HOOK_SETS = ("none", "stop_loss", "standard", "mts")
 NEVER = 10**12  # A last step no run reaches.
 WARMUP_STEPS = 20
 
@@ -144,6 +145,35 @@ def graph_standard_hooks(api: str, loss: Any, summary: Any, directory: str) -> l
     ]
 
 
+def loss_fetching_hook(api: str, loss: Any, every_n: int) -> Any:
+    """A user hook fetching `loss` every `every_n` steps, written against `api`."""
+    module: Any = tf.compat.v1.train if api == "tf" else monsession
+
+    class FetchLoss(module.SessionRunHook):
+        def __init__(self) -> None:
+            self.calls = 0
+            self.last = None
+
+        def before_run(self, run_context: Any) -> Any:
+            self.calls += 1
+            return module.SessionRunArgs(loss) if self.calls % every_n == 0 else None
+
+        def after_run(self, run_context: Any, run_values: Any) -> None:
+            if run_values.results is not None:
+                self.last = run_values.results
+
+    return FetchLoss()
+
+
+def graph_stop_loss_hooks(api: str, loss: Any, summary: Any, directory: str) -> list[Any]:
+    """StopAtStepHook and a hook fetching the loss every step."""
+    stop_hook = tf.compat.v1.train.StopAtStepHook if api == "tf" else monsession.StopAtStepHook
+    return [stop_hook(last_step=NEVER), loss_fetching_hook(api, loss, every_n=1)]
+
+
+GRAPH_HOOK_SETS = {"stop_loss": graph_stop_loss_hooks, "standard": graph_standard_hooks}
+
+
 class GraphVariant:
     """One graph-mode variant in its own graph and session, kept open between samples.
 
@@ -202,7 +232,7 @@ def graph_variants(
             for api in apis:
                 for hook_set in hook_sets:
                     directory = os.path.join(root, f"{api}-{hook_set}")
-                    hooks = graph_standard_hooks if hook_set == "standard" else None
+                    hooks = GRAPH_HOOK_SETS.get(hook_set)
                     variants[f"graph/{api}/{hook_set}"] = GraphVariant(
                         api, hooks, directory, mts=hook_set == "mts"
                     )
@@ -258,13 +288,24 @@ def eager_standard_hooks(model: EagerModel, directory: str) -> list[Any]:
     ]
 
 
+def eager_stop_loss_hooks(model: EagerModel, directory: str) -> list[Any]:
+    """StopAtStepHook and a hook fetching ``"loss"`` every 100 steps."""
+    return [
+        monsession.StopAtStepHook(last_step=NEVER),
+        loss_fetching_hook("monsession", "loss", every_n=100),
+    ]
+
+
+EAGER_HOOK_SETS = {"stop_loss": eager_stop_loss_hooks, "standard": eager_standard_hooks}
+
+
 def eager_session(model: EagerModel, hook_set: str, directory: str) -> Any:
     if hook_set == "mts":
         return monsession.MonitoredTrainingSession(
             checkpoint_dir=directory, scaffold=monsession.Scaffold(saver=model.checkpoint)
         )
-    hooks = eager_standard_hooks(model, directory) if hook_set == "standard" else []
-    return monsession.MonitoredSession(hooks=hooks)
+    build = EAGER_HOOK_SETS.get(hook_set)
+    return monsession.MonitoredSession(hooks=build(model, directory) if build else [])
 
 
 def eager_sampler(model: EagerModel, hook_set: str | None, directory: str, steps: int) -> Any:

@@ -217,7 +217,9 @@ def markdown(report: dict[str, Any]) -> str:
         "| monsession / TF | eager: raw | eager: monsession | monsession / raw |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    for hook_set in ("none", "standard", "mts"):
+    from bench_core import HOOK_SETS
+
+    for hook_set in HOOK_SETS:
         ratios = core["ratios"]
         lines.append(
             f"| {hook_set} | {step['graph/raw']:.0f} | {step[f'graph/tf/{hook_set}']:.0f} | "
@@ -298,7 +300,9 @@ def chart(report: dict[str, Any], path: pathlib.Path) -> None:
 
     core, hooks = report["core"]["median_step_us"], report["hooks"]["added_us_per_step"]
     figure, axes = plt.subplots(2, 3, figsize=(16, 9))
-    sets = ("none", "standard", "mts")
+    from bench_core import HOOK_SETS
+
+    sets = HOOK_SETS
     positions = range(len(sets))
 
     axis = axes[0][0]

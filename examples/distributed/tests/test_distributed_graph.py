@@ -113,6 +113,11 @@ def test_cluster_trains_to_target_and_only_the_chief_writes(tmp_path: Path) -> N
     assert "graph.pbtxt" in files and f"model.ckpt-{latest}.index" in files
 
 
+def _steps_run(report: Path) -> int:
+    """Steps a worker has run so far, from the report it rewrites every 10 steps."""
+    return int(read_report(report).get("steps_run", 0)) if report.exists() else 0
+
+
 def test_cluster_recovers_when_the_parameter_server_restarts(tmp_path: Path) -> None:
     """SIGKILL the ps mid-training and start it again on its address: both
     workers' connections break (UnavailableError/AbortedError), their sessions
@@ -128,6 +133,14 @@ def test_cluster_recovers_when_the_parameter_server_restarts(tmp_path: Path) -> 
             timeout=90,
             what="the chief's checkpoint of step 20",
         )
+        # Both workers must be training when the ps dies, or one of them
+        # would never see its connection break.
+        for name in ("worker0", "worker1"):
+            wait_for(
+                lambda name=name: _steps_run(tmp_path / f"{name}.json") >= 10,
+                timeout=90,
+                what=f"{name}'s first 10 steps",
+            )
         processes.kill("ps")
         saved_before = latest_checkpoint_step(out)
         assert saved_before is not None
