@@ -43,8 +43,10 @@ def batches(x: np.ndarray, y: np.ndarray) -> tf.data.Dataset:
     return tf.data.Dataset.from_tensor_slices((x, y)).shuffle(4096, seed=1).repeat().batch(BATCH)
 
 
-def common_hooks(loss: object, last_step: int) -> tuple[list, list]:
-    """The hooks both variants use: (hooks for every worker, chief-only hooks)."""
+def training_session(
+    directory: pathlib.Path, loss: object, last_step: int, scaffold: ms.Scaffold | None = None
+) -> ms.MonitoredSession:
+    """`MonitoredTrainingSession` with the demo's hooks and schedule, in either mode."""
     stop = ms.StopAtStepHook(last_step=last_step)
     hooks = [
         stop,
@@ -52,7 +54,14 @@ def common_hooks(loss: object, last_step: int) -> tuple[list, list]:
         LoggingTensorHook({"loss": loss}, every_n_iter=100),
         ProgressBarHook(tensors={"loss": loss}, every_n_iter=50, stop_hook=stop),
     ]
-    return hooks, []
+    return ms.MonitoredTrainingSession(
+        checkpoint_dir=str(directory),
+        scaffold=scaffold,
+        hooks=hooks,
+        save_checkpoint_steps=200,
+        save_summaries_steps=25,
+        log_step_count_steps=50,
+    )
 
 
 def train_eager(directory: pathlib.Path, last_step: int) -> float:
@@ -79,16 +88,7 @@ def train_eager(directory: pathlib.Path, last_step: int) -> float:
         return {"loss": loss}
 
     state = tf.train.Checkpoint(model=model, optimizer=optimizer, step=global_step)
-    hooks, chief_only = common_hooks("loss", last_step)
-    with ms.MonitoredTrainingSession(
-        checkpoint_dir=str(directory),
-        scaffold=ms.Scaffold(saver=state),
-        hooks=hooks,
-        chief_only_hooks=chief_only,
-        save_checkpoint_steps=200,
-        save_summaries_steps=25,
-        log_step_count_steps=50,
-    ) as sess:
+    with training_session(directory, "loss", last_step, ms.Scaffold(saver=state)) as sess:
         loss = float("nan")
         while not sess.should_stop():
             loss = float(sess.run(train_step)["loss"])
@@ -105,15 +105,7 @@ def train_graph(directory: pathlib.Path, last_step: int) -> float:
         tf.compat.v1.summary.scalar("loss", loss)
         optimizer = tf.compat.v1.train.AdamOptimizer(0.01)
         train_op = optimizer.minimize(loss, global_step=global_step)
-        hooks, chief_only = common_hooks(loss, last_step)
-        with ms.MonitoredTrainingSession(
-            checkpoint_dir=str(directory),
-            hooks=hooks,
-            chief_only_hooks=chief_only,
-            save_checkpoint_steps=200,
-            save_summaries_steps=25,
-            log_step_count_steps=50,
-        ) as sess:
+        with training_session(directory, loss, last_step) as sess:
             value = float("nan")
             while not sess.should_stop():
                 _, value = sess.run([train_op, loss])

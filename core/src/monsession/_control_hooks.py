@@ -64,6 +64,7 @@ class StopAtStepHook(SessionRunHook):
 
     def begin(self) -> None:
         self._global_step_tensor = _global_step_read("StopAtStepHook")
+        self._request = SessionRunArgs(self._global_step_tensor)  # The same every step.
 
     def after_create_session(self, session: Any, coord: Any) -> None:
         if self._last_step is None:
@@ -71,7 +72,7 @@ class StopAtStepHook(SessionRunHook):
             self._last_step = int(session.run(self._global_step_tensor)) + self._num_steps
 
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs:
-        return SessionRunArgs(self._global_step_tensor)
+        return self._request
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
         assert self._last_step is not None

@@ -18,7 +18,7 @@ import tensorflow as tf
 
 from monsession._eager import EagerSession
 from monsession._scaffold import Scaffold
-from monsession._session_creators import SessionCreator, restore_eager_checkpoint
+from monsession._session_creators import SessionCreator, create_eager_session
 
 logger = logging.getLogger("monsession")
 
@@ -152,11 +152,7 @@ class EagerReplicaSessionCreator(SessionCreator):
 
     def create_session(self) -> EagerSession:
         self._scaffold.finalize()
-        session = EagerSession()
-        if not restore_eager_checkpoint(self._scaffold.saver, self._checkpoint_dir):
-            init_fn = self._scaffold.init_fn
-            if init_fn is not None:
-                init_fn(session)
+        session = create_eager_session(self._scaffold, self._checkpoint_dir)
         if self._strategy is not None:
             wait_for_workers(self._strategy, self._max_wait_secs)
         return session

@@ -82,7 +82,9 @@ class ChiefSessionCreator(_ScaffoldedCreator):
     def create_session(self) -> Any:
         self._scaffold.finalize()
         if tf.executing_eagerly():
-            return self._create_eager_session()
+            return create_eager_session(
+                self._scaffold, self._checkpoint_dir, self._checkpoint_filename_with_path
+            )
         return self._get_session_manager().prepare_session(
             self._master,
             saver=self._scaffold.saver,
@@ -93,16 +95,6 @@ class ChiefSessionCreator(_ScaffoldedCreator):
             init_feed_dict=self._scaffold.init_feed_dict,
             init_fn=self._scaffold.init_fn,
         )
-
-    def _create_eager_session(self) -> EagerSession:
-        session = EagerSession()
-        if not restore_eager_checkpoint(
-            self._scaffold.saver, self._checkpoint_dir, self._checkpoint_filename_with_path
-        ):
-            init_fn = self._scaffold.init_fn
-            if init_fn is not None:
-                init_fn(session)
-        return session
 
 
 class WorkerSessionCreator(_ScaffoldedCreator):
@@ -140,6 +132,18 @@ class WorkerSessionCreator(_ScaffoldedCreator):
         return self._get_session_manager().wait_for_session(
             self._master, config=self._config, max_wait_secs=self._max_wait_secs
         )
+
+
+def create_eager_session(
+    scaffold: Scaffold, checkpoint_dir: str | None, checkpoint_path: str | None = None
+) -> EagerSession:
+    """An `EagerSession` whose state is restored, or initialized by `scaffold.init_fn`."""
+    session = EagerSession()
+    if not restore_eager_checkpoint(scaffold.saver, checkpoint_dir, checkpoint_path):
+        init_fn = scaffold.init_fn
+        if init_fn is not None:
+            init_fn(session)
+    return session
 
 
 def restore_eager_checkpoint(

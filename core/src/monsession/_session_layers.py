@@ -310,7 +310,7 @@ class _HookedSession(_WrappedSession):
                 if merged_options is None:
                     merged_options = tf.compat.v1.RunOptions() if options is None else options
                 _merge_run_options(merged_options, request_options)
-        feeds = self._merge_feeds(user_feeds, hook_feeds) if hook_feeds else user_feeds
+        feeds = self._merge_feeds(user_feeds, hook_feeds)
         return hook_fetches, feeds, merged_options or options, feed_owners
 
     @staticmethod

@@ -200,12 +200,7 @@ def MonitoredTrainingSession(  # noqa: N802 - TensorFlow's name.
             hooks=hooks or [],
             stop_grace_period_secs=stop_grace_period_secs,
         )
-    _check_families_installed(settings)
-    all_hooks = [
-        *(chief_only_hooks or []),
-        *_plugin_manager.default_hooks(settings),
-        *(hooks or []),
-    ]
+    all_hooks = _chief_hooks(settings, chief_only_hooks, hooks)
     chief_creator = ChiefSessionCreator(
         scaffold=scaffold, checkpoint_dir=checkpoint_dir, master=master, config=config
     )
@@ -214,6 +209,29 @@ def MonitoredTrainingSession(  # noqa: N802 - TensorFlow's name.
         hooks=all_hooks,
         stop_grace_period_secs=stop_grace_period_secs,
     )
+
+
+def _chief_hooks(
+    settings: TrainingSettings,
+    chief_only_hooks: Iterable[SessionRunHook] | None,
+    hooks: Iterable[SessionRunHook] | None,
+) -> list[Any]:
+    """The chief's hooks in TensorFlow's order: chief-only, defaults, the user's."""
+    _check_families_installed(settings)
+    return [*(chief_only_hooks or []), *_plugin_manager.default_hooks(settings), *(hooks or [])]
+
+
+def _save_steps_for_collectives(settings: TrainingSettings, strategy_name: str) -> TrainingSettings:
+    """With collective ops every worker saves on the same steps: seconds become 1000 steps."""
+    if not settings.save_checkpoint_secs:
+        return settings
+    logger.warning(
+        "MonitoredTrainingSession: under %s every worker must save on the same steps; "
+        "saving every 1000 steps instead of every %s seconds. Use save_checkpoint_steps.",
+        strategy_name,
+        settings.save_checkpoint_secs,
+    )
+    return dataclasses.replace(settings, save_checkpoint_secs=None, save_checkpoint_steps=1000)
 
 
 def _session_in_strategy(
@@ -240,25 +258,12 @@ def _session_in_strategy(
             "who is chief: leave is_chief at its default."
         )
     collective = _distributed.uses_collectives(strategy)
-    if collective and settings.save_checkpoint_secs:
-        logger.warning(
-            "MonitoredTrainingSession: under %s every worker must save on the same steps; "
-            "saving every 1000 steps instead of every %s seconds. Use save_checkpoint_steps.",
-            type(strategy).__name__,
-            settings.save_checkpoint_secs,
-        )
-        settings = dataclasses.replace(
-            settings, save_checkpoint_secs=None, save_checkpoint_steps=1000
-        )
+    if collective:
+        settings = _save_steps_for_collectives(settings, type(strategy).__name__)
     settings = dataclasses.replace(settings, is_chief=chief)
     all_hooks: list[Any]
     if chief:
-        _check_families_installed(settings)
-        all_hooks = [
-            *(chief_only_hooks or []),
-            *_plugin_manager.default_hooks(settings),
-            *(hooks or []),
-        ]
+        all_hooks = _chief_hooks(settings, chief_only_hooks, hooks)
     else:
         worker_settings = dataclasses.replace(
             settings, summary_dir=None, saves_with_chief=collective
@@ -309,17 +314,11 @@ def _session_in_worker_context(
     workers that should not write get a private directory below the real one.
     """
     private_dir = None
-    if type(worker_context._strategy).__name__ in _COLLECTIVE_STRATEGIES:
+    strategy_name = type(worker_context._strategy).__name__
+    if strategy_name in _COLLECTIVE_STRATEGIES:
         task_type = worker_context.task_type
         private_dir = f"tmp_{task_type}_{worker_context.task_id}" if task_type else "tmp"
-        if settings.save_checkpoint_secs:
-            logger.warning(
-                "Collective ops may deadlock with save_checkpoint_secs; saving every 1000 "
-                "steps instead. Use save_checkpoint_steps."
-            )
-            settings = dataclasses.replace(
-                settings, save_checkpoint_secs=None, save_checkpoint_steps=1000
-            )
+        settings = _save_steps_for_collectives(settings, strategy_name)
 
     def writing_dir(directory: str | None, should_write: bool) -> str | None:
         if not directory or should_write:

@@ -203,7 +203,7 @@ class NanTensorHook(SessionRunHook):
         if self._eager is None:  # Used without begin(), as TensorFlow allows.
             self._resolve()
         if not self._deferred:
-            return SessionRunArgs(self._fetch)
+            return self._request
         if not self._saw_watched_step:
             self._require_watched(run_context.original_args.fetches)
         self._collecting = True
@@ -233,6 +233,7 @@ class NanTensorHook(SessionRunHook):
         source = self._loss_tensor
         if not self._eager:
             self._fetch = _graph_fetch(source)
+            self._request = SessionRunArgs(self._fetch)  # The same every step.
             return
         if isinstance(source, tf.Tensor):
             raise TypeError(
@@ -247,6 +248,7 @@ class NanTensorHook(SessionRunHook):
                 f"{source!r}."
             )
         self._fetch = source
+        self._request = SessionRunArgs(self._fetch)
 
     def _require_watched(self, fetches: Any) -> None:
         leaves = [fetches] if callable(fetches) else tf.nest.flatten(fetches)

@@ -78,6 +78,7 @@ class StepCounterHook(SessionRunHook):
 
     def begin(self) -> None:
         self._step = GlobalStep(_NAME)
+        self._request = SessionRunArgs(self._step.fetch)  # The same every step.
         self._sink: GraphSink | EagerSink | None = open_sink(
             _NAME, self._summary_writer, self._output_dir, self._step.eager
         )
@@ -86,7 +87,7 @@ class StepCounterHook(SessionRunHook):
         self._summary_tag = self._step.name + "/sec"
 
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs:
-        return SessionRunArgs(self._step.fetch)
+        return self._request
 
     def _log_and_record(self, elapsed_steps: int, elapsed_time: float, global_step: int) -> None:
         """Logs and writes the rate of `elapsed_steps` steps over `elapsed_time` seconds."""
@@ -98,8 +99,9 @@ class StepCounterHook(SessionRunHook):
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
         fetched = run_values.results
         fetched_step = int(fetched)
-        estimate = fetched_step if self._step.eager else fetched_step + self._steps_per_run
-        if self._timer.should_trigger_for_step(estimate):
+        if self._timer.should_trigger_for_step(
+            self._step.estimate_after_step(fetched_step, self._steps_per_run)
+        ):
             global_step = self._step.after_step(run_context, fetched)
             if self._timer.should_trigger_for_step(global_step):
                 elapsed_time, elapsed_steps = self._timer.update_last_triggered_step(global_step)
