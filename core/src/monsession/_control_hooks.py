@@ -17,23 +17,22 @@ def _check_non_negative(hook: str, name: str, value: Any) -> None:
         raise ValueError(f"{hook}: {name} must be non-negative, got {value!r}.")
 
 
-def _global_step_read(hook: str) -> Any:
-    from monsession._global_step import global_step_read
-
-    tensor = global_step_read()
-    if tensor is None:
-        raise RuntimeError(
-            f"Global step should be created to use {hook}: call "
-            "monsession.get_or_create_global_step() before creating the session."
-        )
-    return tensor
-
-
 def _tf_logging() -> Any:
-    """TensorFlow's logging module, looked up at call time (tests patch it)."""
-    from tensorflow.python.platform import tf_logging
+    from monsession._tf_compat import tf_logging
 
-    return tf_logging
+    return tf_logging()
+
+
+def _require_global_step(hook: str) -> None:
+    from monsession._global_step import require_global_step
+
+    require_global_step(hook)
+
+
+def _read_global_step(session: Any) -> int:
+    from monsession._global_step import read_global_step
+
+    return read_global_step(session)
 
 
 class StopAtStepHook(SessionRunHook):
@@ -63,24 +62,20 @@ class StopAtStepHook(SessionRunHook):
         return self._last_step
 
     def begin(self) -> None:
-        self._global_step_tensor = _global_step_read("StopAtStepHook")
-        self._request = SessionRunArgs(self._global_step_tensor)  # The same every step.
+        _require_global_step("StopAtStepHook")
 
     def after_create_session(self, session: Any, coord: Any) -> None:
         if self._last_step is None:
             assert self._num_steps is not None
-            self._last_step = int(session.run(self._global_step_tensor)) + self._num_steps
-
-    def before_run(self, run_context: SessionRunContext) -> SessionRunArgs:
-        return self._request
+            self._last_step = _read_global_step(session) + self._num_steps
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
-        assert self._last_step is not None
-        # The fetched value may predate this step's increment; read the
-        # variable itself before deciding to stop.
-        if run_values.results + 1 >= self._last_step:
-            if run_context.session.run(self._global_step_tensor) >= self._last_step:
-                run_context.request_stop()
+        if run_context.global_step_after(self._reached) is not None:
+            run_context.request_stop()
+
+    def _reached(self, step: int) -> bool:
+        assert self._last_step is not None, "after_create_session() sets it"
+        return step >= self._last_step
 
 
 class FeedFnHook(SessionRunHook):
@@ -154,7 +149,7 @@ class GlobalStepWaiterHook(SessionRunHook):
 
     def begin(self) -> None:
         self._worker_is_started = False
-        self._global_step_tensor = _global_step_read("GlobalStepWaiterHook")
+        _require_global_step("GlobalStepWaiterHook")
 
     def before_run(self, run_context: SessionRunContext) -> None:
         if self._worker_is_started:
@@ -162,10 +157,13 @@ class GlobalStepWaiterHook(SessionRunHook):
         if self._wait_until_step <= 0:
             self._worker_is_started = True
             return None
+        if (run_context.global_step or 0) >= self._wait_until_step:
+            self._worker_is_started = True
+            return None
         logger.info("Waiting for global step %d before starting training.", self._wait_until_step)
         last_logged_step = 0
         while True:
-            current_step = run_context.session.run(self._global_step_tensor)
+            current_step = _read_global_step(run_context.session)
             if current_step >= self._wait_until_step:
                 self._worker_is_started = True
                 return None

@@ -1,9 +1,9 @@
-"""The eager backend: a session object and a step runner for TF2 loops.
+"""The session object of eager mode, for TF2 loops.
 
 In eager mode there is no graph and no `tf.compat.v1.Session`. The "session"
-is an `EagerSession` whose `run()` calls the step (usually a `tf.function`),
-and the step runner evaluates the hooks' fetches after it. Checkpoint state
-is a `tf.train.Checkpoint` handed over through `Scaffold(saver=...)`.
+is an `EagerSession` whose `run()` calls the step (usually a `tf.function`);
+`_eager_backend` runs it with the hooks. Checkpoint state is a
+`tf.train.Checkpoint` handed over through `Scaffold(saver=...)`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import tensorflow as tf
-from tensorflow.python.ops.resource_variable_ops import ResourceVariable
+
+from monsession._tf_compat import read_variable_to_host
 
 logger = logging.getLogger("monsession")
 
@@ -124,24 +125,16 @@ def _check_feed_keys(feed_dict: Mapping[Any, Any], owner_of: Mapping[Any, str]) 
             )
 
 
-def read_numpy(variable: Any) -> Any:
-    """The value of a variable as NumPy.
-
-    A plain `ResourceVariable` is read with one `ReadVariableOp`, which is
-    what `numpy()` runs too, without the name scope and the extra `Identity`
-    op of `read_value()` (together most of the cost of a host read on CPU).
-    """
-    if type(variable) is ResourceVariable and variable._caching_device is None:
-        return tf.raw_ops.ReadVariableOp(resource=variable.handle, dtype=variable.dtype).numpy()
-    return variable.numpy()
-
-
 def to_numpy(value: Any) -> Any:
-    """A tensor or variable as a NumPy value; other values as they are."""
+    """A tensor or variable as a NumPy value; other values as they are.
+
+    Every device-to-host copy of core goes through here (count it to count
+    host reads).
+    """
     if isinstance(value, tf.Tensor):
         return value.numpy()
     if isinstance(value, tf.Variable):
-        return read_numpy(value)
+        return read_variable_to_host(value)
     return value
 
 
@@ -187,72 +180,3 @@ class EagerSession:
 
     def close(self) -> None:
         self._closed = True
-
-
-def _hook_name(hook: Any) -> str:
-    return type(hook).__name__
-
-
-class EagerStepRunner:
-    """Runs the step, then evaluates each hook's fetches as NumPy values.
-
-    Nothing is read back from the device for a hook that fetched nothing, and
-    the caller's results stay tensors. A variable or tensor fetched by several
-    hooks (typically the global step) is read once per step; a callable
-    fetch may change variables, so reads after it start afresh.
-    """
-
-    def __init__(self, sess: EagerSession) -> None:
-        self._sess = sess
-
-    def run(
-        self,
-        fetches: Any,
-        hook_fetches: dict[Any, Any],
-        feed_dict: Any,
-        options: Any,
-        run_metadata: Any,
-        feed_owners: Mapping[Any, str],
-    ) -> tuple[Any, dict[Any, Any]]:
-        outputs = self._sess.call(fetches, feed_dict, feed_owners)
-        if not hook_fetches:
-            return outputs, {}
-        read: dict[int, Any] = {}  # id of a variable or tensor -> its value, this step.
-        hook_results = {
-            hook: self._evaluate(hook, requested, outputs, read)
-            for hook, requested in hook_fetches.items()
-        }
-        return outputs, hook_results
-
-    @classmethod
-    def _evaluate(cls, hook: Any, requested: Any, outputs: Any, read: dict[int, Any]) -> Any:
-        if isinstance(requested, _CONTAINERS):
-            return _map_structure(lambda leaf: cls._value_of(hook, leaf, outputs, read), requested)
-        return cls._value_of(hook, requested, outputs, read)
-
-    @staticmethod
-    def _value_of(hook: Any, leaf: Any, outputs: Any, read: dict[int, Any]) -> Any:
-        if isinstance(leaf, str):
-            if not isinstance(outputs, Mapping) or leaf not in outputs:
-                available = sorted(outputs) if isinstance(outputs, Mapping) else []
-                raise ValueError(
-                    f"{_hook_name(hook)} fetches {leaf!r}, but the step returned no entry "
-                    f"of that name. The step returned "
-                    + (
-                        f"entries {available}."
-                        if isinstance(outputs, Mapping)
-                        else f"a {type(outputs).__name__}, not a mapping."
-                    )
-                )
-            leaf = outputs[leaf]
-        elif _is_step_callable(leaf):
-            read.clear()
-            return _map_structure(to_numpy, leaf())
-        if isinstance(leaf, (tf.Tensor, tf.Variable)):
-            # Alive for the whole step (held by the request or the outputs),
-            # so its id names it until the step ends.
-            key = id(leaf)
-            if key not in read:
-                read[key] = to_numpy(leaf)
-            return read[key]
-        return _map_structure(to_numpy, leaf)

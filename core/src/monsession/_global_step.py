@@ -6,6 +6,8 @@ from typing import Any
 
 import tensorflow as tf
 
+from monsession import _tf_compat
+
 
 def get_or_create_global_step(graph: Any = None) -> Any:
     """Returns the global step variable, creating it if needed.
@@ -23,15 +25,58 @@ def get_global_step(graph: Any = None) -> Any:
     return tf.compat.v1.train.get_global_step(graph)
 
 
+def _missing(user: str) -> RuntimeError:
+    return RuntimeError(
+        f"Global step should be created to use {user}: call "
+        "monsession.get_or_create_global_step() before creating the session."
+    )
+
+
+def require_global_step(user: str) -> Any:
+    """Returns the global step variable; raises if there is none.
+
+    Hooks that follow the global step call it in `begin()`, so a missing
+    global step is reported before the session exists.
+
+    Args:
+      user: The hook's name, for the message.
+
+    Raises:
+      RuntimeError: If there is no global step.
+    """
+    variable = get_global_step()
+    if variable is None:
+        raise _missing(user)
+    return variable
+
+
+def read_global_step(session: Any) -> int:
+    """Reads the current global step through `session`, as a host integer.
+
+    For `after_create_session()` and `end()`, where no run context exists;
+    during a run use `SessionRunContext.global_step`, which costs no read.
+
+    Args:
+      session: The session a hook was given (graph or eager mode).
+
+    Raises:
+      RuntimeError: If there is no global step.
+    """
+    graph = getattr(session, "graph", None)
+    fetch = None if graph is None else _tf_compat.existing_global_step_read_tensor(graph)
+    if fetch is None:
+        fetch = get_global_step(graph)
+    if fetch is None:
+        raise _missing("read_global_step")
+    return int(session.run(fetch))
+
+
 def global_step_read() -> Any:
     """What a hook fetches to learn the global step, or `None` if there is none.
 
-    Graph mode: TensorFlow's shared read tensor of the global step, which
-    holds the value from before the step's own increment. Eager mode: the
-    variable, read after the step.
+    Graph mode: TensorFlow's shared read tensor of the global step. Eager
+    mode: the variable.
     """
     if tf.executing_eagerly():
         return get_global_step()
-    from tensorflow.python.training import training_util
-
-    return training_util._get_or_create_global_step_read()
+    return _tf_compat.global_step_read_tensor()

@@ -6,7 +6,8 @@ without paying for it.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple, Protocol
 
 
 class SessionRunHook:
@@ -85,18 +86,36 @@ class SessionRunArgs(NamedTuple):
     options: Any = None
 
 
+class StepService(Protocol):
+    """What a `SessionRunContext` asks about the global step (core's backends)."""
+
+    def global_step_before(self) -> int | None: ...
+
+    def global_step_after(self, reaching: Callable[[int], bool] | None = None) -> int | None: ...
+
+
 class SessionRunContext:
     """Information about the `run()` call being made, and a way to stop.
+
+    Besides TensorFlow's API it gives the global step of the run as a host
+    integer, in both modes, without the hook fetching it (the *step
+    service*): `global_step` before the run, `global_step_after()` after it.
 
     Args:
       original_args: The `SessionRunArgs` of the caller's `run()`.
       session: The session-like object the step runs in.
+      step_service: What knows the global step; given by the monitored
+        session. Without it (a context made by hand) `global_step` is `None`.
     """
 
-    def __init__(self, original_args: SessionRunArgs, session: Any) -> None:
+    def __init__(
+        self, original_args: SessionRunArgs, session: Any, step_service: StepService | None = None
+    ) -> None:
         self._original_args = original_args
         self._session = session
         self._stop_requested = False
+        self._steps = step_service
+        self._ran = False
 
     @property
     def original_args(self) -> SessionRunArgs:
@@ -116,6 +135,63 @@ class SessionRunContext:
     def request_stop(self) -> None:
         """Asks the monitored session to stop after this step."""
         self._stop_requested = True
+
+    @property
+    def global_step(self) -> int | None:
+        """The global step before this run, as a host integer.
+
+        The value the global step variable holds when the run starts, as the
+        session knows it without reading the device: read once (eager mode:
+        when the session is created or re-created; graph mode: when a hook
+        first asks), then advanced by one per run. Eager mode checks it
+        against the variable whenever hooks read the device anyway (and
+        reads after every run if the step does not add exactly one). Graph
+        mode, once a hook asked for it, corrects it after every run with
+        TensorFlow's global-step read tensor, fetched with the step. `None`
+        when there is no global step.
+        """
+        return None if self._steps is None else self._steps.global_step_before()
+
+    def global_step_after(self, reaching: Callable[[int], bool] | None = None) -> int | None:
+        """The global step after this run, as a host integer (in `after_run`).
+
+        Eager mode knows it on the host: no device read. Graph mode expects
+        `global_step + 1` and, as TensorFlow's hooks do before they act,
+        reads the variable itself, at most once per run for all hooks: only
+        when `reaching` accepts the expected value, or always without
+        `reaching`.
+
+        ```python
+        def after_run(self, run_context, run_values):
+            step = run_context.global_step_after(self._timer.should_trigger_for_step)
+            if step is not None:  # The timer triggers at `step`.
+                self._timer.update_last_triggered_step(step)
+                ...
+        ```
+
+        Args:
+          reaching: An optional test of the step, e.g. a timer's
+            `should_trigger_for_step` or ``lambda step: step >= last``.
+
+        Returns:
+          The global step after the run; `None` when `reaching` rejects it,
+          or when there is no global step.
+
+        Raises:
+          RuntimeError: If called before the run finished (in `before_run`).
+        """
+        if not self._ran:
+            raise RuntimeError(
+                "SessionRunContext.global_step_after() is known after the run: call it in "
+                "after_run(), or use global_step in before_run()."
+            )
+        if self._steps is None:
+            return None
+        return self._steps.global_step_after(reaching)
+
+    def _finish_run(self) -> None:
+        """Called by the monitored session once the step ran."""
+        self._ran = True
 
 
 class SessionRunValues(NamedTuple):

@@ -8,6 +8,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from monsession._backend import prepare_graph
 from monsession._hook_api import SessionRunHook
 from monsession._session_creators import ChiefSessionCreator, SessionCreator
 from monsession._session_layers import (
@@ -16,6 +17,7 @@ from monsession._session_layers import (
     _RecoverableSession,
     _WrappedSession,
 )
+from monsession._tf_compat import unfinalize_graph
 
 __all__ = [  # The private layers are importable from here, as in TensorFlow.
     "MonitoredSession",
@@ -53,14 +55,6 @@ class _CoordinatedSessionCreator(SessionCreator):
         return _CoordinatedSession(
             _HookedSession(self.tf_sess, self._hooks), self.coord, self._stop_grace_period_secs
         )
-
-
-def _worker_context_creator() -> SessionCreator | None:
-    """The session creator of TensorFlow's distribute-coordinator worker context, if any."""
-    from tensorflow.python.distribute import distribute_coordinator_context
-
-    worker_context = distribute_coordinator_context.get_current_worker_context()
-    return worker_context.session_creator() if worker_context else None
 
 
 def _check_step_fn(step_fn: Callable[..., Any]) -> None:
@@ -109,8 +103,10 @@ class _MonitoredSession:
         self._hooks = _check_hooks(hooks)
         for hook in self._hooks:
             hook.begin()
+        if not self._eager:
+            prepare_graph(tf.compat.v1.get_default_graph())
         if session_creator is None:
-            session_creator = _worker_context_creator() or ChiefSessionCreator()
+            session_creator = ChiefSessionCreator()
         self._coordinated_creator = _CoordinatedSessionCreator(
             session_creator, self._hooks, stop_grace_period_secs
         )
@@ -202,7 +198,7 @@ class _MonitoredSession:
                 self._coordinated_creator.tf_sess = None
                 self._coordinated_creator.coord = None
                 if not self._graph_was_finalized:
-                    tf.compat.v1.get_default_graph()._unsafe_unfinalize()
+                    unfinalize_graph(tf.compat.v1.get_default_graph())
 
     def _is_closed(self) -> bool:
         """Whether the session is closed (for tests)."""

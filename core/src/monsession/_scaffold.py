@@ -8,6 +8,8 @@ from typing import Any
 
 import tensorflow as tf
 
+from monsession import _tf_compat
+
 logger = logging.getLogger("monsession")
 
 _v1 = tf.compat.v1
@@ -129,7 +131,9 @@ class Scaffold:
         if self._saver is None:
             self._saver = _default_saver()
         if isinstance(self._saver, tf.train.Checkpoint):
-            self._saver = _v1.train.Saver(var_list=_checkpoint_saveables(self._saver), sharded=True)
+            self._saver = _v1.train.Saver(
+                var_list=_tf_compat.checkpoint_saveables(self._saver), sharded=True
+            )
         else:
             self._saver.build()
         _v1.get_default_graph().finalize()
@@ -219,12 +223,7 @@ class Scaffold:
         )
 
 
-# TensorFlow has no public API for the resource collections a default init
-# op must cover; these helpers keep that dependency in one place.
-def _resources_module() -> Any:
-    from tensorflow.python.ops import resources
-
-    return resources
+_resources_module = _tf_compat.resources_module
 
 
 def _local_resources() -> Any:
@@ -275,9 +274,3 @@ def _default_saver() -> Any:
     saver = _v1.train.Saver(sharded=True, allow_empty=True)
     _v1.add_to_collection(_GraphKeys.SAVERS, saver)
     return saver
-
-
-def _checkpoint_saveables(checkpoint: Any) -> Any:
-    from tensorflow.python.checkpoint import graph_view
-
-    return graph_view.ObjectGraphView(checkpoint).frozen_saveable_objects()

@@ -4,7 +4,8 @@ From the inside out: `_HookedSession` runs the hooks around each step,
 `_CoordinatedSession` stops threads through a coordinator, and
 `_RecoverableSession` re-creates everything after a preemption error. They
 work the same on a graph-mode `tf.compat.v1.Session` and on the eager
-backend's `EagerSession`; only the step runner differs (see `_runners`).
+backend's `EagerSession`: `_HookedSession` speaks only to the `Backend`
+protocol (see `_backend`).
 """
 
 from __future__ import annotations
@@ -14,8 +15,13 @@ from typing import Any
 
 import tensorflow as tf
 
-from monsession._hook_api import SessionRunArgs, SessionRunContext, SessionRunValues
-from monsession._runners import make_step_runner
+from monsession._backend import make_backend
+from monsession._hook_api import (
+    SessionRunArgs,
+    SessionRunContext,
+    SessionRunHook,
+    SessionRunValues,
+)
 from monsession._step_context import StepContext
 
 logger = logging.getLogger("monsession")
@@ -216,8 +222,24 @@ def _merge_run_options(options: Any, incoming: Any) -> None:
     )
 
 
+def _base_methods(name: str) -> tuple[Any, ...]:
+    """The do-nothing `name` methods of the hook base classes (ours and TensorFlow's)."""
+    bases = [SessionRunHook, tf.compat.v1.train.SessionRunHook]
+    return tuple(getattr(base, name) for base in bases)
+
+
+def _overrides(hook: Any, name: str) -> bool:
+    """Whether `hook` has its own `name` method (not a base class's no-op)."""
+    method = getattr(type(hook), name, None)
+    own = getattr(hook, "__dict__", {})
+    return method is None or method not in _base_methods(name) or name in own
+
+
 class _HookedSession(_WrappedSession):
     """Calls the hooks around each step and merges their requests into it.
+
+    Only hooks that override `before_run` (or `after_run`) are called for it:
+    a hook that overrides neither costs nothing per step.
 
     Args:
       sess: A `tf.compat.v1.Session`, an `EagerSession` or a wrapped session.
@@ -227,13 +249,10 @@ class _HookedSession(_WrappedSession):
     def __init__(self, sess: Any, hooks: Any) -> None:
         super().__init__(sess)
         self._hooks = list(hooks)
+        self._before_hooks = [hook for hook in self._hooks if _overrides(hook, "before_run")]
+        self._after_hooks = [hook for hook in self._hooks if _overrides(hook, "after_run")]
         self._should_stop = False
-        self._runner = make_step_runner(sess)
-        self._empty_options = tf.compat.v1.RunOptions()
-        self._empty_metadata = tf.compat.v1.RunMetadata()
-        # What a hook that fetched nothing gets on a step without options
-        # (immutable, so one is shared by all of them).
-        self._no_results = SessionRunValues(None, self._empty_options, self._empty_metadata)
+        self._backend = make_backend(sess)
 
     def _check_stop(self) -> bool:
         return self._should_stop
@@ -243,40 +262,40 @@ class _HookedSession(_WrappedSession):
     ) -> Any:
         if self.should_stop():
             raise RuntimeError("Run called even after should_stop requested.")
-        run_context = SessionRunContext(SessionRunArgs(fetches, feed_dict), self._sess)
+        self._backend.start_run()
+        run_context = SessionRunContext(
+            SessionRunArgs(fetches, feed_dict), self._sess, self._backend
+        )
         hook_fetches, feed_dict, options, feed_owners = self._call_before_run(
             run_context, feed_dict, options
         )
         if options is not None and run_metadata is None:
-            run_metadata = tf.compat.v1.RunMetadata()
-        caller_results, hook_results = self._runner.run(
+            run_metadata = self._backend.new_run_metadata()
+        caller_results, hook_results = self._backend.run(
             fetches, hook_fetches, feed_dict, options, run_metadata, feed_owners
         )
-        # Hooks that asked for no options see empty protos, as in TensorFlow,
-        # but these are allocated once, not on every step.
-        if options is None and run_metadata is None:
-            no_results = self._no_results
-        else:
-            no_results = SessionRunValues(
-                None,
-                self._empty_options if options is None else options,
-                self._empty_metadata if run_metadata is None else run_metadata,
-            )
-        if hook_results:
-            _, run_values_options, run_values_metadata = no_results
-            for hook in self._hooks:
-                if hook in hook_results:
-                    values = SessionRunValues(
-                        hook_results[hook], run_values_options, run_values_metadata
-                    )
-                else:
-                    values = no_results
-                hook.after_run(run_context, values)
-        else:
-            for hook in self._hooks:
-                hook.after_run(run_context, no_results)
-        self._should_stop = self._should_stop or run_context.stop_requested
+        run_context._finish_run()
+        if self._after_hooks:
+            self._call_after_run(run_context, hook_results, options, run_metadata)
+        self._should_stop = run_context.stop_requested
         return caller_results
+
+    def _call_after_run(
+        self, run_context: SessionRunContext, hook_results: Any, options: Any, run_metadata: Any
+    ) -> None:
+        # Hooks that asked for no options see empty protos, as in TensorFlow,
+        # allocated once per session rather than on every step.
+        empty_options, empty_metadata = self._backend.empty_run_protos()
+        run_options = empty_options if options is None else options
+        metadata = empty_metadata if run_metadata is None else run_metadata
+        no_results = SessionRunValues(None, run_options, metadata)
+        for hook in self._after_hooks:
+            if hook in hook_results:
+                hook.after_run(
+                    run_context, SessionRunValues(hook_results[hook], run_options, metadata)
+                )
+            else:
+                hook.after_run(run_context, no_results)
 
     def _call_before_run(
         self, run_context: SessionRunContext, user_feeds: Any, options: Any
@@ -289,7 +308,7 @@ class _HookedSession(_WrappedSession):
         hook_feeds: dict[Any, Any] = {}
         feed_owners: dict[Any, str] = {}
         merged_options = None
-        for hook in self._hooks:
+        for hook in self._before_hooks:
             request = hook.before_run(run_context)
             if request is None:
                 continue

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 from collections.abc import Iterable
 from typing import Any
 
@@ -175,11 +174,6 @@ def MonitoredTrainingSession(  # noqa: N802 - TensorFlow's name.
         eager=tf.executing_eagerly(),
         explicit=explicit,
     )
-    worker_context = _distribute_worker_context()
-    if worker_context is not None:
-        return _session_in_worker_context(
-            worker_context, settings, hooks, chief_only_hooks, stop_grace_period_secs
-        )
     strategy = _distributed.multi_worker_strategy() if settings.eager else None
     if strategy is not None:
         return _session_in_strategy(
@@ -280,68 +274,6 @@ def _session_in_strategy(
         "MonitoredTrainingSession: %s is %s.",
         _distributed.describe(strategy),
         "the chief" if chief else "not the chief",
-    )
-    return MonitoredSession(
-        session_creator=creator, hooks=all_hooks, stop_grace_period_secs=stop_grace_period_secs
-    )
-
-
-def _distribute_worker_context() -> Any:
-    """TensorFlow's distribute-coordinator worker context, if one is active."""
-    from tensorflow.python.distribute import distribute_coordinator_context
-
-    return distribute_coordinator_context.get_current_worker_context()
-
-
-_COLLECTIVE_STRATEGIES = (
-    "CollectiveAllReduceStrategy",
-    "CollectiveAllReduceStrategyV1",
-    "MultiWorkerMirroredStrategy",
-)
-
-
-def _session_in_worker_context(
-    worker_context: Any,
-    settings: TrainingSettings,
-    hooks: Iterable[SessionRunHook] | None,
-    chief_only_hooks: Iterable[SessionRunHook] | None,
-    stop_grace_period_secs: float,
-) -> MonitoredSession:
-    """A session under TensorFlow's distribute coordinator, as TensorFlow builds it.
-
-    The context decides who is chief and who writes summaries and checkpoints.
-    With collective ops every worker must run the same save ops, so the
-    workers that should not write get a private directory below the real one.
-    """
-    private_dir = None
-    strategy_name = type(worker_context._strategy).__name__
-    if strategy_name in _COLLECTIVE_STRATEGIES:
-        task_type = worker_context.task_type
-        private_dir = f"tmp_{task_type}_{worker_context.task_id}" if task_type else "tmp"
-        settings = _save_steps_for_collectives(settings, strategy_name)
-
-    def writing_dir(directory: str | None, should_write: bool) -> str | None:
-        if not directory or should_write:
-            return directory
-        return os.path.join(directory, private_dir) if private_dir else None
-
-    hook_settings = dataclasses.replace(
-        settings,
-        is_chief=worker_context.is_chief,
-        summary_dir=writing_dir(settings.summary_dir, worker_context.should_save_summary),
-        checkpoint_dir=writing_dir(settings.checkpoint_dir, worker_context.should_checkpoint),
-    )
-    _check_families_installed(hook_settings)
-    all_hooks = [
-        *(hooks or []),
-        *(chief_only_hooks or [] if worker_context.is_chief else []),
-        *_plugin_manager.default_hooks(hook_settings),
-    ]
-    creator = worker_context.session_creator(
-        settings.scaffold,
-        config=settings.config,
-        checkpoint_dir=settings.checkpoint_dir,
-        max_wait_secs=settings.max_wait_secs,
     )
     return MonitoredSession(
         session_creator=creator, hooks=all_hooks, stop_grace_period_secs=stop_grace_period_secs

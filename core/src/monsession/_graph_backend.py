@@ -1,16 +1,17 @@
-"""Step runners: the one place where graph and eager execution differ.
+"""The graph backend: one `Session.run` per step, prepared once per fetch structure.
 
-A step runner executes the caller's fetches together with the hooks' fetches
-in one step and splits the results. `_HookedSession` picks the runner that
-fits the session it wraps and never asks which mode it is in.
+The caller's fetches and the hooks' are merged into one structure (keyed
+per hook) and run in one call. Each distinct structure without feeds
+becomes a prepared step that is reused (see `_CallableStep`).
 
-Interface (duck-typed)::
-
-    runner.run(fetches, hook_fetches, feed_dict, options, run_metadata, feed_owners)
-        -> (caller_results, {hook: hook_results})
-
-`hook_fetches` maps each hook that asked for something to its fetches;
-`feed_owners` names the hook that fed each key, for error messages.
+The step service: the global step is read when the session is created and
+expected to advance by one per run. Once a hook asks for it, every run also
+fetches TensorFlow's global-step read tensor (what TensorFlow's own hooks
+fetch), and the step after the run is expected to be that value plus one.
+Sessions whose hooks never ask fetch nothing more than TensorFlow would.
+`global_step_after(reaching)` reads the variable itself only when the
+expected value passes `reaching`, once per run at most, as TensorFlow's
+hooks do before they act.
 """
 
 from __future__ import annotations
@@ -21,22 +22,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import tensorflow as tf
-from tensorflow.core.protobuf import config_pb2
-from tensorflow.python.client import session as tf_session
+
+from monsession import _tf_compat
 
 _CALLER = "caller"
 _MAX_CACHED_CALLABLES = 64
-
-
-def make_step_runner(sess: Any) -> Any:
-    """Returns the step runner for `sess` (graph, eager or generic)."""
-    from monsession._eager import EagerSession, EagerStepRunner
-
-    if isinstance(sess, EagerSession):
-        return EagerStepRunner(sess)
-    if callable(getattr(sess, "make_callable", None)):
-        return GraphStepRunner(sess)
-    return GenericStepRunner(sess)
 
 
 class GenericStepRunner:
@@ -85,10 +75,6 @@ def _signature(fetches: Any) -> Any:
         raise TypeError(f"No cache key for a {kind.__name__}.")
     _leaf_types.add(kind)
     return id(fetches)
-
-
-def _raise(error: Exception) -> None:
-    raise error
 
 
 def _none(values: Any) -> None:
@@ -140,12 +126,12 @@ class _CallableStep:
     """
 
     def __init__(self, sess: Any, fetches: Any) -> None:
-        handler = tf_session._FetchHandler(sess.graph, fetches, {})
+        handler = _tf_compat.fetch_handler(sess.graph, fetches)
         tensors = handler.fetches()
-        options = config_pb2.CallableOptions()
+        options = _tf_compat.callable_options()
         options.fetch.extend(tensor.name for tensor in tensors)
         options.target.extend(op.name for op in handler.targets())
-        self._callable = sess._make_callable_from_options(options)
+        self._callable = _tf_compat.make_callable_from_options(sess, options)
         self._sess = sess
         try:
             index_of = {tensor.ref(): index for index, tensor in enumerate(tensors)}
@@ -157,14 +143,16 @@ class _CallableStep:
         try:
             values = self._callable()
         except tf.errors.OpError as error:
-            self._sess._do_call(_raise, error)
+            _tf_compat.reraise_as_session_run(self._sess, error)
             raise
         return self._build(values)
 
 
 def _supports_callables(sess: Any) -> bool:
     """Whether `sess` is a TensorFlow session with C++ callables (not a wrapper)."""
-    return isinstance(sess, tf_session.BaseSession) and hasattr(sess, "_make_callable_from_options")
+    return isinstance(sess, _tf_compat.session_base_class()) and hasattr(
+        sess, "_make_callable_from_options"
+    )
 
 
 class GraphStepRunner(GenericStepRunner):
@@ -225,3 +213,129 @@ class GraphStepRunner(GenericStepRunner):
             except tf.errors.OpError:
                 pass  # Session.run reports it better, with the op that failed.
         return self._sess.make_callable(merged, accept_options=with_options)
+
+
+_STEP = object()  # The key of the global-step read among the merged fetches.
+
+
+def _step_reader(sess: Any, tensor: Any) -> Callable[[], Any]:
+    """A function that reads `tensor` in `sess`, prepared once when possible."""
+    make_callable = getattr(sess, "make_callable", None)
+    if callable(make_callable):
+        try:
+            reader: Callable[[], Any] = make_callable(tensor)
+            return reader
+        except (TypeError, ValueError):
+            pass
+    return functools.partial(sess.run, tensor)
+
+
+class GraphBackend:
+    """`Backend` for a `tf.compat.v1.Session` or a session-like object.
+
+    Args:
+      sess: The session to run steps in.
+    """
+
+    def __init__(self, sess: Any) -> None:
+        self._runner = (
+            GraphStepRunner(sess)
+            if callable(getattr(sess, "make_callable", None))
+            else GenericStepRunner(sess)
+        )
+        self._protos: tuple[Any, Any] | None = None
+        graph = getattr(sess, "graph", None)
+        self._tensor = global_step_fetch(graph)
+        self._known: int | None = None  # Expected before the next run.
+        self._before: int | None = None  # Before the current run.
+        self._exact: int | None = None  # After the current run, once read.
+        self._ran = False  # Whether the current run is over.
+        self._fetch_step = False
+        self._sess = sess
+        self._reader: Callable[[], Any] | None = None
+
+    def start_run(self) -> None:
+        self._before, self._exact, self._ran = self._known, None, False
+
+    def global_step_before(self) -> int | None:
+        if self._tensor is None:
+            return None
+        self._fetch_step = True
+        if self._before is None:
+            if self._ran:  # First asked after the run: one less than now.
+                self._before = self._read_after() - 1
+            else:
+                self._before = self._known = int(self._read())
+        return self._before
+
+    def global_step_after(self, reaching: Callable[[int], bool] | None = None) -> int | None:
+        if self._tensor is None:
+            return None
+        self._fetch_step = True
+        if self._exact is None:
+            if self._known is not None and reaching is not None and not reaching(self._known):
+                return None
+            self._read_after()
+        assert self._exact is not None
+        if reaching is not None and not reaching(self._exact):
+            return None
+        return self._exact
+
+    def _read(self) -> Any:
+        """Reads the global step now (one run of the session)."""
+        if self._reader is None:
+            self._reader = _step_reader(self._sess, self._tensor)
+        return self._reader()
+
+    def _read_after(self) -> int:
+        if self._exact is None:
+            self._exact = self._known = int(self._read())
+        return self._exact
+
+    def empty_run_protos(self) -> tuple[Any, Any]:
+        if self._protos is None:
+            self._protos = (tf.compat.v1.RunOptions(), tf.compat.v1.RunMetadata())
+        return self._protos
+
+    def new_run_metadata(self) -> Any:
+        return tf.compat.v1.RunMetadata()
+
+    def run(
+        self,
+        fetches: Any,
+        hook_fetches: dict[Any, Any],
+        feed_dict: Any,
+        options: Any,
+        run_metadata: Any,
+        feed_owners: Mapping[Any, str],
+    ) -> tuple[Any, dict[Any, Any]]:
+        fetch_step = self._fetch_step
+        if fetch_step:
+            hook_fetches[_STEP] = self._tensor
+        caller_results, hook_results = self._runner.run(
+            fetches, hook_fetches, feed_dict, options, run_metadata, feed_owners
+        )
+        self._ran = True
+        if fetch_step:  # TensorFlow's value, usually from before the increment.
+            self._known = int(hook_results[_STEP]) + 1
+        elif self._known is not None:
+            self._known += 1
+        return caller_results, hook_results
+
+
+def global_step_fetch(graph: Any) -> Any:
+    """What the graph backend fetches to follow the global step, or `None`.
+
+    TensorFlow's shared read tensor when the graph has one or can still get
+    one (the monitored session creates it before finalizing the graph);
+    otherwise the global step variable itself.
+    """
+    if graph is None:
+        return None
+    variable = tf.compat.v1.train.get_global_step(graph)
+    if variable is None:
+        return None
+    if graph.finalized:
+        read = _tf_compat.existing_global_step_read_tensor(graph)
+        return variable if read is None else read
+    return _tf_compat.global_step_read_tensor(graph)

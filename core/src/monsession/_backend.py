@@ -1,0 +1,84 @@
+"""The one interface between the session layers and an execution backend.
+
+A backend runs one merged step (the caller's fetches and the hooks'), and
+knows the global step of every run on the host: that is the *step service*
+hooks read through `SessionRunContext.global_step` and
+`SessionRunContext.global_step_after()`. The graph backend
+(`_graph_backend`) wraps a `tf.compat.v1.Session`, the eager backend
+(`_eager_backend`) an `EagerSession`; `_session_layers` speaks only to this
+`Backend` protocol and never asks which mode it is in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+
+class Backend(Protocol):
+    """Runs steps and knows the global step, in one execution mode."""
+
+    def start_run(self) -> None:
+        """Called before the hooks' `before_run` of every run."""
+
+    def global_step_before(self) -> int | None:
+        """The global step before the current run, or `None` (see `SessionRunContext`)."""
+
+    def global_step_after(self, reaching: Callable[[int], bool] | None = None) -> int | None:
+        """The global step after the last run, or `None` (see `SessionRunContext`)."""
+
+    def run(
+        self,
+        fetches: Any,
+        hook_fetches: dict[Any, Any],
+        feed_dict: Any,
+        options: Any,
+        run_metadata: Any,
+        feed_owners: Mapping[Any, str],
+    ) -> tuple[Any, dict[Any, Any]]:
+        """Runs one step with the hooks' fetches.
+
+        Args:
+          fetches: The caller's fetches (graph) or step (eager).
+          hook_fetches: Each hook that asked for something, to its fetches.
+          feed_dict: The merged feeds, or `None`.
+          options: Merged `RunOptions`, or `None` when nobody asked for any.
+          run_metadata: A `RunMetadata` to fill, or `None`.
+          feed_owners: The hook that fed each key, for error messages.
+
+        Returns:
+          `(caller_results, {hook: hook_results})`.
+        """
+
+    def empty_run_protos(self) -> tuple[Any, Any]:
+        """The empty `(RunOptions, RunMetadata)` shown to hooks that asked for none.
+
+        Allocated once per backend, on first use.
+        """
+
+    def new_run_metadata(self) -> Any:
+        """A fresh `RunMetadata` for a run with options."""
+
+
+def prepare_graph(graph: Any) -> None:
+    """Adds what the graph backend fetches to `graph`, before it is finalized.
+
+    Called by the monitored session in graph mode, after the hooks' `begin()`.
+    """
+    from monsession._graph_backend import global_step_fetch
+
+    if not graph.finalized:
+        global_step_fetch(graph)
+
+
+def make_backend(sess: Any) -> Backend:
+    """Returns the backend for `sess`: eager for an `EagerSession`, else graph."""
+    from monsession._eager import EagerSession
+
+    if isinstance(sess, EagerSession):
+        from monsession._eager_backend import EagerBackend
+
+        return EagerBackend(sess)
+    from monsession._graph_backend import GraphBackend
+
+    return GraphBackend(sess)

@@ -1,0 +1,162 @@
+"""Every private TensorFlow symbol core uses, in one place.
+
+Each entry says why the public API does not do: either there is none, or
+the private path is measurably faster (the figure is quoted; measured on
+TensorFlow 2.21, 2-core CPU machine, tiny model of `benchmarks/`). The
+test `core/tests/test_tf_compat.py` touches every symbol, so a TensorFlow
+release that removes one fails with a message naming it.
+
+Import this module only where TensorFlow is already needed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tensorflow as tf
+
+# -- Graph mode: sessions ---------------------------------------------------
+
+
+def session_base_class() -> type:
+    """`tensorflow.python.client.session.BaseSession`.
+
+    No public base class covers both `tf.compat.v1.Session` and
+    `InteractiveSession`; it tells a real session from a session wrapper.
+    """
+    from tensorflow.python.client import session
+
+    return session.BaseSession
+
+
+def fetch_handler(graph: Any, fetches: Any) -> Any:
+    """`session._FetchHandler`: TensorFlow's own reading of a fetch structure.
+
+    Used once per distinct merged fetch structure so that fetches mean
+    exactly what they mean to `Session.run` (names, variables, sparse
+    tensors, namedtuples). There is no public equivalent.
+    """
+    from tensorflow.python.client import session
+
+    return session._FetchHandler(graph, fetches, {})
+
+
+def callable_options() -> Any:
+    """A `CallableOptions` proto (not exported under `tf.compat.v1`)."""
+    from tensorflow.core.protobuf import config_pb2
+
+    return config_pb2.CallableOptions()
+
+
+def make_callable_from_options(sess: Any, options: Any) -> Any:
+    """`Session._make_callable_from_options`: a prepared C++ step.
+
+    A step through it costs 0.43x the public `Session.make_callable` for the
+    standard hook set's merged fetches (name lookups skipped per call), see
+    `benchmarks/results/core.json` ("graph_callable_vs_make_callable").
+    """
+    return sess._make_callable_from_options(options)
+
+
+def reraise_as_session_run(sess: Any, error: Exception) -> None:
+    """Re-raises `error` the way `Session.run` does (`Session._do_call`).
+
+    This names the failing op and its creation trace, as `Session.run`
+    errors do; no public function formats them.
+    """
+
+    def fail() -> None:
+        raise error
+
+    sess._do_call(fail)
+
+
+def unfinalize_graph(graph: Any) -> None:
+    """`Graph._unsafe_unfinalize`: undoes `finalize()`, as TensorFlow's session does on close.
+
+    A graph the monitored session finalized must accept new ops once the
+    session is closed (TensorFlow's tests rely on it); no public API does it.
+    """
+    graph._unsafe_unfinalize()
+
+
+# -- Graph mode: global step and init ops -------------------------------------
+
+
+def global_step_read_tensor(graph: Any = None) -> Any:
+    """TensorFlow's shared read tensor of the global step, created if needed.
+
+    The same tensor TensorFlow's own hooks fetch (`training_util`'s
+    private cache), so a graph that mixes them holds one read op; it is
+    safe to run before the variable is initialized. `None` without a
+    global step.
+    """
+    from tensorflow.python.training import training_util
+
+    return training_util._get_or_create_global_step_read(graph)
+
+
+def existing_global_step_read_tensor(graph: Any) -> Any:
+    """The read tensor of `global_step_read_tensor` if it exists, else `None`."""
+    from tensorflow.python.training import training_util
+
+    return training_util._get_global_step_read(graph)
+
+
+def resources_module() -> Any:
+    """`tensorflow.python.ops.resources`: the resource collections of default init ops.
+
+    No public API lists or initializes shared/local resources.
+    """
+    from tensorflow.python.ops import resources
+
+    return resources
+
+
+def checkpoint_saveables(checkpoint: Any) -> Any:
+    """The saveable objects of a `tf.train.Checkpoint`, for a graph-mode `Saver`.
+
+    No public API turns an object-based checkpoint into a `Saver` var list.
+    """
+    from tensorflow.python.checkpoint import graph_view
+
+    return graph_view.ObjectGraphView(checkpoint).frozen_saveable_objects()
+
+
+# -- Logging --------------------------------------------------------------------
+
+
+def tf_logging() -> Any:
+    """TensorFlow's logging module, `tensorflow.python.platform.tf_logging`.
+
+    Looked up at call time: TensorFlow's own hook tests patch this module's
+    functions, which `tf.compat.v1.logging` holds separate references to.
+    """
+    from tensorflow.python.platform import tf_logging
+
+    return tf_logging
+
+
+# -- Eager mode -------------------------------------------------------------------
+
+
+def _resource_variable_class() -> type:
+    from tensorflow.python.ops.resource_variable_ops import ResourceVariable
+
+    return ResourceVariable
+
+
+_RESOURCE_VARIABLE: Any = _resource_variable_class()
+
+
+def read_variable_to_host(variable: Any) -> Any:
+    """The value of a variable as NumPy, with one `ReadVariableOp`.
+
+    For a plain `ResourceVariable` (no caching device) this skips the name
+    scope and extra `Identity` of `numpy()`: 0.55x its time per read on CPU,
+    the largest part of a host read (`benchmarks/results/core.json`,
+    "eager_read_fast_vs_numpy"). Other variables use `numpy()`.
+    """
+    if type(variable) is _RESOURCE_VARIABLE and variable._caching_device is None:
+        return tf.raw_ops.ReadVariableOp(resource=variable.handle, dtype=variable.dtype).numpy()
+    return variable.numpy()
