@@ -36,15 +36,27 @@ _LAZY = {
     "EagerSession": "monsession._eager",
     "get_or_create_global_step": "monsession._global_step",
     "get_global_step": "monsession._global_step",
+    "require_global_step": "monsession._global_step",
+    "read_global_step": "monsession._global_step",
+    "resolve_fetch": "monsession._fetches",
+    "check_scalar": "monsession._fetches",
+    "TensorNotFoundError": "monsession._fetches",
+    "testing": "monsession.testing",
     "is_chief": "monsession._distributed",
     "hooks": "monsession.hooks",
 }
 
 if TYPE_CHECKING:
-    from monsession import hooks
+    from monsession import hooks, testing
     from monsession._distributed import is_chief
     from monsession._eager import EagerSession
-    from monsession._global_step import get_global_step, get_or_create_global_step
+    from monsession._fetches import TensorNotFoundError, check_scalar, resolve_fetch
+    from monsession._global_step import (
+        get_global_step,
+        get_or_create_global_step,
+        read_global_step,
+        require_global_step,
+    )
     from monsession._monitored_session import MonitoredSession, SingularMonitoredSession
     from monsession._scaffold import Scaffold
     from monsession._session_creators import (
@@ -80,11 +92,17 @@ __all__ = [
     "SessionRunValues",
     "SingularMonitoredSession",
     "StopAtStepHook",
+    "TensorNotFoundError",
     "TrainingSettings",
     "WorkerSessionCreator",
+    "check_scalar",
     "get_global_step",
     "get_or_create_global_step",
     "hookimpl",
     "hooks",
     "is_chief",
+    "read_global_step",
+    "require_global_step",
+    "resolve_fetch",
+    "testing",
 ]

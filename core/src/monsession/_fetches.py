@@ -1,0 +1,128 @@
+"""What hooks fetch: resolving and checking the tensors they name, in both modes.
+
+Hooks that watch a value (`LoggingTensorHook`, `NanTensorHook`, an early
+stopping hook...) take a tensor, a name or, in eager mode, a callable.
+`resolve_fetch` turns that into what the hook returns in `SessionRunArgs`,
+checked in `begin()` so that bad input fails before training starts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tensorflow as tf
+
+
+class TensorNotFoundError(KeyError, ValueError):
+    """A hook names a tensor that is not in the graph.
+
+    A `KeyError` as in TensorFlow, and a `ValueError` like other bad input.
+    """
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+def resolve_fetch(owner: str, argument: str, target: Any) -> Any:
+    """Returns what a hook fetches for `target`, checked for the current mode.
+
+    Graph mode (call it in `begin()`, under the session's graph): a string
+    names a tensor of the default graph (``"loss"`` means ``"loss:0"``; an
+    op with several outputs must be named with the index); a tensor, op or
+    variable must belong to the default graph; callables are refused. Eager
+    mode: a string names an entry of the mapping the step returns, and
+    `tf.Variable`s, tensors and zero-argument callables are kept.
+
+    Args:
+      owner: The hook's name, for messages.
+      argument: The constructor argument `target` came from, for messages.
+      target: What the hook was given.
+
+    Returns:
+      The fetch to put in `SessionRunArgs`.
+
+    Raises:
+      TensorNotFoundError: (a `KeyError` and `ValueError`) If a name is not
+        in the graph.
+      ValueError: If a name is ambiguous or a tensor belongs to another graph.
+      TypeError: If `target` is of a type the mode cannot fetch.
+    """
+    if tf.executing_eagerly():
+        if isinstance(target, (str, tf.Variable, tf.Tensor)) or callable(target):
+            return target
+        raise TypeError(
+            f"{owner}: in eager mode {argument} must be the name of an entry of the mapping "
+            "the step returns, a tf.Variable, a tensor or a zero-argument callable; got "
+            f"{target!r}."
+        )
+    graph = tf.compat.v1.get_default_graph()
+    if isinstance(target, str):
+        return _graph_element(owner, argument, graph, target)
+    if callable(target) and not isinstance(target, (tf.Tensor, tf.Variable, tf.Operation)):
+        raise TypeError(
+            f"{owner}: a callable {argument} only works in eager mode; in graph mode pass "
+            f"the tensor or its name, got {target!r}."
+        )
+    if getattr(target, "graph", None) is not graph:
+        raise ValueError(
+            f"{owner}: {argument} {target!r} belongs to another graph than the session's "
+            f"({graph}); create the hook's tensors in the graph the session runs."
+        )
+    return target
+
+
+def _graph_element(owner: str, argument: str, graph: Any, name: str) -> Any:
+    full_name = name if ":" in name else f"{name}:0"
+    try:
+        element = graph.as_graph_element(full_name)
+    except (KeyError, ValueError) as error:
+        reason = error.args[0] if error.args else error
+        raise TensorNotFoundError(
+            f"{owner}: {argument} {name!r} names no tensor of the graph. {reason}"
+        ) from None
+    if ":" not in name and _exists(graph, f"{name}:1"):
+        raise ValueError(
+            f"{owner}: the name {name!r} is ambiguous, as this operation has multiple "
+            f"outputs (at least 2); name one of them, e.g. {full_name!r}."
+        )
+    return element
+
+
+def _exists(graph: Any, name: str) -> bool:
+    try:
+        graph.as_graph_element(name)
+    except (KeyError, ValueError):
+        return False
+    return True
+
+
+def check_scalar(
+    owner: str, argument: str, what: str, dtype: Any, shape: Any, *, floating: bool = True
+) -> None:
+    """Raises unless `dtype` and `shape` describe one number.
+
+    Args:
+      owner: The hook's name, for messages.
+      argument: The constructor argument the value came from.
+      what: What has this dtype and shape, e.g. ``"tensor 'loss:0'"``.
+      dtype: A dtype (TensorFlow or NumPy).
+      shape: A shape; unknown dimensions pass, more than one element fails.
+      floating: Require a floating dtype; otherwise any integer or float.
+
+    Raises:
+      TypeError: If the dtype is not a number type (or not floating).
+      ValueError: If the shape holds more than one element.
+    """
+    dtype = tf.as_dtype(dtype)
+    numeric = dtype.is_floating or (not floating and dtype.is_integer and not dtype.is_bool)
+    if not numeric:
+        kind = "float" if floating else "numeric"
+        raise TypeError(
+            f"{owner}: {argument} must be a scalar {kind} tensor; {what} has dtype {dtype.name}."
+        )
+    shape = tf.TensorShape(shape)
+    if shape.rank is not None and shape.num_elements() not in (None, 1):
+        raise ValueError(
+            f"{owner}: {argument} must be a scalar; {what} has shape {shape.as_list()}. "
+            "Reduce it to a scalar, e.g. with tf.reduce_mean."
+        )
