@@ -42,12 +42,13 @@ _LAZY = {
     "check_scalar": "monsession._fetches",
     "TensorNotFoundError": "monsession._fetches",
     "testing": "monsession.testing",
+    "plugins": "monsession.plugins",
     "is_chief": "monsession._distributed",
     "hooks": "monsession.hooks",
 }
 
 if TYPE_CHECKING:
-    from monsession import hooks, testing
+    from monsession import hooks, plugins, testing
     from monsession._distributed import is_chief
     from monsession._eager import EagerSession
     from monsession._fetches import TensorNotFoundError, check_scalar, resolve_fetch
@@ -101,6 +102,8 @@ __all__ = [
     "hookimpl",
     "hooks",
     "is_chief",
+    "lazy_attributes",
+    "plugins",
     "read_global_step",
     "require_global_step",
     "resolve_fetch",

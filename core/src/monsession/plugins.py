@@ -1,0 +1,48 @@
+"""The plugin manager's public face: discovery, listing and default hooks.
+
+    from monsession import plugins
+
+    plugins.hook_class_entries()["SummarySaverHook"].distribution
+    plugins.reset_plugin_manager()  # tests: re-read the environment
+
+Plugin authors and their tests use these names; everything else of the
+plugin system is private. Importing this module never imports TensorFlow.
+"""
+
+from monsession._plugin_manager import (
+    ENV_DISABLE_AUTOLOAD,
+    ENV_DISABLED_PLUGINS,
+    ENV_STRICT,
+    HookClassEntry,
+    PluginFailure,
+    PluginInfo,
+    PluginListing,
+    PluginLoadError,
+    PluginSource,
+    UnknownHookError,
+    default_hooks,
+    get_plugin_manager,
+    hook_class_entries,
+    plugin_infos,
+    reset_plugin_manager,
+    training_argument_owners,
+)
+
+__all__ = [
+    "ENV_DISABLED_PLUGINS",
+    "ENV_DISABLE_AUTOLOAD",
+    "ENV_STRICT",
+    "HookClassEntry",
+    "PluginFailure",
+    "PluginInfo",
+    "PluginListing",
+    "PluginLoadError",
+    "PluginSource",
+    "UnknownHookError",
+    "default_hooks",
+    "get_plugin_manager",
+    "hook_class_entries",
+    "plugin_infos",
+    "reset_plugin_manager",
+    "training_argument_owners",
+]
