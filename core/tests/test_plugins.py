@@ -206,7 +206,11 @@ def test_registration_hook_bad_answer_is_a_load_failure(plugin_site: PluginSite)
     assert sorted(report["plugins"]) == ["core"]
     [failure] = report["failures"]
     assert failure[:5] == ["odd", "odd_plugin", "odd-hooks", "0.3", "TypeError"]
-    assert "Plugin 'odd' returned 'no colon here' from monsession_hook_classes" in failure[5]
+    assert failure[5] == (
+        "Plugin 'odd' (odd-hooks 0.3) failed to load: TypeError: Returned 'no colon here' "
+        "from monsession_hook_classes; expected a class or a 'package.module:ClassName' "
+        "string; set MONSESSION_DISABLED_PLUGINS=odd to skip it."
+    )
 
 
 def test_disable_autoload_loads_no_entry_point_but_keeps_core(broken_site: PluginSite) -> None:
@@ -328,11 +332,48 @@ def test_lazy_ref_to_a_non_class_is_a_type_error(register_plugin: Register) -> N
         entry.load()
 
 
+@pytest.fixture
+def strict(isolated_plugins: pluggy.PluginManager, monkeypatch: pytest.MonkeyPatch) -> Register:
+    """Registers plugins on a fresh manager built with MONSESSION_STRICT_PLUGINS=1."""
+    monkeypatch.setenv(_plugin_manager.ENV_STRICT, "1")
+    _plugin_manager.reset_plugin_manager()
+    manager = _plugin_manager.get_plugin_manager()
+
+    def register(plugin: object, name: str) -> object:
+        manager.register(plugin, name=name)
+        return plugin
+
+    return register
+
+
 @pytest.mark.parametrize("bad", [42, "missing_colon", "mod:", ":Cls", "a b:C"])
-def test_bad_hook_class_item_names_the_plugin(register_plugin: Register, bad: Any) -> None:
-    register_plugin(_HookClassesPlugin(bad), "sloppy")
-    with pytest.raises(TypeError, match=r"Plugin 'sloppy' returned .* from monsession_hook_cl"):
+def test_bad_hook_class_item_is_reported_and_the_plugin_left_out(
+    register_plugin: Register, caplog: pytest.LogCaptureFixture, bad: Any
+) -> None:
+    register_plugin(_HookClassesPlugin("good_mod:GoodHook", bad), "sloppy")
+    with caplog.at_level(logging.WARNING, logger="monsession"):
+        entries = _plugin_manager.hook_class_entries()
+        listing = _plugin_manager.plugin_infos()
+    assert "GoodHook" not in entries and "StopAtStepHook" in entries
+    assert [info.hook_classes for info in listing.plugins if info.source.name == "sloppy"] == [()]
+    [message] = caplog.messages
+    assert message.startswith(
+        f"Plugin 'sloppy' (unknown distribution) failed in monsession_hook_classes: "
+        f"TypeError: Returned {bad!r} from monsession_hook_classes; expected a class"
+    )
+    assert message.endswith(
+        "its contribution is skipped. Set MONSESSION_DISABLED_PLUGINS=sloppy to stop loading it."
+    )
+
+
+def test_bad_hook_class_item_is_fatal_in_strict_mode(strict: Register) -> None:
+    strict(_HookClassesPlugin("missing_colon"), "sloppy")
+    with pytest.raises(_plugin_manager.PluginCallError) as raised:
         _plugin_manager.hook_class_entries()
+    assert str(raised.value).startswith(
+        "Plugin 'sloppy' (unknown distribution) failed in monsession_hook_classes: TypeError:"
+    )
+    assert isinstance(raised.value.__cause__, TypeError)
 
 
 def test_hook_class_collisions_core_first_then_plugin_name(
@@ -365,10 +406,17 @@ def test_training_argument_owners(register_plugin: Register) -> None:
     }
 
 
-def test_bad_training_argument_names_the_plugin(register_plugin: Register) -> None:
-    register_plugin(_ArgumentsPlugin("save checkpoint"), "sloppy")
-    with pytest.raises(TypeError, match="Plugin 'sloppy' returned 'save checkpoint' from"):
-        _plugin_manager.training_argument_owners()
+def test_bad_training_argument_is_reported_and_the_plugin_left_out(
+    register_plugin: Register, caplog: pytest.LogCaptureFixture
+) -> None:
+    register_plugin(_ArgumentsPlugin("save_checkpoint_steps", "save checkpoint"), "sloppy")
+    with caplog.at_level(logging.WARNING, logger="monsession"):
+        assert _plugin_manager.training_argument_owners() == {}
+    [message] = caplog.messages
+    assert message.startswith(
+        "Plugin 'sloppy' (unknown distribution) failed in monsession_training_arguments: "
+        "TypeError: Returned 'save checkpoint' from monsession_training_arguments"
+    )
 
 
 def test_default_hooks_sorted_by_order_then_plugin(register_plugin: Register) -> None:
@@ -405,16 +453,87 @@ def test_default_hooks_order_constants_follow_tensorflow() -> None:
         (_Hook("single"), "_Hook('single')"),
     ],
 )
-def test_default_hooks_bad_answer_is_a_type_error(
-    register_plugin: Register, answer: Any, shown: str
+def test_default_hooks_bad_answer_is_reported_and_left_out(
+    register_plugin: Register, caplog: pytest.LogCaptureFixture, answer: Any, shown: str
 ) -> None:
-    register_plugin(_DefaultHooksPlugin([]), "fine")
+    kept = _Hook("kept")
+    register_plugin(_DefaultHooksPlugin([DefaultHook(kept)]), "fine")
     register_plugin(_DefaultHooksPlugin(answer), "careless")
-    with pytest.raises(TypeError) as raised:
+    with caplog.at_level(logging.WARNING, logger="monsession"):
+        assert _plugin_manager.default_hooks(_settings()) == [kept]
+    [message] = caplog.messages
+    assert message.startswith(
+        "Plugin 'careless' (unknown distribution) failed in monsession_default_hooks: TypeError: "
+    )
+    assert shown in message
+
+
+def test_default_hooks_bad_answer_is_fatal_in_strict_mode(strict: Register) -> None:
+    strict(_DefaultHooksPlugin([DefaultHook(_Hook("kept"))]), "fine")
+    strict(_DefaultHooksPlugin([_Hook("bare")]), "careless")
+    with pytest.raises(_plugin_manager.PluginCallError, match=r"^Plugin 'careless' .* TypeError"):
         _plugin_manager.default_hooks(_settings())
-    message = str(raised.value)
-    assert message.startswith("Plugin 'careless' returned ")
-    assert "from monsession_default_hooks" in message and shown in message
+
+
+class _RaisingPlugin:
+    @monsession.hookimpl
+    def monsession_default_hooks(self, settings: TrainingSettings) -> Any:
+        raise RuntimeError(f"cannot build hooks for {settings.checkpoint_dir}")
+
+
+def test_default_hooks_plugin_that_raises_is_reported_and_left_out(
+    register_plugin: Register, caplog: pytest.LogCaptureFixture
+) -> None:
+    kept = _Hook("kept")
+    register_plugin(_DefaultHooksPlugin([DefaultHook(kept)]), "fine")
+    register_plugin(_RaisingPlugin(), "raiser")
+    register_plugin(_DefaultHooksPlugin([]), "late")  # Called first (pluggy is LIFO).
+    with caplog.at_level(logging.WARNING, logger="monsession"):
+        assert _plugin_manager.default_hooks(_settings(checkpoint_dir="/ckpt")) == [kept]
+    assert caplog.messages == [
+        "Plugin 'raiser' (unknown distribution) failed in monsession_default_hooks: "
+        "RuntimeError: cannot build hooks for /ckpt; its contribution is skipped. "
+        "Set MONSESSION_DISABLED_PLUGINS=raiser to stop loading it."
+    ]
+
+
+def test_default_hooks_plugin_that_raises_is_fatal_in_strict_mode(strict: Register) -> None:
+    strict(_RaisingPlugin(), "raiser")
+    with pytest.raises(_plugin_manager.PluginCallError, match=r"^Plugin 'raiser' ") as raised:
+        _plugin_manager.default_hooks(_settings())
+    assert isinstance(raised.value.__cause__, RuntimeError)
+
+
+class _FirstPlugin:
+    def __init__(self, hook: Any) -> None:
+        self.hook = hook
+
+    @monsession.hookimpl(tryfirst=True)
+    def monsession_default_hooks(self, settings: TrainingSettings) -> Any:
+        return [DefaultHook(self.hook, ORDER_CHECKPOINT_SAVER)]
+
+
+class _WrapperPlugin:
+    def __init__(self, extra: Any) -> None:
+        self.extra = extra
+        self.wrapped: list[Any] = []
+
+    @monsession.hookimpl(wrapper=True)
+    def monsession_default_hooks(self, settings: TrainingSettings) -> Any:
+        answers = yield
+        self.wrapped.append(answers)
+        return [*answers, [DefaultHook(self.extra, ORDER_STEP_COUNTER)]]
+
+
+def test_pluggy_calls_plugins_with_tryfirst_and_wrappers(register_plugin: Register) -> None:
+    first, plain, extra = _Hook("first"), _Hook("plain"), _Hook("extra")
+    register_plugin(_FirstPlugin(first), "first")  # Registered first, yet called first.
+    register_plugin(_DefaultHooksPlugin([DefaultHook(plain, ORDER_CHECKPOINT_SAVER)]), "plain")
+    wrapper = register_plugin(_WrapperPlugin(extra), "wrapper")
+    assert _plugin_manager.default_hooks(_settings()) == [extra, first, plain]
+    assert wrapper.wrapped == [  # type: ignore[attr-defined]
+        [[DefaultHook(first, ORDER_CHECKPOINT_SAVER)], [DefaultHook(plain, ORDER_CHECKPOINT_SAVER)]]
+    ]
 
 
 def test_plugin_infos_lists_registered_plugins(register_plugin: Register) -> None:

@@ -1,48 +1,64 @@
 """The plugin manager: discovers hook families and answers questions about them.
 
 Core registers its own plugin (`monsession._builtin_plugin`) directly, then
-loads the entry points of the ``monsession`` group. A plugin that fails to
-load is reported and skipped, unless strict mode is on. Environment
-variables, read when the manager is built:
+loads the entry points of the ``monsession`` group, in reverse name order so
+that pluggy calls plugins by name (tryfirst/trylast and wrappers still
+apply: pluggy does every call). Environment variables, read when the
+manager is built:
 
 * ``MONSESSION_DISABLE_PLUGIN_AUTOLOAD``: load no entry point at all.
 * ``MONSESSION_DISABLED_PLUGINS``: comma-separated entry-point or
   distribution names to skip, before they are imported.
-* ``MONSESSION_STRICT_PLUGINS``: a plugin that fails to load raises
-  `PluginLoadError` instead of logging a warning.
+* ``MONSESSION_STRICT_PLUGINS``: a plugin that fails is fatal.
 
-Nothing here imports TensorFlow; hook classes given as lazy references stay
-unimported until `HookClassEntry.load` is called.
+One policy for a failing plugin, at load time and at call time: it is
+reported with its name, distribution and version, and left out; in strict
+mode the report is raised instead (`PluginLoadError` when loading,
+`PluginCallError` when called). A call-time failure is an exception raised
+by the plugin's implementation or an answer of the wrong type.
+
+Nothing here imports TensorFlow.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import importlib
 import importlib.metadata
 import logging
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pluggy
 
 from monsession import _builtin_plugin, _hookspecs
 from monsession._hookspecs import PROJECT_NAME, DefaultHook, TrainingSettings
+from monsession._plugin_types import (
+    ENV_DISABLE_AUTOLOAD,
+    ENV_DISABLED_PLUGINS,
+    ENV_STRICT,
+    HookClassEntry,
+    PluginCallError,
+    PluginCallFailure,
+    PluginFailure,
+    PluginInfo,
+    PluginListing,
+    PluginLoadError,
+    PluginSource,
+    UnknownHookError,
+)
 
 ENTRY_POINT_GROUP = PROJECT_NAME
 CORE_PLUGIN_NAME = "core"
 CORE_DISTRIBUTION = "monsession-core"
 
-ENV_DISABLE_AUTOLOAD = "MONSESSION_DISABLE_PLUGIN_AUTOLOAD"
-ENV_DISABLED_PLUGINS = "MONSESSION_DISABLED_PLUGINS"
-ENV_STRICT = "MONSESSION_STRICT_PLUGINS"
-
 # The hook classes and `MonitoredTrainingSession` arguments of the families
-# this project ships, so a missing one gets an install hint.
+# this project ships, so a missing one gets an install hint. The `all` tox
+# env checks them against the families' registrations
+# (examples/tests/test_known_families.py).
 KNOWN_HOOK_FAMILIES: dict[str, str] = {
     "CheckpointSaverHook": "monsession-hooks-checkpoint",
     "CheckpointSaverListener": "monsession-hooks-checkpoint",
@@ -64,132 +80,24 @@ KNOWN_ARGUMENT_FAMILIES: dict[str, str] = {
     "log_step_count_steps": "monsession-hooks-summary",
 }
 
+__all__ = [  # Re-exported types, for callers of this module.
+    "ENV_DISABLED_PLUGINS",
+    "ENV_DISABLE_AUTOLOAD",
+    "ENV_STRICT",
+    "HookClassEntry",
+    "PluginCallError",
+    "PluginCallFailure",
+    "PluginFailure",
+    "PluginInfo",
+    "PluginListing",
+    "PluginLoadError",
+    "PluginSource",
+    "UnknownHookError",
+]
+
 logger = logging.getLogger(PROJECT_NAME)
 
 _LAZY_REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
-
-
-class PluginLoadError(ImportError):
-    """A plugin failed to load while `MONSESSION_STRICT_PLUGINS` is set."""
-
-
-class UnknownHookError(AttributeError):
-    """No installed hook family provides a hook class of this name."""
-
-
-@dataclasses.dataclass(frozen=True)
-class PluginSource:
-    """Where a plugin comes from.
-
-    Args:
-      name: The plugin name (the entry-point name, or ``"core"``).
-      entry_point: The entry point's value, ``None`` for core's built-in plugin
-        and for plugins registered by hand.
-      distribution: The name of the distribution that ships it, if known.
-      version: That distribution's version, if known.
-    """
-
-    name: str
-    entry_point: str | None = None
-    distribution: str | None = None
-    version: str | None = None
-
-    def describe(self) -> str:
-        """Returns e.g. ``'x' (monsession-hooks-x 1.2)`` for messages."""
-        if self.distribution is None:
-            return f"'{self.name}' (unknown distribution)"
-        return f"'{self.name}' ({self.distribution} {self.version})"
-
-
-@dataclasses.dataclass(frozen=True)
-class PluginFailure:
-    """A plugin that failed to load and was skipped."""
-
-    source: PluginSource
-    error: Exception
-
-    @property
-    def message(self) -> str:
-        """The sentence logged for this failure, with the fix."""
-        return (
-            f"Plugin {self.source.describe()} failed to load: "
-            f"{type(self.error).__name__}: {self.error}; "
-            f"set {ENV_DISABLED_PLUGINS}={self.source.name} to skip it."
-        )
-
-
-@dataclasses.dataclass(frozen=True)
-class PluginInfo:
-    """A registered plugin, for listings."""
-
-    source: PluginSource
-    hook_classes: tuple[str, ...]
-    training_arguments: tuple[str, ...]
-
-
-@dataclasses.dataclass(frozen=True)
-class PluginListing:
-    """Everything `monsession plugins` shows.
-
-    Args:
-      plugins: The registered plugins, core first, then by name.
-      failures: Plugins that failed to load and were skipped.
-      blocked: Plugins skipped because of `MONSESSION_DISABLED_PLUGINS`.
-      autoload: False when `MONSESSION_DISABLE_PLUGIN_AUTOLOAD` is set.
-    """
-
-    plugins: tuple[PluginInfo, ...]
-    failures: tuple[PluginFailure, ...]
-    blocked: tuple[PluginSource, ...]
-    autoload: bool
-
-
-@dataclasses.dataclass(frozen=True)
-class HookClassEntry:
-    """A hook class that a plugin provides, reachable from `monsession.hooks`.
-
-    Args:
-      name: The class name users import.
-      ref: The class, or a lazy reference ``"package.module:QualName"``.
-      plugin: The name of the plugin that provides it.
-      distribution: The distribution that ships the plugin, if known.
-      version: That distribution's version, if known.
-    """
-
-    name: str
-    ref: type | str
-    plugin: str
-    distribution: str | None = None
-    version: str | None = None
-
-    def load(self) -> type:
-        """Returns the class, importing its module if `ref` is lazy.
-
-        Raises:
-          ImportError: If the module cannot be imported or lacks the class.
-          TypeError: If the reference does not name a class.
-        """
-        if isinstance(self.ref, type):
-            return self.ref
-        module_name, _, qualname = self.ref.partition(":")
-        obj: Any = importlib.import_module(module_name)
-        for part in qualname.split("."):
-            try:
-                obj = getattr(obj, part)
-            except AttributeError as error:
-                source = PluginSource(self.plugin, None, self.distribution, self.version)
-                raise ImportError(
-                    f"Hook class reference {self.ref!r} of plugin {source.describe()} does "
-                    f"not resolve: {error}; upgrade or reinstall the plugin's distribution.",
-                    name=self.name,
-                ) from error
-        if not isinstance(obj, type):
-            raise TypeError(
-                f"Hook class reference {self.ref!r} of plugin '{self.plugin}' names "
-                f"{obj!r}, not a class; the plugin must return a class or a "
-                "'package.module:ClassName' string."
-            )
-        return obj
 
 
 @dataclasses.dataclass
@@ -201,12 +109,16 @@ class _Discovery:
     failures: list[PluginFailure]
     blocked: list[PluginSource]
     autoload: bool
+    strict: bool
     warned: set[str] = dataclasses.field(default_factory=set)
 
     def warn_once(self, message: str) -> None:
         if message not in self.warned:
             self.warned.add(message)
             logger.warning(message)
+
+    def source(self, plugin: str) -> PluginSource:
+        return self.sources.get(plugin, PluginSource(plugin))
 
 
 def env_flag(name: str) -> bool:
@@ -252,10 +164,25 @@ def _discovery() -> _Discovery:
         failures=[],
         blocked=[],
         autoload=not env_flag(ENV_DISABLE_AUTOLOAD),
+        strict=env_flag(ENV_STRICT),
     )
     if discovery.autoload:
         _load_entry_points(discovery)
     return discovery
+
+
+def _entry_points() -> list[importlib.metadata.EntryPoint]:
+    """The group's entry points, each once, last name first (pluggy calls LIFO)."""
+    # Core registers itself directly; installs of older monsession-core
+    # metadata may still declare this entry point.
+    seen = {(CORE_PLUGIN_NAME, _builtin_plugin.__name__)}
+    unique = []
+    for entry_point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        key = (entry_point.name, entry_point.value)
+        if key not in seen:
+            seen.add(key)
+            unique.append(entry_point)
+    return sorted(unique, key=lambda entry_point: entry_point.name, reverse=True)
 
 
 def _load_entry_points(discovery: _Discovery) -> None:
@@ -264,15 +191,7 @@ def _load_entry_points(discovery: _Discovery) -> None:
         for name in os.environ.get(ENV_DISABLED_PLUGINS, "").split(",")
         if name.strip()
     }
-    strict = env_flag(ENV_STRICT)
-    # Core registers itself directly; installs of older monsession-core
-    # metadata may still declare this entry point.
-    seen = {(CORE_PLUGIN_NAME, _builtin_plugin.__name__)}
-    for entry_point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-        key = (entry_point.name, entry_point.value)
-        if key in seen:
-            continue
-        seen.add(key)
+    for entry_point in _entry_points():
         source = _entry_point_source(entry_point)
         if disabled & {_normalize(source.name), _normalize(source.distribution or "")}:
             discovery.blocked.append(source)
@@ -283,14 +202,16 @@ def _load_entry_points(discovery: _Discovery) -> None:
             registered = True
             # Ask the registration hooks now so a broken answer is reported
             # like any other load failure, naming the plugin.
-            _hook_class_refs(discovery.manager, only=source.name)
-            _training_arguments(discovery.manager, only=source.name)
+            _hook_class_refs(_call_one(discovery.manager, "monsession_hook_classes", source.name))
+            _argument_names(
+                _call_one(discovery.manager, "monsession_training_arguments", source.name)
+            )
             discovery.sources[source.name] = source
         except Exception as error:
             if registered:
                 discovery.manager.unregister(name=source.name)
             failure = PluginFailure(source, error)
-            if strict:
+            if discovery.strict:
                 raise PluginLoadError(failure.message, name=source.name) from error
             discovery.failures.append(failure)
             logger.warning(failure.message)
@@ -322,72 +243,120 @@ def reset_plugin_manager() -> None:
         hooks._forget_resolved()
 
 
+# -- Calling plugins ----------------------------------------------------------
+
+
 def _plugin_order(name: str) -> tuple[bool, str]:
     return (name != CORE_PLUGIN_NAME, name)
 
 
-def _answers(
-    manager: pluggy.PluginManager, hook_name: str, only: str | None = None, **kwargs: Any
+def _plugins(manager: pluggy.PluginManager) -> list[str]:
+    """The registered plugin names, core first, then by name."""
+    names = (name for name, plugin in manager.list_name_plugin() if plugin is not None)
+    return sorted(names, key=_plugin_order)
+
+
+def _call_one(manager: pluggy.PluginManager, hook_name: str, plugin: str, **kwargs: Any) -> list:
+    """Calls one plugin's implementations of `hook_name` through pluggy; its items."""
+    others = [
+        registered
+        for name, registered in manager.list_name_plugin()
+        if name != plugin and registered is not None
+    ]
+    answers = manager.subset_hook_caller(hook_name, others)(**kwargs)
+    return [item for answer in answers for item in _sequence(answer, hook_name)]
+
+
+def _sequence(answer: Any, hook_name: str) -> Sequence[Any]:
+    if isinstance(answer, (str, bytes)) or not isinstance(answer, Sequence):
+        raise TypeError(f"Returned {answer!r} from {hook_name}; expected a list or None.")
+    return answer
+
+
+def _failed(discovery: _Discovery, plugin: str, hook_name: str, error: Exception) -> None:
+    """Applies the failure policy: raise in strict mode, else warn (once) and go on."""
+    failure = PluginCallFailure(discovery.source(plugin), hook_name, error)
+    if discovery.strict:
+        raise PluginCallError(failure.message) from error
+    discovery.warn_once(failure.message)
+
+
+def _answers_by_plugin(
+    discovery: _Discovery, hook_name: str, check: Callable[[list[Any]], list[Any]]
 ) -> list[tuple[str, list[Any]]]:
-    """Calls each plugin's implementation of a hook on its own.
+    """Each plugin's checked items for a registration hook, core first, then by name.
 
-    Returns:
-      ``(plugin name, items)`` pairs, core first, then by plugin name.
-
-    Raises:
-      TypeError: If a plugin returns something other than a list or `None`.
+    A plugin that raises, or whose items `check` rejects, is left out (see
+    `_failed`).
     """
     answers = []
-    for impl in getattr(manager.hook, hook_name).get_hookimpls():
-        if impl.wrapper or impl.hookwrapper or (only is not None and impl.plugin_name != only):
-            continue
-        result = impl.function(*(kwargs[arg] for arg in impl.argnames))
-        if result is None:
-            result = []
-        if isinstance(result, (str, bytes)) or not isinstance(result, Sequence):
-            raise TypeError(
-                f"Plugin '{impl.plugin_name}' returned {result!r} from {hook_name}; "
-                "expected a list or None."
-            )
-        answers.append((impl.plugin_name, list(result)))
-    answers.sort(key=lambda answer: _plugin_order(answer[0]))
+    for plugin in _plugins(discovery.manager):
+        try:
+            answers.append((plugin, check(_call_one(discovery.manager, hook_name, plugin))))
+        except Exception as error:
+            _failed(discovery, plugin, hook_name, error)
     return answers
 
 
-def _hook_class_refs(
-    manager: pluggy.PluginManager, only: str | None = None
-) -> list[tuple[str, str, type | str]]:
-    """Returns ``(plugin, class name, ref)`` for every hook class provided."""
-    refs: list[tuple[str, str, type | str]] = []
-    for plugin, items in _answers(manager, "monsession_hook_classes", only):
-        for ref in items:
-            if isinstance(ref, type):
-                refs.append((plugin, ref.__name__, ref))
-            elif isinstance(ref, str) and _LAZY_REF.match(ref):
-                refs.append((plugin, ref.partition(":")[2].rpartition(".")[2], ref))
-            else:
-                raise TypeError(
-                    f"Plugin '{plugin}' returned {ref!r} from monsession_hook_classes; "
-                    "expected a class or a 'package.module:ClassName' string."
-                )
+def _raising_plugin(manager: pluggy.PluginManager, hook_name: str, error: Exception) -> str | None:
+    """The plugin whose implementation raised `error`: the innermost in its traceback."""
+    codes = {
+        impl.function.__code__: impl.plugin_name
+        for impl in getattr(manager.hook, hook_name).get_hookimpls()
+        if hasattr(impl.function, "__code__")
+    }
+    found = None
+    traceback = error.__traceback__
+    while traceback is not None:
+        found = codes.get(traceback.tb_frame.f_code, found)
+        traceback = traceback.tb_next
+    return found
+
+
+def _call_all(discovery: _Discovery, hook_name: str, **kwargs: Any) -> list[Any]:
+    """One pluggy call of `hook_name`; a plugin that raises is left out, then it is retried."""
+    left_out: list[Any] = []
+    while True:
+        caller = (
+            discovery.manager.subset_hook_caller(hook_name, left_out)
+            if left_out
+            else getattr(discovery.manager.hook, hook_name)
+        )
+        try:
+            return list(caller(**kwargs))
+        except Exception as error:
+            plugin = _raising_plugin(discovery.manager, hook_name, error)
+            if plugin is None:
+                raise
+            _failed(discovery, plugin, hook_name, error)
+            left_out.append(discovery.manager.get_plugin(plugin))
+
+
+def _hook_class_refs(items: list[Any]) -> list[tuple[str, type | str]]:
+    """`(class name, ref)` for each item a plugin returned from monsession_hook_classes."""
+    refs: list[tuple[str, type | str]] = []
+    for ref in items:
+        if isinstance(ref, type):
+            refs.append((ref.__name__, ref))
+        elif isinstance(ref, str) and _LAZY_REF.match(ref):
+            refs.append((ref.partition(":")[2].rpartition(".")[2], ref))
+        else:
+            raise TypeError(
+                f"Returned {ref!r} from monsession_hook_classes; expected a class or a "
+                "'package.module:ClassName' string."
+            )
     return refs
 
 
-def _training_arguments(
-    manager: pluggy.PluginManager, only: str | None = None
-) -> list[tuple[str, str]]:
-    """Returns ``(plugin, argument name)`` for every argument served."""
-    arguments = []
-    for plugin, items in _answers(manager, "monsession_training_arguments", only):
-        for argument in items:
-            if not (isinstance(argument, str) and argument.isidentifier()):
-                raise TypeError(
-                    f"Plugin '{plugin}' returned {argument!r} from "
-                    "monsession_training_arguments; expected argument names of "
-                    "MonitoredTrainingSession such as 'save_checkpoint_steps'."
-                )
-            arguments.append((plugin, argument))
-    return arguments
+def _argument_names(items: list[Any]) -> list[str]:
+    """Checks the items a plugin returned from monsession_training_arguments."""
+    for argument in items:
+        if not (isinstance(argument, str) and argument.isidentifier()):
+            raise TypeError(
+                f"Returned {argument!r} from monsession_training_arguments; expected "
+                "argument names of MonitoredTrainingSession such as 'save_checkpoint_steps'."
+            )
+    return items
 
 
 def hook_class_entries() -> dict[str, HookClassEntry]:
@@ -398,23 +367,23 @@ def hook_class_entries() -> dict[str, HookClassEntry]:
 
     Returns:
       A dict from class name to `HookClassEntry`.
-
-    Raises:
-      TypeError: If a plugin returns something that is not a hook class.
     """
     discovery = _discovery()
     entries: dict[str, HookClassEntry] = {}
-    for plugin, name, ref in _hook_class_refs(discovery.manager):
-        source = discovery.sources.get(plugin, PluginSource(plugin))
-        kept = entries.get(name)
-        if kept is None:
-            entries[name] = HookClassEntry(name, ref, plugin, source.distribution, source.version)
-        elif kept.ref != ref:
-            discovery.warn_once(
-                f"Hook class '{name}' of plugin {source.describe()} is ignored: plugin "
-                f"'{kept.plugin}' already provides it. Set {ENV_DISABLED_PLUGINS}={plugin} "
-                "to silence this warning."
-            )
+    for plugin, refs in _answers_by_plugin(discovery, "monsession_hook_classes", _hook_class_refs):
+        source = discovery.source(plugin)
+        for name, ref in refs:
+            kept = entries.get(name)
+            if kept is None:
+                entries[name] = HookClassEntry(
+                    name, ref, plugin, source.distribution, source.version
+                )
+            elif kept.ref != ref:
+                discovery.warn_once(
+                    f"Hook class '{name}' of plugin {source.describe()} is ignored: plugin "
+                    f"'{kept.plugin}' already provides it. Set {ENV_DISABLED_PLUGINS}={plugin} "
+                    "to silence this warning."
+                )
     return entries
 
 
@@ -427,42 +396,67 @@ def training_argument_owners() -> dict[str, str]:
     """
     discovery = _discovery()
     owners: dict[str, str] = {}
-    for plugin, argument in _training_arguments(discovery.manager):
-        owner = owners.setdefault(argument, plugin)
-        if owner != plugin:
-            discovery.warn_once(
-                f"Argument '{argument}' is served by plugins '{owner}' and '{plugin}'; "
-                f"'{owner}' is used."
-            )
+    answers = _answers_by_plugin(discovery, "monsession_training_arguments", _argument_names)
+    for plugin, arguments in answers:
+        for argument in arguments:
+            owner = owners.setdefault(argument, plugin)
+            if owner != plugin:
+                discovery.warn_once(
+                    f"Argument '{argument}' is served by plugins '{owner}' and '{plugin}'; "
+                    f"'{owner}' is used."
+                )
     return owners
+
+
+def _default_hook_items(items: Sequence[Any]) -> list[DefaultHook]:
+    """Checks the items a plugin returned from monsession_default_hooks."""
+    for item in items:
+        if not (isinstance(item, DefaultHook) and isinstance(item.order, int)):
+            raise TypeError(
+                f"Returned {item!r} from monsession_default_hooks; expected DefaultHook(hook, "
+                "order) items with an int order, e.g. [DefaultHook(MyHook(), ORDER_OTHER)]."
+            )
+    return list(items)
 
 
 def default_hooks(settings: TrainingSettings) -> list[Any]:
     """Returns the default hooks of a `MonitoredTrainingSession` call.
 
+    pluggy calls every plugin once (by plugin name unless tryfirst/trylast
+    say otherwise; wrappers wrap the call). A plugin that raises or answers
+    with something other than `DefaultHook`s is reported and left out, or
+    raises `PluginCallError` in strict mode.
+
     Args:
       settings: The resolved `TrainingSettings` of the call.
 
     Returns:
-      The `SessionRunHook`s every plugin contributed, sorted stably by their
-      `DefaultHook.order`, then by plugin name.
-
-    Raises:
-      TypeError: If a plugin returns something other than `DefaultHook`s.
+      The `SessionRunHook`s the plugins contributed, sorted stably by their
+      `DefaultHook.order`.
     """
-    ordered = []
-    answers = _answers(get_plugin_manager(), "monsession_default_hooks", settings=settings)
-    for plugin, items in answers:
-        for item in items:
-            if not (isinstance(item, DefaultHook) and isinstance(item.order, int)):
-                raise TypeError(
-                    f"Plugin '{plugin}' returned {item!r} from monsession_default_hooks; "
-                    "expected DefaultHook(hook, order) items with an int order, e.g. "
-                    "[DefaultHook(MyHook(), ORDER_OTHER)]."
-                )
-            ordered.append((item.order, plugin, item.hook))
-    ordered.sort(key=lambda entry: entry[:2])
-    return [hook for _, _, hook in ordered]
+    discovery = _discovery()
+    hook_name = "monsession_default_hooks"
+    items: list[DefaultHook] = []
+    for answer in _call_all(discovery, hook_name, settings=settings):
+        try:
+            items.extend(_default_hook_items(_sequence(answer, hook_name)))
+        except TypeError as error:
+            plugin = _plugin_with_bad_default_hooks(discovery, settings)
+            _failed(discovery, plugin, hook_name, error)
+    items.sort(key=lambda item: item.order)
+    return [item.hook for item in items]
+
+
+def _plugin_with_bad_default_hooks(discovery: _Discovery, settings: TrainingSettings) -> str:
+    """Which plugin answered badly: each is asked alone (only when one did)."""
+    for plugin in _plugins(discovery.manager):
+        try:
+            _default_hook_items(
+                _call_one(discovery.manager, "monsession_default_hooks", plugin, settings=settings)
+            )
+        except Exception:
+            return plugin
+    return "unknown"
 
 
 def plugin_infos() -> PluginListing:
@@ -471,23 +465,17 @@ def plugin_infos() -> PluginListing:
     Lazy hook class references are listed by name, never imported.
     """
     discovery = _discovery()
-    classes: dict[str, list[str]] = {}
-    for plugin, name, _ in _hook_class_refs(discovery.manager):
-        classes.setdefault(plugin, []).append(name)
-    arguments: dict[str, list[str]] = {}
-    for plugin, argument in _training_arguments(discovery.manager):
-        arguments.setdefault(plugin, []).append(argument)
-    names = sorted(
-        (name for name, plugin in discovery.manager.list_name_plugin() if plugin is not None),
-        key=_plugin_order,
+    classes = dict(_answers_by_plugin(discovery, "monsession_hook_classes", _hook_class_refs))
+    arguments = dict(
+        _answers_by_plugin(discovery, "monsession_training_arguments", _argument_names)
     )
     plugins = tuple(
         PluginInfo(
-            discovery.sources.get(name, PluginSource(name)),
-            tuple(sorted(classes.get(name, ()))),
+            discovery.source(name),
+            tuple(sorted(class_name for class_name, _ in classes.get(name, ()))),
             tuple(sorted(arguments.get(name, ()))),
         )
-        for name in names
+        for name in _plugins(discovery.manager)
     )
     return PluginListing(
         plugins, tuple(discovery.failures), tuple(discovery.blocked), discovery.autoload

@@ -6,14 +6,20 @@
     plugins.reset_plugin_manager()  # tests: re-read the environment
 
 Plugin authors and their tests use these names; everything else of the
-plugin system is private. Importing this module never imports TensorFlow.
+plugin system is private. `KNOWN_HOOK_FAMILIES` and `KNOWN_ARGUMENT_FAMILIES`
+map the names this project's own families provide to their distributions
+(for install hints). Importing this module never imports TensorFlow.
 """
 
 from monsession._plugin_manager import (
     ENV_DISABLE_AUTOLOAD,
     ENV_DISABLED_PLUGINS,
     ENV_STRICT,
+    KNOWN_ARGUMENT_FAMILIES,
+    KNOWN_HOOK_FAMILIES,
     HookClassEntry,
+    PluginCallError,
+    PluginCallFailure,
     PluginFailure,
     PluginInfo,
     PluginListing,
@@ -32,7 +38,11 @@ __all__ = [
     "ENV_DISABLED_PLUGINS",
     "ENV_DISABLE_AUTOLOAD",
     "ENV_STRICT",
+    "KNOWN_ARGUMENT_FAMILIES",
+    "KNOWN_HOOK_FAMILIES",
     "HookClassEntry",
+    "PluginCallError",
+    "PluginCallFailure",
     "PluginFailure",
     "PluginInfo",
     "PluginListing",

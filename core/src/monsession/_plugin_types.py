@@ -1,0 +1,161 @@
+"""The plugin system's value types: where a plugin comes from, what it gives, what failed.
+
+Nothing here imports TensorFlow or pluggy's manager; hook classes given as
+lazy references stay unimported until `HookClassEntry.load` is called.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from typing import Any
+
+ENV_DISABLE_AUTOLOAD = "MONSESSION_DISABLE_PLUGIN_AUTOLOAD"
+ENV_DISABLED_PLUGINS = "MONSESSION_DISABLED_PLUGINS"
+ENV_STRICT = "MONSESSION_STRICT_PLUGINS"
+
+
+class PluginLoadError(ImportError):
+    """A plugin failed to load while `MONSESSION_STRICT_PLUGINS` is set."""
+
+
+class UnknownHookError(AttributeError):
+    """No installed hook family provides a hook class of this name."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PluginSource:
+    """Where a plugin comes from.
+
+    Args:
+      name: The plugin name (the entry-point name, or ``"core"``).
+      entry_point: The entry point's value, ``None`` for core's built-in plugin
+        and for plugins registered by hand.
+      distribution: The name of the distribution that ships it, if known.
+      version: That distribution's version, if known.
+    """
+
+    name: str
+    entry_point: str | None = None
+    distribution: str | None = None
+    version: str | None = None
+
+    def describe(self) -> str:
+        """Returns e.g. ``'x' (monsession-hooks-x 1.2)`` for messages."""
+        if self.distribution is None:
+            return f"'{self.name}' (unknown distribution)"
+        return f"'{self.name}' ({self.distribution} {self.version})"
+
+
+@dataclasses.dataclass(frozen=True)
+class PluginFailure:
+    """A plugin that failed to load and was skipped."""
+
+    source: PluginSource
+    error: Exception
+
+    @property
+    def message(self) -> str:
+        """The sentence logged for this failure, with the fix."""
+        return (
+            f"Plugin {self.source.describe()} failed to load: "
+            f"{type(self.error).__name__}: {str(self.error).rstrip('.')}; "
+            f"set {ENV_DISABLED_PLUGINS}={self.source.name} to skip it."
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class PluginInfo:
+    """A registered plugin, for listings."""
+
+    source: PluginSource
+    hook_classes: tuple[str, ...]
+    training_arguments: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class PluginListing:
+    """Everything `monsession plugins` shows.
+
+    Args:
+      plugins: The registered plugins, core first, then by name.
+      failures: Plugins that failed to load and were skipped.
+      blocked: Plugins skipped because of `MONSESSION_DISABLED_PLUGINS`.
+      autoload: False when `MONSESSION_DISABLE_PLUGIN_AUTOLOAD` is set.
+    """
+
+    plugins: tuple[PluginInfo, ...]
+    failures: tuple[PluginFailure, ...]
+    blocked: tuple[PluginSource, ...]
+    autoload: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class HookClassEntry:
+    """A hook class that a plugin provides, reachable from `monsession.hooks`.
+
+    Args:
+      name: The class name users import.
+      ref: The class, or a lazy reference ``"package.module:QualName"``.
+      plugin: The name of the plugin that provides it.
+      distribution: The distribution that ships the plugin, if known.
+      version: That distribution's version, if known.
+    """
+
+    name: str
+    ref: type | str
+    plugin: str
+    distribution: str | None = None
+    version: str | None = None
+
+    def load(self) -> type:
+        """Returns the class, importing its module if `ref` is lazy.
+
+        Raises:
+          ImportError: If the module cannot be imported or lacks the class.
+          TypeError: If the reference does not name a class.
+        """
+        if isinstance(self.ref, type):
+            return self.ref
+        module_name, _, qualname = self.ref.partition(":")
+        obj: Any = importlib.import_module(module_name)
+        for part in qualname.split("."):
+            try:
+                obj = getattr(obj, part)
+            except AttributeError as error:
+                source = PluginSource(self.plugin, None, self.distribution, self.version)
+                raise ImportError(
+                    f"Hook class reference {self.ref!r} of plugin {source.describe()} does "
+                    f"not resolve: {error}; upgrade or reinstall the plugin's distribution.",
+                    name=self.name,
+                ) from error
+        if not isinstance(obj, type):
+            raise TypeError(
+                f"Hook class reference {self.ref!r} of plugin '{self.plugin}' names "
+                f"{obj!r}, not a class; the plugin must return a class or a "
+                "'package.module:ClassName' string."
+            )
+        return obj
+
+
+class PluginCallError(RuntimeError):
+    """A plugin raised or answered badly while `MONSESSION_STRICT_PLUGINS` is set."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PluginCallFailure:
+    """A plugin that raised (or answered badly) when called, and was left out."""
+
+    source: PluginSource
+    hook_name: str
+    error: Exception
+
+    @property
+    def message(self) -> str:
+        """The sentence logged (or raised in strict mode) for this failure."""
+        return (
+            f"Plugin {self.source.describe()} failed in {self.hook_name}: "
+            f"{type(self.error).__name__}: {str(self.error).rstrip('.')}; "
+            "its contribution is skipped. "
+            f"Set {ENV_DISABLED_PLUGINS}={self.source.name} to stop loading it."
+        )
