@@ -7,7 +7,7 @@ import dataclasses
 import logging
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import tensorflow as tf
@@ -97,13 +97,22 @@ def capture_info(caplog: Any) -> None:
 
 
 class FetchRecorder(monsession.SessionRunHook):
-    """Wraps a hook; records, per step, whether it asked for anything and how
-    many times it ran the session itself (a host read)."""
+    """Wraps a hook; records, per step, whether it asked for anything, how many
+    times it ran the session itself, and (with `reads`) how many global-step
+    reads happened while its `after_run` ran (the step service reads lazily).
 
-    def __init__(self, hook: Any) -> None:
+    Args:
+      hook: The hook to drive.
+      reads: A zero-argument function returning the number of global-step
+        reads so far (`StepReadCounter.reads`), or `None`.
+    """
+
+    def __init__(self, hook: Any, reads: Callable[[], int] | None = None) -> None:
         self.hook = hook
         self.asked: list[bool] = []
         self.session_runs: list[int] = []
+        self.step_reads: list[int] = []
+        self._reads = reads or (lambda: 0)
 
     def begin(self) -> None:
         self.hook.begin()
@@ -117,15 +126,25 @@ class FetchRecorder(monsession.SessionRunHook):
         return args
 
     def after_run(self, run_context: Any, run_values: Any) -> None:
-        counting = _CountingSession(run_context.session)
-        context = monsession.SessionRunContext(run_context.original_args, counting)
+        context = _CountingContext(run_context)
+        reads = self._reads()
         self.hook.after_run(context, run_values)
-        self.session_runs.append(counting.runs)
-        if context.stop_requested:
-            run_context.request_stop()
+        self.step_reads.append(self._reads() - reads)
+        self.session_runs.append(context.session.runs)
 
     def end(self, session: Any) -> None:
         self.hook.end(session)
+
+
+class _CountingContext:
+    """A run context (with its step service) whose `session` counts `run()` calls."""
+
+    def __init__(self, context: monsession.SessionRunContext) -> None:
+        self._context = context
+        self.session = _CountingSession(context.session)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._context, name)
 
 
 class _CountingSession:
@@ -136,6 +155,47 @@ class _CountingSession:
     def run(self, *args: Any, **kwargs: Any) -> Any:
         self.runs += 1
         return self._session.run(*args, **kwargs)
+
+
+class StepReadCounter(monsession.SessionCreator):
+    """Graph mode: creates a session that counts the runs reading the global step alone.
+
+    Steps and hook fetches run as one merged structure and are not counted;
+    a run whose only fetch is the global step (variable or read tensor) is.
+    """
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def reads(self) -> int:
+        return self.count
+
+    def create_session(self) -> Any:
+        counter = self
+
+        class CountingSession(tf.compat.v1.Session):
+            def run(self, fetches: Any, *args: Any, **kwargs: Any) -> Any:
+                counter._see(fetches)
+                return super().run(fetches, *args, **kwargs)
+
+            def make_callable(self, fetches: Any, *args: Any, **kwargs: Any) -> Any:
+                made = super().make_callable(fetches, *args, **kwargs)
+
+                def call(*call_args: Any, **call_kwargs: Any) -> Any:
+                    counter._see(fetches)
+                    return made(*call_args, **call_kwargs)
+
+                return call
+
+        sess = CountingSession()
+        sess.run(tf.compat.v1.global_variables_initializer())
+        return sess
+
+    def _see(self, fetches: Any) -> None:
+        global_step = monsession.get_global_step()
+        name = getattr(fetches, "name", None)
+        if isinstance(name, str) and name.startswith(global_step.op.name):
+            self.count += 1
 
 
 def subprocess_env() -> dict[str, str]:

@@ -11,7 +11,7 @@ from logging_hooks_testing import LOGGER, MODES, PYTHON, capture_info, messages,
 
 import monsession
 import monsession.hooks
-from monsession import _plugin_manager
+from monsession import plugins
 from monsession_hooks_logging import LoggingTensorHook, ProgressBarHook, _plugin
 
 
@@ -25,7 +25,7 @@ def test_entry_point_is_installed():
 def test_monsession_hooks_resolves_our_classes():
     assert monsession.hooks.LoggingTensorHook is LoggingTensorHook
     assert monsession.hooks.ProgressBarHook is ProgressBarHook
-    entries = _plugin_manager.hook_class_entries()
+    entries = plugins.hook_class_entries()
     for name in ("LoggingTensorHook", "ProgressBarHook"):
         assert entries[name].plugin == "logging"
         assert entries[name].distribution == "monsession-hooks-logging"
@@ -35,19 +35,23 @@ def test_monsession_hooks_resolves_our_classes():
 def test_plugin_serves_no_training_argument_and_adds_no_default_hook():
     assert not hasattr(_plugin, "monsession_training_arguments")
     assert not hasattr(_plugin, "monsession_default_hooks")
-    assert "logging" not in _plugin_manager.training_argument_owners().values()
-    (info,) = [p for p in _plugin_manager.plugin_infos().plugins if p.source.name == "logging"]
+    assert "logging" not in plugins.training_argument_owners().values()
+    (info,) = [p for p in plugins.plugin_infos().plugins if p.source.name == "logging"]
     assert info.hook_classes == ("LoggingTensorHook", "ProgressBarHook")
     assert info.training_arguments == ()
 
 
 def test_listing_the_plugin_does_not_import_tensorflow():
     code = (
-        "import sys, monsession._plugin_manager as pm\n"
+        "import sys\n"
+        "from monsession import plugins as pm\n"
         "entries = pm.hook_class_entries()\n"
         "assert entries['ProgressBarHook'].plugin == 'logging', entries\n"
+        "(info,) = [p for p in pm.plugin_infos().plugins if p.source.name == 'logging']\n"
+        "assert info.hook_classes == ('LoggingTensorHook', 'ProgressBarHook'), info\n"
         "assert 'tensorflow' not in sys.modules\n"
         "assert 'monsession_hooks_logging._logging_tensor_hook' not in sys.modules\n"
+        "assert 'monsession_hooks_logging._progress_bar_hook' not in sys.modules\n"
     )
     subprocess.run([PYTHON, "-c", code], check=True, timeout=60)
 
@@ -78,14 +82,12 @@ def test_default_hooks_hold_nothing_from_this_family(tmp_path):
     with tf.Graph().as_default():
         monsession.get_or_create_global_step()
         settings = _settings(tmp_path, monsession.Scaffold())
-        hooks = _plugin_manager.default_hooks(settings)
+        hooks = plugins.default_hooks(settings)
     assert not [h for h in hooks if type(h).__module__.startswith("monsession_hooks_logging")]
 
 
 def _settings(tmp_path, scaffold):
-    from monsession._hookspecs import TrainingSettings
-
-    return TrainingSettings(
+    return monsession.TrainingSettings(
         master="",
         is_chief=True,
         checkpoint_dir=str(tmp_path),

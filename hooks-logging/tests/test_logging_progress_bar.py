@@ -20,6 +20,7 @@ from logging_hooks_testing import (
     MODES,
     PYTHON,
     FetchRecorder,
+    StepReadCounter,
     capture_info,
     expected_losses,
     messages,
@@ -29,6 +30,7 @@ from logging_hooks_testing import (
 )
 
 import monsession
+import monsession.testing
 from monsession_hooks_logging import ProgressBarHook
 from monsession_hooks_logging._tensors import short_format
 
@@ -71,10 +73,9 @@ def test_values_are_fetched_only_on_trigger_steps(mode):
         stop, bar = _stop_and_bar(11, tensors=[program.loss], every_n_iter=4)
         recorder = FetchRecorder(bar)
         _run_until_stop(program, [stop, recorder])
-    triggers = [i % 4 == 0 for i in range(11)]
-    assert recorder.asked == triggers
-    # The global step is read once after each trigger step, never otherwise.
-    assert recorder.session_runs == [int(t) for t in triggers]
+    assert recorder.asked == [i % 4 == 0 for i in range(11)]
+    # The global step comes from the step service: the hook never runs the session.
+    assert recorder.session_runs == [0] * 11
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -84,7 +85,36 @@ def test_without_tensors_nothing_is_fetched_with_the_step(mode):
         recorder = FetchRecorder(bar)
         _run_until_stop(program, [stop, recorder])
     assert recorder.asked == [False] * 6
-    assert recorder.session_runs == [1, 0, 0, 1, 0, 0]
+    assert recorder.session_runs == [0] * 6
+
+
+@pytest.mark.parametrize("with_tensors", [True, False])
+def test_graph_reads_the_global_step_once_after_each_trigger_step_only(caplog, with_tensors):
+    capture_info(caplog)
+    with program_in("graph") as program:
+        bar = ProgressBarHook(
+            ["loss"] if with_tensors else None,
+            every_n_iter=4,
+            last_step=11,
+            file=io.StringIO(),
+            log_every_n_secs=0,
+        )
+        creator = StepReadCounter()
+        recorder = FetchRecorder(bar, reads=creator.reads)
+        hooks = [recorder, monsession.StopAtStepHook(last_step=11)]
+        with monsession.MonitoredSession(session_creator=creator, hooks=hooks) as session:
+            while not session.should_stop():
+                session.run(program.step)
+    triggers = [i % 4 == 0 for i in range(11)]
+    assert recorder.asked == (triggers if with_tensors else [False] * 11)
+    assert recorder.step_reads == [int(t) for t in triggers]
+    # Each trigger step shows the global step after it (TensorFlow's value).
+    assert [line.split(",")[0] for line in messages(caplog)] == [
+        "step 1/11 (9%)",
+        "step 5/11 (45%)",
+        "step 9/11 (82%)",
+        "step 11/11 (100%)",
+    ]
 
 
 def test_explicit_last_step_counts_from_the_restored_step(caplog):
@@ -237,20 +267,27 @@ def test_terminal_shows_a_bar_and_a_pipe_shows_plain_lines(tmp_path):
     assert re.fullmatch(r"step 40/40 \(100%\), [\d.e+]+ steps/sec, loss = [\d.e+-]+", lines[-1])
 
 
-def test_driven_by_hooked_session_without_after_create_session(caplog):
-    from monsession._session_layers import _HookedSession
-
+@pytest.mark.parametrize("mode", MODES)
+def test_driven_by_hooked_session_without_after_create_session(caplog, mode):
     capture_info(caplog)
-    with program_in("graph") as program:
+    with program_in(mode) as program:
         bar = ProgressBarHook(["loss"], every_n_iter=2, last_step=3, file=io.StringIO())
         bar.begin()
-        with tf.compat.v1.Session() as sess:
-            sess.run(tf.compat.v1.global_variables_initializer())
-            hooked = _HookedSession(sess, [bar])
-            for _ in range(3):
-                hooked.run(program.step)
-            bar.end(sess)
+        sess = _raw_session(mode)
+        hooked = monsession.testing.hooked_session(sess, [bar])
+        for _ in range(3):
+            hooked.run(program.step)
+        bar.end(sess)
+        sess.close()
     lines = messages(caplog)
     assert lines[0].startswith("step 1/3 (33%), ")
     assert lines[0].endswith(", loss = 16")
     assert lines[-1].startswith("step 3/3 (100%), ")
+
+
+def _raw_session(mode):
+    if mode == "eager":
+        return monsession.EagerSession()
+    sess = tf.compat.v1.Session()
+    sess.run(tf.compat.v1.global_variables_initializer())
+    return sess

@@ -1,7 +1,7 @@
 """LoggingTensorHook: which steps log, what values, at_end, formatter, in both modes.
 
 The first tests follow TensorFlow's own LoggingTensorHookTest (graph mode,
-driving the hook through `_HookedSession`), reading the lines from the
+driving the hook through `monsession.testing.hooked_session`), reading the lines from the
 "monsession.logging" logger with caplog instead of patching `tf_logging.info`.
 """
 
@@ -26,7 +26,7 @@ from logging_hooks_testing import (
 )
 
 import monsession
-from monsession._session_layers import _HookedSession
+import monsession.testing
 from monsession_hooks_logging import LoggingTensorHook
 
 MOCK_START_TIME = 1484695987.209386
@@ -58,7 +58,7 @@ def test_print_at_end_only(caplog):
         t, train_op = _graph_session()
         hook = LoggingTensorHook(tensors=[t.name], at_end=True)
         hook.begin()
-        mon_sess = _HookedSession(sess, [hook])
+        mon_sess = monsession.testing.hooked_session(sess, [hook])
         for _ in range(3):
             mon_sess.run(train_op)
         assert messages(caplog) == []
@@ -70,7 +70,7 @@ def _validate_print_every_n_steps(caplog, sess, at_end):
     t, train_op = _graph_session()
     hook = LoggingTensorHook(tensors=[t.name], every_n_iter=10, at_end=at_end)
     hook.begin()
-    mon_sess = _HookedSession(sess, [hook])
+    mon_sess = monsession.testing.hooked_session(sess, [hook])
     caplog.clear()
     mon_sess.run(train_op)
     assert messages(caplog) == [f"{t.name} = 42.0"]
@@ -103,7 +103,7 @@ def test_print_first_step_has_no_elapsed_time(caplog):
         t, train_op = _graph_session()
         hook = LoggingTensorHook(tensors={"foo": t}, every_n_iter=1)
         hook.begin()
-        _HookedSession(sess, [hook]).run(train_op)
+        monsession.testing.hooked_session(sess, [hook]).run(train_op)
         (record,) = [r for r in caplog.records if r.name == LOGGER]
         assert record.getMessage() == "foo = 42.0"
         assert "sec" not in str(record.args)
@@ -113,7 +113,7 @@ def _validate_print_every_n_secs(caplog, sess, at_end, mock_time):
     t, train_op = _graph_session()
     hook = LoggingTensorHook(tensors=[t.name], every_n_secs=1.0, at_end=at_end)
     hook.begin()
-    mon_sess = _HookedSession(sess, [hook])
+    mon_sess = monsession.testing.hooked_session(sess, [hook])
     caplog.clear()
     mon_sess.run(train_op)
     assert messages(caplog) == [f"{t.name} = 42.0"]
@@ -149,7 +149,7 @@ def test_print_formatter(caplog):
             tensors=[t.name], every_n_iter=10, formatter=lambda items: f"qqq={items[t.name]}"
         )
         hook.begin()
-        _HookedSession(sess, [hook]).run(train_op)
+        monsession.testing.hooked_session(sess, [hook]).run(train_op)
         assert messages(caplog) == ["qqq=42.0"]
 
 
@@ -260,6 +260,6 @@ def test_arrays_are_printed_without_scientific_notation(caplog):
         t = tf.constant(np.array([1e-8, 1.0], dtype=np.float64), name="small")
         hook = LoggingTensorHook(["small"], every_n_iter=1)
         hook.begin()
-        _HookedSession(sess, [hook]).run(tf.constant(0))
+        monsession.testing.hooked_session(sess, [hook]).run(tf.constant(0))
     assert messages(caplog) == ["small = [0.00000001 1.        ]"]
     assert t is not None

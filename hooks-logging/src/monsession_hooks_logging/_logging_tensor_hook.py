@@ -80,7 +80,7 @@ class LoggingTensorHook(SessionRunHook):
             )
         if formatter is not None and not callable(formatter):
             raise TypeError(f"{_HOOK}: formatter must be callable, got {formatter!r}.")
-        self._tag_order, self._targets = _tensors.tag_and_targets(_HOOK, tensors)
+        self._watched = _tensors.watched(_HOOK, tensors)
         self._formatter = formatter
         self._log_at_end = at_end
         self._timer = (
@@ -91,26 +91,22 @@ class LoggingTensorHook(SessionRunHook):
         self._iter_count = 0
         self._should_trigger = False
         self._fetches: list[Any] = []
-        self._eager = False
         self._last_values: dict[Hashable, Any] = {}
 
     def begin(self) -> None:
-        import tensorflow as tf
-
-        self._eager = tf.executing_eagerly()
+        self._fetches = self._watched.resolve(_HOOK)
+        step_outputs = [f for f in self._fetches if _tensors.is_step_output(f)]
+        if self._timer is None and step_outputs:
+            raise ValueError(
+                f"{_HOOK}: at_end alone cannot log {step_outputs[0]!r}: it names an entry of "
+                "the mapping the step returns, which exists only while a step runs. Also give "
+                "every_n_iter or every_n_secs (the end line repeats the latest values), or log "
+                "a tf.Variable."
+            )
         if self._timer is not None:
             self._timer.reset()
         self._iter_count = 0
         self._last_values = {}
-        self._fetches = _tensors.resolve(_HOOK, self._targets, self._eager)
-        step_entries = [t for t in self._targets if isinstance(t, str)]
-        if self._eager and self._timer is None and step_entries:
-            raise ValueError(
-                f"{_HOOK}: in eager mode, at_end alone cannot log {step_entries[0]!r}: it names "
-                "an entry of the mapping the step returns, which exists only while a step runs. "
-                "Also give every_n_iter or every_n_secs (the end line repeats the latest "
-                "values), or log a tf.Variable."
-            )
 
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
         self._should_trigger = self._timer is not None and self._timer.should_trigger_for_step(
@@ -122,23 +118,27 @@ class LoggingTensorHook(SessionRunHook):
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
         if self._should_trigger:
-            self._log(dict(zip(self._tag_order, run_values.results, strict=True)))
+            self._log(dict(zip(self._watched.tags, run_values.results, strict=True)))
         self._iter_count += 1
 
     def end(self, session: Any) -> None:
+        """Logs once more if `at_end`: the tensors are run again in `session`.
+
+        A step output (eager mode) exists only while a step runs, so for it
+        the line repeats the latest value the hook fetched.
+        """
         if not self._log_at_end:
             return
-        if not self._eager:
-            self._log(dict(zip(self._tag_order, session.run(self._fetches), strict=True)))
-            return
-        if not self._last_values and any(isinstance(t, str) for t in self._targets):
+        pairs = list(zip(self._watched.tags, self._fetches, strict=True))
+        runnable = [(tag, fetch) for tag, fetch in pairs if not _tensors.is_step_output(fetch)]
+        if len(runnable) < len(pairs) and not self._last_values:
             logger.info("%s: no step ran, so there are no values to log at the end.", _HOOK)
             return
         values = dict(self._last_values)
-        for tag, fetch in zip(self._tag_order, self._fetches, strict=True):
-            if not isinstance(fetch, str):
-                values[tag] = session.run(fetch)
-        self._log(values)
+        if runnable:
+            ran = session.run([fetch for _, fetch in runnable])
+            values.update(zip([tag for tag, _ in runnable], ran, strict=True))
+        self._log({tag: values[tag] for tag in self._watched.tags})
 
     def _log(self, values: dict[Hashable, Any]) -> None:
         self._last_values = values
@@ -148,8 +148,8 @@ class LoggingTensorHook(SessionRunHook):
         if self._formatter is not None:
             logger.info(self._formatter(values))
         elif elapsed_secs is None:
-            logger.info("%s", _tensors.default_format(self._tag_order, values))
+            logger.info("%s", _tensors.default_format(self._watched.tags, values))
         else:
             logger.info(
-                "%s (%.3f sec)", _tensors.default_format(self._tag_order, values), elapsed_secs
+                "%s (%.3f sec)", _tensors.default_format(self._watched.tags, values), elapsed_secs
             )

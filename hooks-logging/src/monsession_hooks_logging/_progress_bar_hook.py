@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from typing import IO, Any
 
+import monsession
 from monsession import (
     SecondOrStepTimer,
     SessionRunArgs,
@@ -29,8 +30,10 @@ class ProgressBarHook(SessionRunHook):
 
     The bar moves by one on every step without reading anything back. Only
     every `every_n_iter` steps or `every_n_secs` seconds (by default every
-    second) the values of `tensors` are fetched with the step and the global
-    step is read after it; the bar is then set to that global step.
+    second) the values of `tensors` are fetched with the step, and the bar is
+    set to the global step after it, from the session's step service
+    (`run_context.global_step_after()`: eager mode knows it on the host,
+    graph mode reads the variable once).
 
     The ETA needs the last step: pass `last_step=`, or pass the
     `monsession.StopAtStepHook` of the same session as `stop_hook=` (its
@@ -43,8 +46,8 @@ class ProgressBarHook(SessionRunHook):
         dict of tags to tensors/names or a list of them (eager: names of
         entries of the mapping the step returns, variables, tensors or
         zero-argument callables). `None` shows none.
-      every_n_iter: Fetch the global step and `tensors` every this many steps.
-      every_n_secs: Fetch them at most once every this many seconds. Default
+      every_n_iter: Update the bar and fetch `tensors` every this many steps.
+      every_n_secs: Do so at most once every this many seconds. Default
         1.0 when neither is given.
       last_step: The global step at which training ends.
       stop_hook: A hook with a `last_step` attribute (a
@@ -99,7 +102,7 @@ class ProgressBarHook(SessionRunHook):
                 f"monsession.StopAtStepHook (TensorFlow's own has none; pass last_step= "
                 f"instead); got {stop_hook!r}."
             )
-        self._tags, self._targets = _tensors.tag_and_targets(_HOOK, tensors or [])
+        self._watched = _tensors.watched(_HOOK, tensors or [])
         self._timer = SecondOrStepTimer(every_secs=every_n_secs, every_steps=every_n_iter)
         self._last_step = last_step
         self._stop_hook = stop_hook
@@ -109,7 +112,6 @@ class ProgressBarHook(SessionRunHook):
         self._display: BarDisplay | LineDisplay | None = None
         self._iter_count = 0
         self._should_trigger = False
-        self._global_step: Any = None
         self._fetches: list[Any] = []
 
     @property
@@ -122,34 +124,24 @@ class ProgressBarHook(SessionRunHook):
         return None
 
     def begin(self) -> None:
-        import tensorflow as tf
-
-        from monsession._global_step import global_step_read
-
-        global_step = global_step_read()
-        if global_step is None:
-            raise RuntimeError(
-                f"Global step should be created to use {_HOOK}: call "
-                "monsession.get_or_create_global_step() before creating the session."
-            )
-        self._global_step = global_step
-        self._fetches = _tensors.resolve(_HOOK, self._targets, tf.executing_eagerly())
+        monsession.require_global_step(_HOOK)
+        self._fetches = self._watched.resolve(_HOOK)
         self._timer.reset()
         self._iter_count = 0
         self._display = None
 
     def after_create_session(self, session: Any, coord: Any) -> None:
-        self._start_display(session)
+        self._start_display(monsession.read_global_step(session))
 
-    def _start_display(self, session: Any) -> BarDisplay | LineDisplay:
-        """Opens the display (once) and sets it to the current global step."""
+    def _start_display(self, global_step: int) -> BarDisplay | LineDisplay:
+        """Opens the display (once) and sets it to `global_step`."""
         if self._display is None:
             file = self._file if self._file is not None else sys.stderr
             if is_terminal(file):
                 self._display = BarDisplay(file, self._desc)
             else:
                 self._display = LineDisplay(self._log_every_n_secs, self._desc)
-        self._display.start(int(session.run(self._global_step)), self.last_step)
+        self._display.start(global_step, self.last_step)
         return self._display
 
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
@@ -159,29 +151,36 @@ class ProgressBarHook(SessionRunHook):
         return SessionRunArgs(self._fetches)
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
-        if self._display is None:  # Driven without after_create_session.
-            self._start_display(run_context.session)
-        assert self._display is not None
+        display = self._display
+        if display is None:  # Driven without after_create_session.
+            display = self._start_display(_known(run_context.global_step))
         if self._should_trigger:
             self._timer.update_last_triggered_step(self._iter_count)
-            # Read after the step: in graph mode a global step fetched with the
-            # step itself may be read before or after the step's increment.
-            step = run_context.session.run(self._global_step)
             values = run_values.results if self._fetches else []
-            self._display.show(
-                int(step),
+            display.show(
+                _known(run_context.global_step_after()),
                 self.last_step,
-                _tensors.short_format(dict(zip(self._tags, values, strict=True))),
+                _tensors.short_format(dict(zip(self._watched.tags, values, strict=True))),
             )
         else:
-            self._display.advance()
+            display.advance()
         self._iter_count += 1
 
     def end(self, session: Any) -> None:
         if self._display is None:
             return
-        self._display.finish(int(session.run(self._global_step)), self.last_step)
+        self._display.finish(monsession.read_global_step(session), self.last_step)
         self._display = None
+
+
+def _known(global_step: int | None) -> int:
+    """The step service's value; `begin()` made sure there is a global step."""
+    if global_step is None:
+        raise RuntimeError(
+            f"{_HOOK}: the session knows no global step; run the hook in a "
+            "monsession.MonitoredSession (or monsession.testing.hooked_session)."
+        )
+    return global_step
 
 
 def _check_positive(name: str, value: float | None) -> None:

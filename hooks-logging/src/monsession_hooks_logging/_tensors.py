@@ -1,26 +1,59 @@
 """What the logging hooks watch: tags, the things they name, and their text.
 
 Shared by `LoggingTensorHook` and `ProgressBarHook`. Tags and their order are
-fixed when a hook is built; the things they name are resolved in `begin()`,
-where the mode (graph or eager) is known.
+fixed when a hook is built; the things they name are resolved in `begin()`
+with `monsession.resolve_fetch`, which knows the mode.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
+import monsession
 
-class TensorNotFoundError(KeyError):
-    """A hook names a tensor that is not in the graph (a `KeyError`, as in TensorFlow)."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else ""
+Formatter = Callable[[dict[Hashable, Any]], str]
 
 
-def tag_and_targets(hook: str, tensors: Any) -> tuple[list[Hashable], list[Any]]:
+@dataclasses.dataclass(frozen=True)
+class Watched:
+    """The `tensors` argument of a hook, split into tags and targets.
+
+    Attributes:
+      tags: The tags, in the order they are logged.
+      targets: What each tag names, as the user gave it.
+      arguments: How each target is called in error messages
+        (``"tensors['loss']"``, ``"tensors[0]"``).
+    """
+
+    tags: list[Hashable]
+    targets: list[Any]
+    arguments: list[str]
+
+    def resolve(self, hook: str) -> list[Any]:
+        """Returns what the hook fetches for each tag, checked for the current mode.
+
+        Call it in `begin()`. See `monsession.resolve_fetch`: a graph name
+        becomes its tensor (``"loss"`` means ``"loss:0"``); an eager name
+        stays a name, an entry of the mapping the step returns.
+
+        Raises:
+          monsession.TensorNotFoundError: (a `KeyError`) If a graph name is
+            not in the graph.
+          ValueError: If a graph name is ambiguous or a tensor belongs to
+            another graph.
+          TypeError: If a target is of a type the mode cannot fetch.
+        """
+        return [
+            monsession.resolve_fetch(hook, argument, target)
+            for argument, target in zip(self.arguments, self.targets, strict=True)
+        ]
+
+
+def watched(hook: str, tensors: Any) -> Watched:
     """Splits the `tensors` argument of a hook into tags and what they name.
 
     Args:
@@ -30,7 +63,7 @@ def tag_and_targets(hook: str, tensors: Any) -> tuple[list[Hashable], list[Any]]
         order; an eager `tf.Variable` is tagged by its `name`).
 
     Returns:
-      `(tags, targets)`: two lists of the same length.
+      The tags, targets and their names for messages.
 
     Raises:
       TypeError: If `tensors` is neither a dict nor a list/tuple, or a list
@@ -38,13 +71,17 @@ def tag_and_targets(hook: str, tensors: Any) -> tuple[list[Hashable], list[Any]]
     """
     if isinstance(tensors, Mapping):
         tags = sorted(tensors)
-        return tags, [tensors[tag] for tag in tags]
+        return Watched(tags, [tensors[tag] for tag in tags], [f"tensors[{t!r}]" for t in tags])
     if isinstance(tensors, (str, bytes)) or not isinstance(tensors, Sequence):
         raise TypeError(
             f"{hook}: tensors must be a dict of tags to tensors/names or a list of "
             f"tensors/names, got {tensors!r} of type {type(tensors).__name__}."
         )
-    return [_own_tag(hook, item) for item in tensors], list(tensors)
+    return Watched(
+        [_own_tag(hook, item) for item in tensors],
+        list(tensors),
+        [f"tensors[{index}]" for index in range(len(tensors))],
+    )
 
 
 def _own_tag(hook: str, item: Any) -> Hashable:
@@ -71,78 +108,14 @@ def _variable_name(item: Any) -> str | None:
     return None
 
 
-def resolve(hook: str, targets: Sequence[Any], eager: bool) -> list[Any]:
-    """Turns the targets of a hook into what it fetches, checking each one.
+def is_step_output(fetch: Any) -> bool:
+    """Whether a resolved fetch names an entry of the mapping the step returns.
 
-    Graph mode: a name is looked up in the default graph (``"x"`` means
-    ``"x:0"``); a tensor, op or variable must belong to the default graph.
-    Eager mode: a name stays a name (an entry of the mapping the step
-    returns, checked when the step runs); variables, tensors and zero-argument
-    callables are kept.
-
-    Args:
-      hook: The hook's class name, for error messages.
-      targets: What the tags name.
-      eager: Whether the session runs in eager mode.
-
-    Returns:
-      The fetches, in the same order.
-
-    Raises:
-      TensorNotFoundError: (a `KeyError`) In graph mode, if a name is not in
-        the graph.
-      ValueError: In graph mode, if a name is ambiguous or an object belongs
-        to another graph.
-      TypeError: In eager mode, if a target is of an unsupported type.
+    Only eager mode keeps names after `monsession.resolve_fetch` (graph mode
+    turns them into tensors). Such a value exists only while a step runs:
+    `end()` cannot run it again.
     """
-    check = _check_eager_target if eager else _graph_element
-    return [check(hook, target) for target in targets]
-
-
-def _graph_element(hook: str, target: Any) -> Any:
-    import tensorflow as tf
-
-    graph = tf.compat.v1.get_default_graph()
-    if not isinstance(target, str):
-        if getattr(target, "graph", None) is not graph:
-            raise ValueError(
-                f"{hook}: {target!r} should have graph attribute that is equal to the current "
-                f"graph {graph}; create the hook's tensors in the graph the session runs."
-            )
-        return target
-    name = target if ":" in target else target + ":0"
-    try:
-        element = graph.as_graph_element(name)
-    except (KeyError, ValueError) as error:
-        reason = error.args[0] if error.args else error
-        raise TensorNotFoundError(
-            f"{hook}: the tensor {target!r} does not exist in the graph. {reason}"
-        ) from None
-    if ":" not in target and _exists(graph, target + ":1"):
-        raise ValueError(
-            f"{hook}: the name {target!r} is ambiguous, as this operation has multiple "
-            f"outputs (at least 2); name one of them, e.g. {target + ':0'!r}."
-        )
-    return element
-
-
-def _exists(graph: Any, name: str) -> bool:
-    try:
-        graph.as_graph_element(name)
-    except (KeyError, ValueError):
-        return False
-    return True
-
-
-def _check_eager_target(hook: str, target: Any) -> Any:
-    import tensorflow as tf
-
-    if isinstance(target, (str, tf.Variable, tf.Tensor)) or callable(target):
-        return target
-    raise TypeError(
-        f"{hook}: in eager mode a tensor to log must be the name of an entry of the mapping the "
-        f"step returns, a tf.Variable, a tensor or a zero-argument callable; got {target!r}."
-    )
+    return isinstance(fetch, str)
 
 
 def default_format(tags: Sequence[Hashable], values: Mapping[Hashable, Any]) -> str:
@@ -162,6 +135,3 @@ def _short(value: Any) -> str:
         return f"{array.item():.4g}"
     with np.printoptions(suppress=True, precision=4, threshold=8):
         return f"{value!s}"
-
-
-Formatter = Callable[[dict[Hashable, Any]], str]
