@@ -40,8 +40,11 @@ def graph_program(lr: float = DIVERGING_LR) -> Program:
     loss = tf.square(weight, name="loss")
     update = tf.compat.v1.train.GradientDescentOptimizer(lr).minimize(loss)
     with tf.control_dependencies([update]):
-        # Like TensorFlow's hook tests: the step reads the global step (what
-        # hooks fetch) before it increments it, so the hooks see stable steps.
+        # Like TensorFlow's hook tests: the step reads the global step (the
+        # shared read tensor that TensorFlow's hooks and monsession's step
+        # service fetch) before it increments it, so both see stable steps.
+        # Test-only private TensorFlow: no public API orders an increment
+        # after that read tensor.
         train = training_util._increment_global_step(1)
     return Program("graph", global_step, train, loss)
 

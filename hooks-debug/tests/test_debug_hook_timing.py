@@ -44,9 +44,10 @@ def test_wrap_times_each_hook_and_reports_the_slow_one(mode, caplog):
     for label in timings:
         assert timings[label]["begin"].calls == 1
         assert timings[label]["after_create_session"].calls == 1
-        assert timings[label]["before_run"].calls == 5
         assert timings[label]["after_run"].calls == 5
         assert timings[label]["end"].calls == 1
+    assert timings["NanTensorHook"]["before_run"].calls == 5
+    assert timings["SlowHook"]["before_run"].calls == 0  # Not overridden: never called.
     slow_after_run = timings["SlowHook"]["after_run"]
     assert slow_after_run.total_secs >= 0.05
     assert slow_after_run.max_secs >= 0.01
@@ -118,3 +119,28 @@ def test_a_failing_hook_is_still_timed():
     with pytest.raises(RuntimeError, match="broken"):
         timed.begin()
     assert reporter.timings()["Broken"]["begin"].calls == 1
+
+
+class IdleHook(monsession.SessionRunHook):
+    """Overrides no per-step method."""
+
+    def __init__(self):
+        self.begun = 0
+
+    def begin(self):
+        self.begun += 1
+
+
+@pytest.mark.parametrize("mode", ["graph", "eager"])
+def test_a_timed_idle_hook_stays_idle_per_step(mode):
+    with mode_context(mode):
+        program = make_program(mode, lr=STABLE_LR)
+        idle = IdleHook()
+        timed, reporter = HookTimingHook.wrap([idle])
+        with monsession.MonitoredSession(hooks=[timed, reporter]) as sess:
+            for _ in range(3):
+                sess.run(program.step)
+    timings = reporter.timings()["IdleHook"]
+    assert idle.begun == 1 and timings["begin"].calls == 1
+    assert timings["before_run"].calls == 0
+    assert timings["after_run"].calls == 0

@@ -17,7 +17,7 @@ from debug_testing import (
 )
 
 import monsession
-from monsession._monitored_session import _HookedSession
+from monsession.testing import hooked_session
 from monsession_hooks_debug import NanLossDuringTrainingError, NanTensorHook
 
 NAN_STEP = first_bad_step("nan")
@@ -90,19 +90,32 @@ def test_graph_loss_given_by_name_and_inf_detection():
 
 
 def test_graph_hooked_session_without_begin_like_tensorflow_tests():
-    # TensorFlow's own tests drive hooks through _HookedSession without begin().
+    # TensorFlow's own tests drive hooks through a hooked session without begin().
     with tf.Graph().as_default(), tf.compat.v1.Session() as sess:
         nan = tf.constant(np.nan, name="nan_loss")
         fine = tf.constant(1.0)
-        raising = _HookedSession(sess, [NanTensorHook(nan)])
-        with pytest.raises(NanLossDuringTrainingError):
+        raising = hooked_session(sess, [NanTensorHook(nan)])
+        with pytest.raises(NanLossDuringTrainingError) as info:
             raising.run(fine)
-        stopping = _HookedSession(sess, [NanTensorHook(nan, fail_on_nan_loss=False)])
+        assert info.value.step is None  # No global step in this graph.
+        stopping = hooked_session(sess, [NanTensorHook(nan, fail_on_nan_loss=False)])
         assert stopping.run(fine) == 1.0
         assert stopping.should_stop()
-        healthy = _HookedSession(sess, [NanTensorHook(fine)])
+        healthy = hooked_session(sess, [NanTensorHook(fine)])
         healthy.run(fine)
         assert not healthy.should_stop()
+
+
+def test_graph_asks_only_for_the_loss():
+    with tf.Graph().as_default():
+        program = graph_program(lr=STABLE_LR)
+        recorder = RequestRecorder(NanTensorHook("loss"))
+        with monsession.MonitoredSession(hooks=[recorder]) as sess:
+            for _ in range(3):
+                sess.run(program.step)
+    assert len(recorder.requests) == 3
+    assert all(request.fetches is program.loss for request in recorder.requests)
+    assert all(request.options is None for request in recorder.requests)
 
 
 # Eager mode.
@@ -133,6 +146,17 @@ def test_eager_stop_requests_a_stop(every, caplog):
             runs = run_until_stopped(sess, hook.watch(program.step))
     assert runs == -(-NAN_STEP // every) * every
     assert f"Model diverged with loss = NaN at global step {NAN_STEP}" in caplog.text
+
+
+@pytest.mark.parametrize("every", [1, 4])
+def test_eager_names_the_global_step_from_a_resumed_start(every):
+    program = eager_program()
+    program.global_step.assign(100)  # As restored from a checkpoint.
+    hook = NanTensorHook("loss", check_every_n_steps=every)
+    with pytest.raises(NanLossDuringTrainingError) as info:
+        with monsession.MonitoredSession(hooks=[hook]) as sess:
+            run_until_stopped(sess, hook.watch(program.step))
+    assert info.value.step == 100 + NAN_STEP
 
 
 def test_eager_default_mode_needs_no_watch_and_detects_inf():
@@ -171,7 +195,6 @@ def test_deferred_mode_asks_for_nothing_and_keeps_losses_on_the_device():
             outputs = sess.run(step_fn)
             assert isinstance(outputs["loss"], tf.Tensor)  # Still a tensor for the caller.
     assert recorder.requests == [None] * 25
-    assert hook._pending == []  # Two checks in the loop and one at the end.
 
 
 def test_deferred_mode_checks_what_is_left_at_the_end(caplog):
@@ -273,7 +296,7 @@ def test_eager_non_scalar_loss_fails_at_the_first_check(every):
     with monsession.MonitoredSession(hooks=[hook]) as sess:
         for _ in range(every - 1):
             sess.run(step_fn)
-        with pytest.raises(ValueError, match=r"must be a scalar float tensor.*'loss'.*\[3\]"):
+        with pytest.raises(ValueError, match=r"loss_tensor must be a scalar.*'loss'.*\[3\]"):
             sess.run(step_fn)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 
@@ -10,7 +11,6 @@ import pytest
 import tensorflow as tf
 from debug_testing import STABLE_LR, RequestRecorder, eager_program, graph_program
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-from tensorflow.python.summary.writer.writer_cache import FileWriterCache
 from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
 import monsession
@@ -32,18 +32,16 @@ def _graph_profile(api, hook_class, directory, runs, **kwargs):
                 sess.run(program.step)
                 seen.append(_timelines(directory))
         if api is not monsession:  # TensorFlow's hook does not flush; ours does in end().
-            FileWriterCache.get(str(directory)).flush()
+            tf.compat.v1.summary.FileWriterCache.get(str(directory)).flush()
     return seen
 
 
 def test_bad_arguments():
-    with pytest.raises(
-        ValueError, match="ProfilerHook: set exactly one of save_steps and save_secs"
-    ):
+    with pytest.raises(ValueError, match=r"ProfilerHook\(save_steps=2, save_secs=10\): Can not"):
         ProfilerHook(save_steps=2, save_secs=10)
-    with pytest.raises(ValueError, match="exactly one of"):
+    with pytest.raises(ValueError, match=r"ProfilerHook\(save_steps=None, save_secs=None\)"):
         ProfilerHook()
-    with pytest.raises(ValueError, match="save_steps must be non-negative"):
+    with pytest.raises(ValueError, match=r"ProfilerHook\(save_steps=-1.*must be non-negative"):
         ProfilerHook(save_steps=-1)
     with pytest.raises(ValueError, match="trace_steps must be an int >= 1"):
         ProfilerHook(save_steps=1, trace_steps=0)
@@ -151,3 +149,37 @@ def test_eager_needs_a_global_step():
     tf.compat.v1.reset_default_graph()
     with pytest.raises(RuntimeError, match="Global step should be created to use ProfilerHook"):
         ProfilerHook(save_steps=1).begin()
+
+
+def test_graph_asks_only_for_trace_options_and_only_on_traced_steps(tmp_path):
+    with tf.Graph().as_default():
+        program = graph_program(lr=STABLE_LR)
+        recorder = RequestRecorder(ProfilerHook(save_steps=2, output_dir=str(tmp_path)))
+        with monsession.SingularMonitoredSession(hooks=[recorder]) as sess:
+            for _ in range(5):
+                sess.run(program.step)
+    traced = [index + 1 for index, request in enumerate(recorder.requests) if request is not None]
+    assert traced == [2, 4]
+    for run in traced:
+        request = recorder.requests[run - 1]
+        assert request.fetches is None  # The global step comes from the step service.
+        assert request.options.trace_level == tf.compat.v1.RunOptions.FULL_TRACE
+    assert _timelines(tmp_path) == ["timeline-2.json", "timeline-4.json"]
+
+
+def test_eager_skips_a_trigger_while_another_profiler_runs(tmp_path, caplog):
+    program = eager_program(lr=STABLE_LR)
+    tf.profiler.experimental.start(str(tmp_path / "other"))
+    try:
+        with caplog.at_level(logging.WARNING, logger="monsession.debug"):
+            with monsession.MonitoredSession(
+                hooks=[ProfilerHook(save_steps=2, output_dir=str(tmp_path / "ours"))]
+            ) as sess:
+                for _ in range(3):
+                    sess.run(program.step)
+    finally:
+        tf.profiler.experimental.stop()
+    # Skipped at step 2 and not retried at step 3.
+    assert caplog.text.count("another profiler session is running") == 1
+    assert "skipping the trace at step 2" in caplog.text
+    assert _xplanes(tmp_path / "ours") == []

@@ -54,13 +54,36 @@ class MethodTiming:
             self.max_secs = secs
 
 
+def _overrides(hook: Any, name: str) -> bool:
+    """Whether `hook` has its own `name` method, not a hook base class's no-op.
+
+    The base classes (monsession's and TensorFlow's) are both named
+    `SessionRunHook`; checking the name keeps TensorFlow unimported.
+    """
+    if name in getattr(hook, "__dict__", {}):
+        return True
+    for klass in type(hook).__mro__:
+        if name in vars(klass):
+            return klass.__name__ != "SessionRunHook"
+    return False
+
+
 class _TimedHook(SessionRunHook):
-    """Forwards each call to `hook` and records its wall time in `timings`."""
+    """Forwards each call to `hook` and records its wall time in `timings`.
+
+    `before_run` and `after_run` are timed only if `hook` overrides them:
+    the monitored session does not call a hook's per-step no-ops, so a proxy
+    must not make it start.
+    """
 
     def __init__(self, hook: Any, timings: dict[str, MethodTiming], label: str) -> None:
         self._hook = hook
         self._timings = timings
         self._label = label
+        if _overrides(hook, "before_run"):
+            self.before_run = self._timed_before_run
+        if _overrides(hook, "after_run"):
+            self.after_run = self._timed_after_run
 
     @property
     def wrapped_hook(self) -> Any:
@@ -88,14 +111,17 @@ class _TimedHook(SessionRunHook):
         finally:
             self._timings["after_create_session"].add(time.perf_counter() - start)
 
-    def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
+    def _timed_before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
         start = time.perf_counter()
         try:
-            return self._hook.before_run(run_context)
+            request: SessionRunArgs | None = self._hook.before_run(run_context)
+            return request
         finally:
             self._timings["before_run"].add(time.perf_counter() - start)
 
-    def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+    def _timed_after_run(
+        self, run_context: SessionRunContext, run_values: SessionRunValues
+    ) -> None:
         start = time.perf_counter()
         try:
             self._hook.after_run(run_context, run_values)
@@ -120,7 +146,9 @@ class HookTimingHook(SessionRunHook):
 
     The time a hook's fetches add to the step itself (its share of the merged
     `Session.run` in graph mode, reading its fetches back in eager mode) is
-    spent outside the hook's methods and is not counted.
+    spent outside the hook's methods and is not counted. A hook that does
+    not override `before_run` or `after_run` is not called for it, with or
+    without the proxy, so that method shows no calls.
 
     Args:
       every_n_steps: Also log the table every N `run()` calls; `None` logs

@@ -1,6 +1,6 @@
 """`NanTensorHook`: stops or fails training when the loss diverges.
 
-Two ways to watch the loss:
+Two ways to watch the loss (see `_loss_checks`):
 
 * **Every step** (TensorFlow's way, and the default): the hook fetches the
   loss with each step and checks it on the host. In graph mode the loss comes
@@ -18,20 +18,25 @@ from __future__ import annotations
 
 import functools
 import logging
-import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
+import monsession
 from monsession import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
-from monsession._global_step import get_global_step
+from monsession_hooks_debug._loss_checks import (
+    Divergence,
+    EveryStepCheck,
+    KeptLossCheck,
+    LossCheck,
+)
 
 logger = logging.getLogger("monsession.debug")
 
 _HOOK = "NanTensorHook"
-_FLOAT_SCALARS = frozenset({float, np.float16, np.float32, np.float64})
+_ARGUMENT = "loss_tensor"
 
 
 class NanLossDuringTrainingError(RuntimeError):
@@ -53,26 +58,6 @@ class NanLossDuringTrainingError(RuntimeError):
         if self.args:
             return str(self.args[0])
         return "NaN loss during training."
-
-
-def _describe_loss(value: float) -> str:
-    return "NaN" if np.isnan(value) else str(value).replace("inf", "Inf")
-
-
-def _check_dtype_and_shape(dtype: Any, shape: Any, what: str) -> None:
-    """Raises unless `dtype` is floating and `shape` may hold a single element."""
-    dtype = tf.as_dtype(dtype)
-    if not dtype.is_floating:
-        raise TypeError(
-            f"{_HOOK}: loss_tensor must be a scalar float tensor; {what} has dtype "
-            f"{dtype.name}, which can never be NaN."
-        )
-    shape = tf.TensorShape(shape)
-    if shape.rank is not None and shape.num_elements() not in (None, 1):
-        raise ValueError(
-            f"{_HOOK}: loss_tensor must be a scalar float tensor; {what} has shape "
-            f"{shape.as_list()}. Reduce it to a scalar, e.g. with tf.reduce_mean."
-        )
 
 
 class NanTensorHook(SessionRunHook):
@@ -127,19 +112,7 @@ class NanTensorHook(SessionRunHook):
         self._fail_on_nan_loss = fail_on_nan_loss
         self._detect_inf = detect_inf
         self._every_n = check_every_n_steps
-        self._fetch: Any = None
-        self._eager: bool | None = None
-        self._deferred = False
-        self._global_step: Any = None
-        self._value_checked = False
-        # Eager every-N state.
-        self._pending: list[Any] = []
-        self._collecting = False
-        self._runs = 0
-        self._runs_at_last_check = 0
-        self._start_step: int | None = None
-        self._session: Any = None
-        self._saw_watched_step = False
+        self._check: LossCheck | None = None
 
     def watch(self, step_fn: Callable[..., Any]) -> Callable[..., Any]:
         """Returns `step_fn` wrapped so the hook can keep its loss on the device.
@@ -172,176 +145,71 @@ class NanTensorHook(SessionRunHook):
         )
         def watched(*args: Any, **kwargs: Any) -> Any:
             outputs = step_fn(*args, **kwargs)
-            if self._collecting:
-                try:
-                    self._pending.append(outputs[self._fetch])
-                except (KeyError, TypeError, IndexError):
-                    self._raise_no_loss_entry(outputs)
+            if self._check is not None:
+                self._check.keep(outputs)
             return outputs
 
         watched._monsession_watched_by = self  # type: ignore[attr-defined]
         return watched
 
     def begin(self) -> None:
-        self._resolve()
-        self._value_checked = False
+        self._check = self._make_check()
 
     def after_create_session(self, session: Any, coord: Any) -> None:
-        if not self._deferred:
-            return
-        self._session = session
-        if self._pending:
+        if self._check is not None:
             # Losses kept before a preemption are still worth checking.
-            self._check_pending(None)
-        self._collecting = False
-        self._runs = self._runs_at_last_check = 0
-        self._start_step = None
-        if self._global_step is not None:
-            self._start_step = int(session.run(self._global_step))
+            self._report(None, self._check.flush())
 
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
-        if self._eager is None:  # Used without begin(), as TensorFlow allows.
-            self._resolve()
-        if not self._deferred:
-            return self._request
-        if not self._saw_watched_step:
-            self._require_watched(run_context.original_args.fetches)
-        self._collecting = True
-        return None
+        if self._check is None:  # Used without begin(), as TensorFlow allows.
+            self._check = self._make_check()
+        return self._check.before_run(run_context)
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
-        if not self._deferred:
-            self._check_value(run_context, run_values.results)
-            return
-        self._collecting = False
-        self._runs += 1
-        if self._runs - self._runs_at_last_check >= self._every_n:
-            self._check_pending(run_context)
+        assert self._check is not None
+        self._report(run_context, self._check.after_run(run_context, run_values.results))
 
     def end(self, session: Any) -> None:
-        if self._deferred:
-            self._collecting = False
-            if self._pending:
-                self._check_pending(None)
+        if self._check is not None:
+            self._report(None, self._check.flush())
 
-    # Resolving the loss.
-
-    def _resolve(self) -> None:
-        self._eager = tf.executing_eagerly()
-        self._deferred = self._eager and self._every_n > 1
-        self._global_step = get_global_step()
-        source = self._loss_tensor
-        if not self._eager:
-            self._fetch = _graph_fetch(source)
-            self._request = SessionRunArgs(self._fetch)  # The same every step.
-            return
-        if isinstance(source, tf.Tensor):
+    def _make_check(self) -> LossCheck:
+        """Resolves the loss for the current mode and picks how to check it."""
+        fetch = monsession.resolve_fetch(_HOOK, _ARGUMENT, self._loss_tensor)
+        if isinstance(fetch, tf.Tensor) and not tf.is_symbolic_tensor(fetch):
             raise TypeError(
                 f"{_HOOK}: in eager mode loss_tensor cannot be a tensor computed outside "
                 "the step (it would never change); pass the name of the loss entry of the "
                 "mapping the step returns, e.g. 'loss'."
             )
-        if self._every_n > 1 and not isinstance(source, str):
+        if isinstance(self._loss_tensor, str) and not isinstance(fetch, str):
+            # A name of a graph tensor (tensors and variables were checked at construction).
+            monsession.check_scalar(
+                _HOOK, _ARGUMENT, f"tensor {fetch.name!r}", fetch.dtype, fetch.shape
+            )
+        # Only eager steps return device tensors that can be kept unread.
+        if self._every_n == 1 or not tf.executing_eagerly():
+            return EveryStepCheck(fetch, self._detect_inf)
+        if not isinstance(fetch, str):
             raise TypeError(
                 f"{_HOOK}: with check_every_n_steps={self._every_n}, loss_tensor must be the "
                 f"name of the loss entry of the mapping the step returns (e.g. 'loss'); got "
-                f"{source!r}."
+                f"{fetch!r}."
             )
-        self._fetch = source
-        self._request = SessionRunArgs(self._fetch)
+        return KeptLossCheck(self, fetch, self._every_n, self._detect_inf)
 
-    def _require_watched(self, fetches: Any) -> None:
-        leaves = [fetches] if callable(fetches) else tf.nest.flatten(fetches)
-        if not any(getattr(leaf, "_monsession_watched_by", None) is self for leaf in leaves):
-            raise ValueError(
-                f"{_HOOK}(check_every_n_steps={self._every_n}) checks losses kept on the "
-                "device, so it must see the step's outputs: run the step wrapped by this "
-                "hook, e.g. `step = hook.watch(train_step)` then `sess.run(step)`."
-            )
-        self._saw_watched_step = True
-
-    # Checking every step.
-
-    def _check_value(self, run_context: SessionRunContext, value: Any) -> None:
-        if not self._value_checked:
-            array = np.asarray(value)
-            _check_dtype_and_shape(array.dtype, array.shape, f"the value of {self._fetch!r}")
-            self._value_checked = True
-        # A scalar (what Session.run and numpy() give for a scalar loss) converts
-        # directly; a one-element array is reshaped first.
-        loss = float(value) if type(value) in _FLOAT_SCALARS else float(np.reshape(value, ()))
-        if self._is_bad(loss):
-            step = self._read_step(run_context.session)
-            self._diverged(run_context, loss, step, detail="")
-
-    def _is_bad(self, loss: float) -> bool:
-        return math.isnan(loss) or (self._detect_inf and math.isinf(loss))
-
-    def _read_step(self, session: Any) -> int | None:
-        if self._global_step is None:
-            return None
-        return int(session.run(self._global_step))
-
-    # Checking every N steps (eager).
-
-    def _raise_no_loss_entry(self, outputs: Any) -> None:
-        got = (
-            f"entries {sorted(outputs)}"
-            if isinstance(outputs, Mapping)
-            else f"a {type(outputs).__name__}"
-        )
-        raise ValueError(
-            f"{_HOOK} watches the step's {self._fetch!r} entry, but the step returned {got}."
-        )
-
-    def _check_pending(self, run_context: SessionRunContext | None) -> None:
-        losses, self._pending = self._pending, []
-        runs_checked = self._runs - self._runs_at_last_check
-        runs_before = self._runs_at_last_check
-        self._runs_at_last_check = self._runs
-        if not losses:
+    def _report(self, run_context: SessionRunContext | None, found: Divergence | None) -> None:
+        """Fails or requests a stop for a divergence, as TensorFlow's hook does."""
+        if found is None:
             return
-        if not self._value_checked:
-            first = losses[0]
-            _check_dtype_and_shape(first.dtype, first.shape, f"the step's {self._fetch!r} entry")
-            self._value_checked = True
-        values = tf.stack(losses).numpy().reshape(-1)  # The one read of a check.
-        bad = ~np.isfinite(values) if self._detect_inf else np.isnan(values)
-        if not bad.any():
-            return
-        index = int(bad.argmax())
-        loss = float(values[index])
-        step: int | None = None
-        now = self._read_step(self._session) if self._session is not None else None
-        one_loss_per_run = len(losses) == runs_checked
-        if (
-            one_loss_per_run
-            and now is not None
-            and self._start_step is not None
-            and now - self._start_step == self._runs
-        ):
-            step = self._start_step + runs_before + index + 1
-            detail = f" (found by the check at global step {now})"
-        else:
-            detail = (
-                f" (loss {index + 1} of the {len(losses)} kept since the previous check; "
-                f"global step now {now})"
-            )
-        self._diverged(run_context, loss, step, detail)
-
-    # Reporting.
-
-    def _diverged(
-        self, run_context: SessionRunContext | None, loss: float, step: int | None, detail: str
-    ) -> None:
-        kind = _describe_loss(loss)
-        at = f" at global step {step}" if step is not None else ""
-        message = f"Model diverged with loss = {kind}{at}{detail}."
+        kind = "NaN" if np.isnan(found.loss) else str(found.loss).replace("inf", "Inf")
+        at = f" at global step {found.step}" if found.step is not None else ""
+        message = f"Model diverged with loss = {kind}{at}{found.detail}."
         if self._fail_on_nan_loss:
             logger.error(message)
             prefix = "NaN" if kind == "NaN" else "Inf"
             raise NanLossDuringTrainingError(
-                f"{prefix} loss during training: {message}", step=step, loss=loss
+                f"{prefix} loss during training: {message}", step=found.step, loss=found.loss
             )
         logger.warning(message)
         if run_context is not None:
@@ -354,11 +222,9 @@ def _check_loss_source(source: Any) -> None:
         if not source:
             raise ValueError(f"{_HOOK}: loss_tensor must not be an empty name.")
         return
-    if isinstance(source, tf.Variable):
-        _check_dtype_and_shape(source.dtype, source.shape, f"variable {source.name!r}")
-        return
-    if isinstance(source, tf.Tensor):
-        _check_dtype_and_shape(source.dtype, source.shape, f"tensor {_tensor_name(source)!r}")
+    if isinstance(source, (tf.Variable, tf.Tensor)):
+        what = f"tensor {_tensor_name(source)!r}"
+        monsession.check_scalar(_HOOK, _ARGUMENT, what, source.dtype, source.shape)
         return
     if callable(source):
         return
@@ -374,24 +240,3 @@ def _tensor_name(tensor: Any) -> str:
         return str(tensor.name)
     except (AttributeError, ValueError):  # Eager tensors have no name.
         return "<eager tensor>"
-
-
-def _graph_fetch(source: Any) -> Any:
-    """The graph element to fetch for `source`, checked to be a scalar float."""
-    if isinstance(source, str):
-        graph = tf.compat.v1.get_default_graph()
-        name = source if ":" in source else f"{source}:0"
-        try:
-            element = graph.as_graph_element(name)
-        except (KeyError, ValueError) as error:
-            raise ValueError(
-                f"{_HOOK}: loss_tensor {source!r} names no tensor of the default graph: {error}"
-            ) from error
-        _check_dtype_and_shape(element.dtype, element.shape, f"tensor {element.name!r}")
-        return element
-    if callable(source) and not isinstance(source, (tf.Tensor, tf.Variable)):
-        raise TypeError(
-            f"{_HOOK}: a callable loss_tensor only works in eager mode; in graph mode pass "
-            "the loss tensor."
-        )
-    return source
