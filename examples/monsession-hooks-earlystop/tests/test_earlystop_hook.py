@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -110,9 +112,9 @@ def test_no_improvement_runs_until_the_last_step(mode: str) -> None:
 
 
 class RecordingHook(EarlyStoppingHook):
-    """Records, per run, whether `before_run` asked the session for anything."""
+    """Records, per run, what `before_run` asked the session to fetch (`None`: nothing)."""
 
-    requests: list[bool]
+    requests: list[Any]
 
     def begin(self) -> None:
         super().begin()
@@ -120,19 +122,75 @@ class RecordingHook(EarlyStoppingHook):
 
     def before_run(self, run_context: monsession.SessionRunContext) -> Any:
         request = super().before_run(run_context)
-        self.requests.append(request is not None)
+        self.requests.append(None if request is None else request.fetches)
         return request
+
+    def fetched(self) -> dict[int, Any]:
+        """The fetches of the runs (numbered from 1) that fetched anything."""
+        return {
+            run: request
+            for run, request in enumerate(self.requests, start=1)
+            if request is not None
+        }
+
+
+EVALUATIONS = list(range(5, SAFETY_LAST_STEP + 1, 5))
+
+
+@pytest.mark.parametrize(
+    ("mode", "kind", "fetching_runs"),
+    [
+        # A tensor or variable of known shape is checked in begin().
+        ("graph", "loss", EVALUATIONS),
+        ("eager", "variable", EVALUATIONS),
+        # An entry of the step's outputs is read once at run 1, to check it.
+        ("eager", "loss", [1, *EVALUATIONS]),
+    ],
+)
+def test_fetches_nothing_but_the_metric_and_only_at_evaluations(
+    mode: str, kind: str, fetching_runs: list[int]
+) -> None:
+    with mode_context(mode):
+        program = make_program(mode)
+        monitor = program.loss if kind == "loss" else program.score_variable
+        hook = RecordingHook(monitor, patience=100, every_n_steps=5)
+        train(program, [hook])
+    fetched = hook.fetched()
+    assert sorted(fetched) == fetching_runs
+    # Never the global step: the step service gives it.
+    assert all(request is monitor for request in fetched.values())
+
+
+@contextlib.contextmanager
+def raw_session(mode: str) -> Iterator[Any]:
+    """A plain session for `monsession.testing.hooked_session`, variables initialized."""
+    if mode == "graph":
+        with tf.compat.v1.Session() as sess:
+            sess.run(tf.compat.v1.global_variables_initializer())
+            yield sess
+    else:
+        sess = monsession.EagerSession()
+        try:
+            yield sess
+        finally:
+            sess.close()
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_fetches_nothing_except_on_the_first_run_and_evaluations(mode: str) -> None:
+def test_runs_in_a_hooked_session(mode: str) -> None:
     with mode_context(mode):
         program = make_program(mode)
-        hook = RecordingHook(program.loss, patience=100, every_n_steps=5)
-        train(program, [hook])
-    fetching_runs = [run for run, fetched in enumerate(hook.requests, start=1) if fetched]
-    # Run 1 checks the monitor; evaluations at global steps 5, 10, ..., 40.
-    assert fetching_runs == [1, *range(5, SAFETY_LAST_STEP + 1, 5)]
+        hook = RecordingHook(program.loss, patience=3, every_n_steps=2)
+        hook.begin()
+        with raw_session(mode) as sess:
+            hooked = monsession.testing.hooked_session(sess, [hook])
+            while not hooked.should_stop():
+                hooked.run(program.step)
+    assert len(hook.requests) == hook.stopped_step == STOP_STEP
+    assert (hook.best, hook.best_step) == (BEST, BEST_STEP)
+    evaluations = sorted(hook.fetched())
+    first = [1] if mode == "eager" else []  # "loss" is checked at the first run.
+    assert evaluations == [*first, *range(2, STOP_STEP + 1, 2)]
 
 
 def test_evaluates_at_multiples_of_the_global_step_when_it_does_not_start_at_zero() -> None:
@@ -168,8 +226,9 @@ def test_each_evaluation_resynchronizes_with_the_global_step() -> None:
             program.global_step.assign_add(3)  # Steps the hook did not see.
             while program.global_step.numpy() < 22:
                 sess.run(program.step)
-    # The evaluation due by the hook's count comes at step 13; the next ones
-    # are back at multiples of 5.
+    # The evaluation due by the session's count (step 10) comes at step 13:
+    # the step service corrects its count when the hook's fetch reads the
+    # device. The next evaluations are back at multiples of 5.
     assert read_at == [1, 5, 13, 15, 20]
 
 
@@ -182,18 +241,29 @@ def test_begin_resets_the_hook_for_the_next_session() -> None:
         assert (hook.stopped_step, hook.best, hook.best_step) == (STOP_STEP, BEST, BEST_STEP)
 
 
-def test_without_global_step_counts_runs() -> None:
-    with mode_context("eager"):
-        weight = tf.Variable(5.0)
+def _program_without_global_step(mode: str) -> tuple[Any, Any]:
+    """The plateau program without a global step: (step, monitor)."""
+    if mode == "graph":
+        weight = tf.compat.v1.get_variable("w", initializer=5.0)
+        loss = tf.maximum(tf.square(weight), 1.0, name="loss")
+        return tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(loss), loss
+    weight = tf.Variable(5.0)
 
-        @tf.function
-        def step() -> dict[str, Any]:
-            with tf.GradientTape() as tape:
-                loss = tf.maximum(tf.square(weight), 1.0)
-            weight.assign_sub(0.1 * tape.gradient(loss, weight))
-            return {"loss": loss}
+    @tf.function
+    def step() -> dict[str, Any]:
+        with tf.GradientTape() as tape:
+            loss = tf.maximum(tf.square(weight), 1.0)
+        weight.assign_sub(0.1 * tape.gradient(loss, weight))
+        return {"loss": loss}
 
-        hook = EarlyStoppingHook("loss", patience=3, every_n_steps=2)
+    return step, "loss"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_without_global_step_counts_runs(mode: str) -> None:
+    with mode_context(mode):
+        step, monitor = _program_without_global_step(mode)
+        hook = EarlyStoppingHook(monitor, patience=3, every_n_steps=2)
         runs = 0
         with monsession.MonitoredSession(hooks=[hook]) as sess:
             while not sess.should_stop() and runs < SAFETY_LAST_STEP:
@@ -244,12 +314,13 @@ def _graph_tensor(dtype: Any, shape: list[int]) -> Any:
         (
             {"monitor": _graph_tensor(tf.float32, [3])},
             ValueError,
-            "EarlyStoppingHook: monitor must be a numeric scalar; 'metric:0' has shape [3]",
+            "EarlyStoppingHook: monitor must be a scalar; 'metric:0' has shape [3].",
         ),
         (
             {"monitor": _graph_tensor(tf.string, [])},
             TypeError,
-            "EarlyStoppingHook: monitor must be a numeric scalar; 'metric:0' has dtype string",
+            "EarlyStoppingHook: monitor must be a scalar numeric tensor; 'metric:0' has dtype "
+            "string.",
         ),
         ({"patience": 0}, ValueError, "EarlyStoppingHook: patience must be an int >= 1, got 0."),
         ({"patience": 1.5}, TypeError, "EarlyStoppingHook: patience must be an int >= 1"),
@@ -277,11 +348,20 @@ def test_bad_arguments_fail_at_construction(
     assert str(info.value).startswith(message)
 
 
+def test_eager_tensor_monitor_fails_at_construction() -> None:
+    with pytest.raises(TypeError, match="cannot be a tensor computed outside the step"):
+        EarlyStoppingHook(tf.constant(1.0))
+
+
 @pytest.mark.parametrize(
     ("monitor", "error", "message"),
     [
-        (lambda: 1.0, TypeError, "a callable monitor only works in eager mode"),
-        ("no_such_tensor", ValueError, "monitor 'no_such_tensor' names no tensor"),
+        (lambda: 1.0, TypeError, "EarlyStoppingHook: a callable monitor only works in eager mode"),
+        (
+            "no_such_tensor",
+            ValueError,
+            "EarlyStoppingHook: monitor 'no_such_tensor' names no tensor of the graph",
+        ),
     ],
 )
 def test_graph_mode_monitor_errors_when_the_session_is_created(
@@ -290,23 +370,28 @@ def test_graph_mode_monitor_errors_when_the_session_is_created(
     with mode_context("graph"):
         program = make_program("graph")
         hook = EarlyStoppingHook(monitor)
-        with pytest.raises(error, match=message):
+        with pytest.raises(error, match=message) as info:
             train(program, [hook])
+    if isinstance(monitor, str):
+        assert isinstance(info.value, monsession.TensorNotFoundError)
 
 
-def test_eager_tensor_monitor_fails_when_the_session_is_created() -> None:
-    with mode_context("eager"):
-        program = make_program("eager")
-        hook = EarlyStoppingHook(tf.constant(1.0))
-        with pytest.raises(TypeError, match="cannot be a tensor computed outside the step"):
+def test_graph_tensor_of_unknown_shape_is_checked_at_the_first_step() -> None:
+    with mode_context("graph"):
+        program = make_program("graph")
+        vector = tf.compat.v1.placeholder_with_default(tf.zeros([2]), shape=None, name="vector")
+        hook = RecordingHook("vector", every_n_steps=1000)
+        with pytest.raises(ValueError, match=r"the value of 'vector' has shape \[2\]"):
             train(program, [hook])
+    assert len(hook.requests) == 1
+    assert hook.requests[0] is vector
 
 
 @pytest.mark.parametrize(
     ("monitor", "error", "message"),
     [
         ("los", ValueError, r"EarlyStoppingHook fetches 'los', but the step returned no entry"),
-        ("flag", TypeError, "monitor must be a numeric scalar; the value of 'flag' has dtype bool"),
+        ("flag", TypeError, "monitor must be a scalar numeric tensor; the value of 'flag' has"),
         ("vector", ValueError, r"the value of 'vector' has shape \[2\]"),
     ],
 )

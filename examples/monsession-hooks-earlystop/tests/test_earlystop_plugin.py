@@ -35,7 +35,7 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
 import monsession
-from monsession import _plugin_manager
+from monsession import plugins
 
 VERSION = importlib.metadata.version("monsession-hooks-earlystop")
 PLUGIN_ROW = {
@@ -54,10 +54,10 @@ def plugin_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
     """No plugin switch and no MONSESSION_EARLYSTOP_* variable; a fresh plugin manager."""
     for name in (*PLUGIN_ENV, *EARLYSTOP_ENV):
         monkeypatch.delenv(name, raising=False)
-    _plugin_manager.reset_plugin_manager()
+    plugins.reset_plugin_manager()
     yield monkeypatch
     monkeypatch.undo()
-    _plugin_manager.reset_plugin_manager()
+    plugins.reset_plugin_manager()
 
 
 def test_entry_point_is_installed() -> None:
@@ -98,12 +98,15 @@ def test_plugins_json_lists_the_family() -> None:
 
 
 def test_listing_does_not_import_tensorflow() -> None:
+    # `python -m monsession plugins`, run in a process that checks afterwards.
     code = (
-        "import sys\n"
-        "from monsession import _cli\n"
-        "assert _cli.main(['plugins']) == 0\n"
-        "import monsession_hooks_earlystop, monsession.hooks\n"
-        "assert 'EarlyStoppingHook' in dir(monsession.hooks)\n"
+        "import runpy, sys\n"
+        "sys.argv = ['monsession', 'plugins']\n"
+        "try:\n"
+        "    runpy.run_module('monsession', run_name='__main__', alter_sys=True)\n"
+        "except SystemExit as exit:\n"
+        "    assert exit.code in (0, None), exit.code\n"
+        "assert 'monsession_hooks_earlystop._plugin' in sys.modules\n"
         "assert 'tensorflow' not in sys.modules, 'tensorflow was imported'\n"
     )
     result = run_python("-c", code)
@@ -111,12 +114,26 @@ def test_listing_does_not_import_tensorflow() -> None:
     assert "EarlyStoppingHook" in result.stdout
 
 
+def test_importing_the_package_does_not_import_tensorflow() -> None:
+    code = (
+        "import sys\n"
+        "import monsession_hooks_earlystop, monsession.hooks\n"
+        "assert 'EarlyStoppingHook' in dir(monsession_hooks_earlystop)\n"
+        "assert 'EarlyStoppingHook' in dir(monsession.hooks)\n"
+        "assert 'tensorflow' not in sys.modules, 'tensorflow was imported'\n"
+        "print(monsession_hooks_earlystop.EarlyStoppingHook.__name__)\n"
+    )
+    result = run_python("-c", code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "EarlyStoppingHook"
+
+
 @pytest.mark.usefixtures("plugin_env")
 def test_monsession_hooks_finds_the_class() -> None:
     from monsession.hooks import EarlyStoppingHook as FromHooks
 
     assert FromHooks is EarlyStoppingHook
-    entry = _plugin_manager.hook_class_entries()["EarlyStoppingHook"]
+    entry = plugins.hook_class_entries()["EarlyStoppingHook"]
     assert (entry.plugin, entry.distribution, entry.version) == (
         "earlystop",
         "monsession-hooks-earlystop",
@@ -127,7 +144,7 @@ def test_monsession_hooks_finds_the_class() -> None:
 
 @pytest.mark.usefixtures("plugin_env")
 def test_plugin_implements_two_hookspecs() -> None:
-    manager = _plugin_manager.get_plugin_manager()
+    manager = plugins.get_plugin_manager()
     plugin = manager.get_plugin("earlystop")
     assert plugin is sys.modules["monsession_hooks_earlystop._plugin"]
     assert sorted(caller.name for caller in manager.get_hookcallers(plugin) or []) == [
@@ -177,32 +194,58 @@ def test_every_setting_reaches_the_hook(plugin_env: pytest.MonkeyPatch) -> None:
         assert train(make_program("eager"), []) == 14
 
 
-@pytest.mark.parametrize(
-    ("name", "value", "message"),
-    [
-        (
-            "MONSESSION_EARLYSTOP_PATIENCE",
-            "three",
-            "MONSESSION_EARLYSTOP_PATIENCE must be an integer >= 1, got 'three'.",
-        ),
-        ("MONSESSION_EARLYSTOP_PATIENCE", "0", "patience must be an int >= 1, got 0."),
-        (
-            "MONSESSION_EARLYSTOP_MIN_DELTA",
-            "tiny",
-            "MONSESSION_EARLYSTOP_MIN_DELTA must be a number >= 0, got 'tiny'.",
-        ),
-        ("MONSESSION_EARLYSTOP_MODE", "auto", "mode must be 'min' or 'max', got 'auto'."),
-    ],
+BAD_SETTINGS = [
+    (
+        "MONSESSION_EARLYSTOP_PATIENCE",
+        "three",
+        "MONSESSION_EARLYSTOP_PATIENCE must be an integer >= 1, got 'three'",
+    ),
+    ("MONSESSION_EARLYSTOP_PATIENCE", "0", "patience must be an int >= 1, got 0"),
+    (
+        "MONSESSION_EARLYSTOP_MIN_DELTA",
+        "tiny",
+        "MONSESSION_EARLYSTOP_MIN_DELTA must be a number >= 0, got 'tiny'",
+    ),
+    ("MONSESSION_EARLYSTOP_MODE", "auto", "mode must be 'min' or 'max', got 'auto'"),
+]
+PLUGIN_FAILED = (
+    f"Plugin 'earlystop' (monsession-hooks-earlystop {VERSION}) failed in "
+    "monsession_default_hooks: ValueError: "
 )
-def test_bad_settings_fail_before_training(
-    plugin_env: pytest.MonkeyPatch, name: str, value: str, message: str
+
+
+@pytest.mark.parametrize(("name", "value", "message"), BAD_SETTINGS)
+def test_bad_settings_warn_and_add_no_hook(
+    plugin_env: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    name: str,
+    value: str,
+    message: str,
 ) -> None:
     plugin_env.setenv("MONSESSION_EARLYSTOP_MONITOR", "loss")
     plugin_env.setenv(name, value)
     with mode_context("eager"):
+        assert train(make_program("eager"), []) == SAFETY_LAST_STEP
+    [warning] = [r.getMessage() for r in caplog.records if "'earlystop'" in r.getMessage()]
+    assert warning.startswith(PLUGIN_FAILED)
+    assert message in warning
+    assert "MONSESSION_EARLYSTOP_" in warning.removeprefix(PLUGIN_FAILED)
+    assert warning.endswith("Set MONSESSION_DISABLED_PLUGINS=earlystop to stop loading it.")
+
+
+@pytest.mark.parametrize(("name", "value", "message"), BAD_SETTINGS)
+def test_bad_settings_fail_before_training_in_strict_mode(
+    plugin_env: pytest.MonkeyPatch, name: str, value: str, message: str
+) -> None:
+    plugin_env.setenv("MONSESSION_STRICT_PLUGINS", "1")
+    plugin_env.setenv("MONSESSION_DISABLED_PLUGINS", "broken")  # It would fail to load.
+    plugin_env.setenv("MONSESSION_EARLYSTOP_MONITOR", "loss")
+    plugin_env.setenv(name, value)
+    with mode_context("eager"):
         program = make_program("eager")
-        with pytest.raises(ValueError) as info:
+        with pytest.raises(plugins.PluginCallError) as info:
             monsession.MonitoredTrainingSession()
+    assert str(info.value).startswith(PLUGIN_FAILED)
     assert message in str(info.value)
-    assert "MONSESSION_EARLYSTOP_" in str(info.value)
+    assert isinstance(info.value.__cause__, ValueError)
     assert int(program.global_step.numpy()) == 0

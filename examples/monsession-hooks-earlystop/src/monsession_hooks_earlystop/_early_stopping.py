@@ -1,15 +1,22 @@
 """`EarlyStoppingHook`: stops training when a metric stops improving.
 
-The hook looks at the metric every `every_n_steps` steps (an *evaluation*).
-An evaluation that beats the best value so far by more than `min_delta` is an
-improvement; after `patience` evaluations in a row without one, the hook asks
-the session to stop. On the other steps `before_run` returns `None`, so the
-session fetches nothing for it: no extra fetch in graph mode, no read back to
-the host in eager mode.
+The hook looks at the metric after every run that reaches a global step that
+is a multiple of `every_n_steps` (an *evaluation*). An evaluation that beats
+the best value so far by more than `min_delta` is an improvement; after
+`patience` evaluations in a row without one, the hook asks the session to
+stop. On the other steps `before_run` returns `None`, so the session fetches
+nothing for it: no extra fetch in graph mode, no read back to the host in
+eager mode.
 
-Which step is due is decided without reading the global step on every step:
-the hook reads it when the session is created and at each evaluation, and
-counts `run()` calls in between (one call is one step).
+The hook never fetches the global step. It takes it from core's step
+service at the first run of each session (`run_context.global_step`, an
+exact read) and after each evaluation (`run_context.global_step_after()`,
+exact in both modes), and counts one step per run in between. It does not
+follow `run_context.global_step` on every run: in graph mode that is
+TensorFlow's global-step read tensor of the previous run, which the step may
+read before or after its own increment.
+
+It uses only the public API of core, as any third-party hook package can.
 """
 
 from __future__ import annotations
@@ -52,19 +59,9 @@ def _check_number(name: str, value: Any) -> float:
     return float(value)
 
 
-def _check_dtype_and_shape(dtype: Any, shape: Any, what: str) -> None:
+def _check_scalar(what: str, dtype: Any, shape: Any) -> None:
     """Raises unless `dtype` is a number type and `shape` may hold one element."""
-    dtype = tf.as_dtype(dtype)
-    if not (dtype.is_floating or dtype.is_integer) or dtype.is_bool:
-        raise TypeError(
-            f"{_HOOK}: monitor must be a numeric scalar; {what} has dtype {dtype.name}."
-        )
-    shape = tf.TensorShape(shape)
-    if shape.rank is not None and shape.num_elements() not in (None, 1):
-        raise ValueError(
-            f"{_HOOK}: monitor must be a numeric scalar; {what} has shape {shape.as_list()}. "
-            "Reduce it to a scalar, e.g. with tf.reduce_mean."
-        )
+    monsession.check_scalar(_HOOK, "monitor", what, dtype, shape, floating=False)
 
 
 def _describe(monitor: Any) -> str:
@@ -72,10 +69,7 @@ def _describe(monitor: Any) -> str:
     if isinstance(monitor, str):
         return monitor
     if isinstance(monitor, (tf.Tensor, tf.Variable)):
-        try:
-            return str(monitor.name)
-        except (AttributeError, ValueError):  # Eager tensors have no name.
-            return "<eager tensor>"
+        return str(monitor.name)
     return getattr(monitor, "__qualname__", None) or repr(monitor)
 
 
@@ -87,8 +81,14 @@ def _check_monitor(monitor: Any) -> None:
                 f"{_HOOK}: monitor must not be an empty string; name the metric, e.g. 'loss'."
             )
         return
+    if isinstance(monitor, tf.Tensor) and not tf.is_symbolic_tensor(monitor):
+        raise TypeError(
+            f"{_HOOK}: monitor cannot be a tensor computed outside the step (its value never "
+            "changes); pass the name of an entry of the mapping the step returns, e.g. 'loss', "
+            "a tf.Variable or a zero-argument callable."
+        )
     if isinstance(monitor, (tf.Tensor, tf.Variable)):
-        _check_dtype_and_shape(monitor.dtype, monitor.shape, repr(_describe(monitor)))
+        _check_scalar(repr(_describe(monitor)), monitor.dtype, monitor.shape)
         return
     if callable(monitor):
         return
@@ -125,16 +125,20 @@ class EarlyStoppingHook(SessionRunHook):
         `None` (the default): the first evaluation is always an improvement.
 
     Raises:
-      TypeError: If an argument has the wrong type, or `monitor` is not a
-        number.
+      TypeError: If an argument has the wrong type, `monitor` is not a
+        number, or `monitor` is a tensor computed outside the step (an
+        eager tensor: its value never changes).
       ValueError: If an argument is out of range, or `monitor` is known not
         to be a scalar.
 
-    `begin()` (the session's creation) raises `TypeError` or `ValueError` for
-    a monitor that does not fit the mode: a callable in graph mode, a tensor
-    name missing from the graph, a tensor computed outside the step in eager
-    mode. The first step raises for a metric that is not a numeric scalar or,
-    in eager mode, an entry the step does not return.
+    `begin()` (the session's creation) raises for a monitor that does not
+    fit the mode (see `monsession.resolve_fetch`): `TypeError` for a callable
+    in graph mode, `monsession.TensorNotFoundError` (a `ValueError`) for a
+    tensor name missing from the graph, `ValueError` for a tensor of another
+    graph. A metric whose type or shape is not known before it runs (an
+    entry of the mapping the step returns, a callable, a tensor of unknown
+    shape) is read once at the first step, which raises if it is not a
+    numeric scalar or, in eager mode, an entry the step does not return.
     """
 
     def __init__(
@@ -159,9 +163,9 @@ class EarlyStoppingHook(SessionRunHook):
         self._mode = mode
         self._name = _describe(monitor)
         self._fetch: Any = None
-        self._global_step: Any = None
-        self._step = 0
-        self._checked = False
+        self._step = 0  # The global step after the last run (runs, without one).
+        self._synced = False  # Whether `_step` was taken from the step service.
+        self._checked = False  # Whether the metric is known to be a numeric scalar.
         self._due = False
         self._fetching = False
         self._reset()
@@ -191,23 +195,24 @@ class EarlyStoppingHook(SessionRunHook):
 
     def begin(self) -> None:
         self._reset()
-        self._global_step = monsession.get_global_step()
-        self._step = 0
-        self._checked = False
-        if tf.executing_eagerly():
-            self._fetch = self._eager_fetch()
-        else:
-            self._fetch = self._graph_fetch()
+        self._step, self._synced = 0, False
+        self._fetch = monsession.resolve_fetch(_HOOK, "monitor", self._monitor)
+        self._checked = self._check_before_running(self._fetch)
 
     def after_create_session(self, session: Any, coord: Any) -> None:
-        if self._global_step is not None:
-            self._step = int(session.run(self._global_step))
+        self._synced = False  # A new or recovered session: take the step again.
 
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
+        if not self._synced:
+            step = run_context.global_step
+            if step is not None:  # Without a global step, count runs since begin().
+                self._step = step
+            self._synced = True
+        # This run takes the global step from `self._step` to `self._step + 1`.
         self._due = (self._step + 1) % self._every_n == 0
-        # The first run also reads the metric once, so that a wrong name or
-        # type fails at the first step rather than at the first evaluation,
-        # possibly hours later.
+        # A metric that could not be checked in begin() is also read at the
+        # first run, so that a wrong name or type fails at the first step
+        # rather than at the first evaluation, possibly hours later.
         self._fetching = self._due or not self._checked
         return SessionRunArgs(self._fetch) if self._fetching else None
 
@@ -217,12 +222,11 @@ class EarlyStoppingHook(SessionRunHook):
             return
         value = self._to_float(run_values.results)
         self._checked = True
-        if not self._due:
-            return
-        if self._global_step is not None:
-            # Correct the count of steps: a run may not be exactly one step.
-            self._step = int(run_context.session.run(self._global_step))
-        self._evaluate(value, self._step, run_context)
+        if self._due:
+            step = run_context.global_step_after()
+            if step is not None:  # Exact, even if a run was not one step.
+                self._step = step
+            self._evaluate(value, self._step, run_context)
 
     # Evaluating.
 
@@ -275,48 +279,18 @@ class EarlyStoppingHook(SessionRunHook):
     def _to_float(self, value: Any) -> float:
         array = np.asarray(value)
         if not self._checked:
-            _check_dtype_and_shape(array.dtype, array.shape, f"the value of {self._name!r}")
+            _check_scalar(f"the value of {self._name!r}", array.dtype, array.shape)
         return float(array.reshape(()))
 
-    # Resolving the monitor.
+    # Checking the monitor.
 
-    def _graph_fetch(self) -> Any:
-        monitor = self._monitor
-        graph = tf.compat.v1.get_default_graph()
-        if isinstance(monitor, str):
-            name = monitor if ":" in monitor else f"{monitor}:0"
-            try:
-                element = graph.as_graph_element(name)
-            except (KeyError, ValueError) as error:
-                raise ValueError(
-                    f"{_HOOK}: monitor {monitor!r} names no tensor of the default graph "
-                    f"({error}). Name the tensor, e.g. tf.identity(loss, name='loss')."
-                ) from error
-            if not isinstance(element, tf.Tensor):
-                raise ValueError(
-                    f"{_HOOK}: monitor {monitor!r} names {element!r}, not a tensor of the "
-                    "default graph."
-                )
-            _check_dtype_and_shape(element.dtype, element.shape, f"tensor {element.name!r}")
-            return element
-        if isinstance(monitor, (tf.Tensor, tf.Variable)):
-            if monitor.graph is not graph:
-                raise ValueError(
-                    f"{_HOOK}: monitor {self._name!r} belongs to another graph than the "
-                    "session's; build the hook in the graph of the training program."
-                )
-            return monitor
-        raise TypeError(
-            f"{_HOOK}: a callable monitor only works in eager mode; in graph mode pass the "
-            f"metric tensor or its name, got {monitor!r}."
-        )
+    def _check_before_running(self, fetch: Any) -> bool:
+        """Checks what is known of `fetch` before it runs.
 
-    def _eager_fetch(self) -> Any:
-        monitor = self._monitor
-        if isinstance(monitor, tf.Tensor):
-            raise TypeError(
-                f"{_HOOK}: in eager mode monitor cannot be a tensor computed outside the step "
-                "(its value never changes); pass the name of an entry of the mapping the "
-                "step returns, e.g. 'loss', a tf.Variable or a zero-argument callable."
-            )
-        return monitor
+        Returns:
+          Whether that settles it: a tensor or variable of known shape.
+        """
+        if not isinstance(fetch, (tf.Tensor, tf.Variable)):
+            return False
+        _check_scalar(f"tensor {fetch.name!r}", fetch.dtype, fetch.shape)
+        return bool(fetch.shape.is_fully_defined())
