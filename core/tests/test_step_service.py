@@ -50,11 +50,19 @@ class TensorFlowStyleRecorder(tf.compat.v1.train.SessionRunHook):
 
 
 def _graph_program():
+    """A train op that reads the global step before it increments it.
+
+    TensorFlow runs the global-step read fetched with a step and the step's
+    increment in no fixed order, so the read may see either value (for
+    TensorFlow's hooks as for ours). Ordering the read first makes the values
+    deterministic, so that runs can be compared exactly.
+    """
     global_step = monsession.get_or_create_global_step()
     weight = tf.compat.v1.get_variable("w", initializer=1.0)
     loss = tf.square(weight)
     optimizer = tf.compat.v1.train.GradientDescentOptimizer(0.1)
-    return optimizer.minimize(loss, global_step=global_step)
+    with tf.control_dependencies([monsession.testing.global_step_read_tensor()]):
+        return optimizer.minimize(loss, global_step=global_step)
 
 
 @pytest.mark.parametrize("start", [0, 7])
@@ -78,9 +86,7 @@ def test_graph_reports_tensorflows_values_on_every_step(start):
     assert ours.before == [start + i for i in range(6)]
 
 
-def test_eager_reports_the_steps_without_reading_the_device(monkeypatch):
-    from monsession import _eager, _eager_backend
-
+def test_eager_reports_the_steps_without_reading_the_device():
     global_step = monsession.get_or_create_global_step()
     global_step.assign(3)
 
@@ -89,22 +95,69 @@ def test_eager_reports_the_steps_without_reading_the_device(monkeypatch):
         global_step.assign_add(1)
         return {"loss": tf.constant(1.0)}
 
-    reads = []
-    for module in (_eager, _eager_backend):
-        original = module.to_numpy
-        monkeypatch.setattr(
-            module, "to_numpy", lambda value, original=original: reads.append(1) or original(value)
-        )
     recorder = StepRecorder()
     stop = monsession.StopAtStepHook(last_step=9)
+    reads_per_step = []
     with monsession.MonitoredSession(hooks=[recorder, stop]) as sess:
-        after_creation = len(reads)
         while not sess.should_stop():
-            sess.run(step)
+            with monsession.testing.count_host_reads() as reads:
+                sess.run(step)
+            reads_per_step.append(reads.count)
     assert recorder.before == [3, 4, 5, 6, 7, 8]
     assert recorder.seen == [(s, s + 1) for s in range(3, 9)]
     assert int(global_step.numpy()) == 9
-    assert len(reads) == after_creation, "no host read on steps where no hook fetches"
+    assert reads_per_step == [0] * 6, "no host read on steps where no hook fetches"
+
+
+def test_count_host_reads_counts_every_kind_of_read():
+    variable = tf.Variable(2.0)
+    tensor = tf.constant([1.0])
+    with monsession.testing.count_host_reads() as reads:
+        variable.numpy()
+        float(variable)
+        tensor.numpy()
+        str(tensor)
+        tf.constant(1.0) * 2  # Runs on the device: no read.
+    assert reads.count == 4
+    with monsession.testing.count_host_reads() as reads:
+        pass
+    assert reads.count == 0
+
+
+def test_eager_hook_fetching_now_and_then_reads_only_on_its_steps():
+    global_step = monsession.get_or_create_global_step()
+
+    @tf.function
+    def step():
+        global_step.assign_add(1)
+        return {"loss": tf.constant(1.0)}
+
+    class EveryThird(monsession.SessionRunHook):
+        def __init__(self):
+            self.timer = monsession.SecondOrStepTimer(every_steps=3)
+            self.seen = []
+
+        def before_run(self, run_context):
+            if self.timer.should_trigger_for_step(run_context.global_step + 1):
+                return monsession.SessionRunArgs("loss")
+            return None
+
+        def after_run(self, run_context, run_values):
+            step = run_context.global_step_after(self.timer.should_trigger_for_step)
+            if step is not None:
+                self.timer.update_last_triggered_step(step)
+                self.seen.append((step, float(run_values.results)))
+
+    hook = EveryThird()
+    reads_per_step = []
+    with monsession.MonitoredSession(hooks=[hook, monsession.StopAtStepHook(9)]) as sess:
+        while not sess.should_stop():
+            with monsession.testing.count_host_reads() as reads:
+                sess.run(step)
+            reads_per_step.append(reads.count)
+    assert hook.seen == [(1, 1.0), (4, 1.0), (7, 1.0)]
+    # The loss and, checked alongside it, the global step: on the hook's steps only.
+    assert reads_per_step == [2, 0, 0, 2, 0, 0, 2, 0, 0]
 
 
 def test_eager_falls_back_to_exact_reads_when_the_step_adds_more_than_one(caplog):

@@ -140,6 +140,17 @@ def tf_logging() -> Any:
 # -- Eager mode -------------------------------------------------------------------
 
 
+def eager_tensor_base_class() -> type:
+    """`ops._EagerTensorBase`: every Python-level host copy of an eager tensor
+    (`numpy()`, `int()`, `float()`, `bool()`, formatting) goes through its
+    `_numpy` method, which `monsession.testing.count_host_reads` counts.
+    There is no public hook to observe device-to-host copies.
+    """
+    from tensorflow.python.framework import ops
+
+    return ops._EagerTensorBase
+
+
 def _resource_variable_class() -> type:
     from tensorflow.python.ops.resource_variable_ops import ResourceVariable
 

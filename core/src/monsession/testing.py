@@ -6,6 +6,10 @@
         hooked = monsession.testing.hooked_session(sess, [MyHook()])
         hooked.run(train_op)
 
+    with monsession.testing.count_host_reads() as reads:
+        sess.run(step)
+    assert reads.count == 0  # No hook needed a value on this step.
+
 The same harness TensorFlow's own hook tests use (a hooked session without
 the monitored session's creation, recovery and close), made public so that
 families need no private API of core.
@@ -13,7 +17,10 @@ families need no private API of core.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+import dataclasses
+import threading
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from monsession._hook_api import SessionRunHook
@@ -39,3 +46,69 @@ def hooked_session(session: Any, hooks: Iterable[SessionRunHook]) -> Any:
     from monsession._session_layers import _HookedSession
 
     return _HookedSession(session, list(hooks))
+
+
+def global_step_read_tensor(graph: Any = None) -> Any:
+    """TensorFlow's shared read tensor of the global step (graph mode), created if needed.
+
+    What TensorFlow's own hooks fetch with every step and what the step
+    service fetches once a hook asks for the step. TensorFlow runs that read
+    and a step's increment in no fixed order, so it may see either value;
+    side-by-side tests make it deterministic by ordering the increment after
+    the read:
+
+        read = monsession.testing.global_step_read_tensor()
+        with tf.control_dependencies([read]):
+            train_op = optimizer.minimize(loss, global_step=global_step)
+
+    Args:
+      graph: The graph; the default graph if `None`.
+
+    Returns:
+      The read tensor, or `None` when the graph has no global step.
+    """
+    from monsession._tf_compat import global_step_read_tensor as read_tensor
+
+    return read_tensor(graph)
+
+
+@dataclasses.dataclass
+class HostReads:
+    """How many eager tensors were copied to the host in a `count_host_reads` block."""
+
+    count: int = 0
+
+
+_counting_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def count_host_reads() -> Iterator[HostReads]:
+    """Counts the device-to-host copies of eager tensors made in the block.
+
+    Every Python-level read of an eager tensor or variable (`numpy()`,
+    `int()`, `float()`, `bool()`, formatting) is counted, whoever makes it:
+    the session, a hook or the test. On a GPU each one makes Python wait for
+    the device, so a hook that has nothing to do on a step should cause
+    none. The reads still happen as usual; only their number is recorded.
+    Blocks do not nest.
+
+    Yields:
+      A `HostReads` whose `count` grows as reads happen.
+    """
+    from monsession._tf_compat import eager_tensor_base_class
+
+    tensor_class: Any = eager_tensor_base_class()
+    reads = HostReads()
+    with _counting_lock:
+        read = tensor_class._numpy
+
+        def counted(tensor: Any) -> Any:
+            reads.count += 1
+            return read(tensor)
+
+        tensor_class._numpy = counted
+        try:
+            yield reads
+        finally:
+            tensor_class._numpy = read
