@@ -1,0 +1,158 @@
+"""Every private TensorFlow symbol of `monsession._tf_compat`, touched once.
+
+A TensorFlow release that removes or changes one fails here, with the name
+of the symbol, before it fails somewhere deep in a training run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import tensorflow as tf
+
+from monsession import _tf_compat
+
+
+def _graph_session() -> tuple[Any, Any, Any]:
+    graph = tf.Graph()
+    with graph.as_default():
+        step = tf.compat.v1.train.get_or_create_global_step()
+        sess = tf.compat.v1.Session(graph=graph)
+        sess.run(tf.compat.v1.global_variables_initializer())
+    return graph, sess, step
+
+
+def check_session_base_class() -> None:
+    _, sess, _ = _graph_session()
+    assert isinstance(sess, _tf_compat.session_base_class())
+    assert isinstance(tf.compat.v1.InteractiveSession, type)
+
+
+def check_fetch_handler() -> None:
+    graph, _, step = _graph_session()
+    with graph.as_default():
+        read = tf.identity(step)
+    handler = _tf_compat.fetch_handler(graph, {"step": read})
+    assert [tensor.name for tensor in handler.fetches()] == [read.name]
+
+
+def check_callable_options_and_make_callable_from_options() -> None:
+    graph, sess, step = _graph_session()
+    with graph.as_default():
+        read = tf.identity(step)
+    options = _tf_compat.callable_options()
+    options.fetch.append(read.name)
+    prepared = _tf_compat.make_callable_from_options(sess, options)
+    assert [int(value) for value in prepared()] == [0]
+
+
+def check_reraise_as_session_run() -> None:
+    _, sess, _ = _graph_session()
+    error = tf.errors.InvalidArgumentError(None, None, "broken step")
+    with pytest.raises(tf.errors.InvalidArgumentError, match="broken step"):
+        _tf_compat.reraise_as_session_run(sess, error)
+
+
+def check_unfinalize_graph() -> None:
+    graph = tf.Graph()
+    graph.finalize()
+    _tf_compat.unfinalize_graph(graph)
+    with graph.as_default():
+        tf.constant(1)
+
+
+def check_global_step_read_tensors() -> None:
+    graph, sess, step = _graph_session()
+    assert _tf_compat.existing_global_step_read_tensor(graph) is None
+    with graph.as_default():
+        read = _tf_compat.global_step_read_tensor(graph)
+    assert _tf_compat.existing_global_step_read_tensor(graph) is read
+    assert int(sess.run(read)) == 0
+    assert read.graph is graph and step.graph is graph
+
+
+def check_resources_module() -> None:
+    resources = _tf_compat.resources_module()
+    with tf.Graph().as_default():
+        assert resources.shared_resources() == []
+        assert resources.local_resources() == []
+        resources.report_uninitialized_resources()
+        resources.initialize_resources(resources.shared_resources())
+
+
+def check_checkpoint_saveables() -> None:
+    checkpoint = tf.train.Checkpoint(v=tf.Variable(1.0))
+    saveables = _tf_compat.checkpoint_saveables(checkpoint)
+    assert saveables
+
+
+def check_tf_logging() -> None:
+    logging = _tf_compat.tf_logging()
+    for name in ("info", "warning", "error", "log_every_n"):
+        assert callable(getattr(logging, name))
+
+
+def check_eager_tensor_base_class() -> None:
+    tensor_class = _tf_compat.eager_tensor_base_class()
+    tensor = tf.constant(3)
+    assert isinstance(tensor, tensor_class)
+    assert int(tensor_class._numpy(tensor)) == 3
+
+
+def check_read_variable_to_host() -> None:
+    assert float(_tf_compat.read_variable_to_host(tf.Variable(2.5))) == 2.5
+    mirrored = tf.Variable(1.0, caching_device="/cpu:0")
+    assert float(_tf_compat.read_variable_to_host(mirrored)) == 1.0
+
+
+CHECKS: dict[str, Callable[[], None]] = {
+    "session.BaseSession": check_session_base_class,
+    "session._FetchHandler": check_fetch_handler,
+    "config_pb2.CallableOptions, Session._make_callable_from_options": (
+        check_callable_options_and_make_callable_from_options
+    ),
+    "Session._do_call": check_reraise_as_session_run,
+    "Graph._unsafe_unfinalize": check_unfinalize_graph,
+    "training_util._get_or_create_global_step_read, _get_global_step_read": (
+        check_global_step_read_tensors
+    ),
+    "tensorflow.python.ops.resources": check_resources_module,
+    "graph_view.ObjectGraphView.frozen_saveable_objects": check_checkpoint_saveables,
+    "tensorflow.python.platform.tf_logging": check_tf_logging,
+    "ops._EagerTensorBase._numpy": check_eager_tensor_base_class,
+    "ResourceVariable._caching_device, raw_ops.ReadVariableOp": check_read_variable_to_host,
+}
+
+
+@pytest.mark.parametrize("symbol", list(CHECKS))
+def test_private_symbol_still_works(symbol: str) -> None:
+    try:
+        CHECKS[symbol]()
+    except Exception as error:
+        pytest.fail(
+            f"TensorFlow {tf.__version__} changed the private symbol {symbol} that "
+            f"monsession._tf_compat relies on: {type(error).__name__}: {error}"
+        )
+
+
+def test_every_function_of_the_module_is_checked() -> None:
+    public = {
+        name
+        for name, value in vars(_tf_compat).items()
+        if callable(value) and not name.startswith("_") and value.__module__ == _tf_compat.__name__
+    }
+    checked = {
+        name
+        for check in CHECKS.values()
+        for name in public
+        if f"_tf_compat.{name}(" in _source(check)
+    }
+    assert public == checked, f"unchecked: {sorted(public - checked)}"
+
+
+def _source(function: Callable[[], None]) -> str:
+    import inspect
+
+    return inspect.getsource(function)
