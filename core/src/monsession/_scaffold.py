@@ -20,10 +20,6 @@ def _first_not_none(value: Any, fallback: Any) -> Any:
     return value if value is not None else fallback
 
 
-def _is_object_checkpoint(saver: Any) -> bool:
-    return isinstance(saver, (tf.train.Checkpoint, tf.train.CheckpointManager))
-
-
 class Scaffold:
     """Gathers or builds the pieces used to initialize, restore and save.
 
