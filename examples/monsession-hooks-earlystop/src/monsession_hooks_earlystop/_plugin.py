@@ -64,7 +64,10 @@ def monsession_default_hooks(settings: TrainingSettings) -> list[DefaultHook] | 
 
     Raises:
       ValueError: If one of these variables holds a value the hook refuses;
-        the message names the variable.
+        the message names the variable. monsession logs it as a warning
+        naming this plugin and adds no hook, or raises
+        `monsession.plugins.PluginCallError` under
+        ``MONSESSION_STRICT_PLUGINS=1``.
     """
     monitor = os.environ.get(ENV_MONITOR, "").strip()
     if not monitor:
