@@ -18,7 +18,6 @@ from tensorboard.compat.proto import event_pb2
 from tensorboard.util import tensor_util
 
 import monsession
-from monsession._global_step import global_step_read
 
 
 def event_files(logdir: Any) -> list[str]:
@@ -90,6 +89,29 @@ class FakeClock:
         self.now += secs
 
 
+def global_step_read_tensor() -> Any:
+    """TensorFlow's global-step read tensor: what the step service fetches in graph mode.
+
+    Reached through public API: `tf.compat.v1.train.StepCounterHook` asks for
+    exactly that tensor in `before_run` (TensorFlow's hooks and monsession's
+    graph backend share one per graph).
+    """
+    hook = tf.compat.v1.train.StepCounterHook(every_n_steps=1)
+    hook.begin()
+    return hook.before_run(None).fetches
+
+
+def increment_after_read(global_step: Any, increment: int = 1) -> Any:
+    """Increments `global_step` after the read tensor, as TensorFlow's own hook tests do.
+
+    The read tensor fetched with the step then holds the step's starting
+    value deterministically; `minimize(global_step=...)` leaves that to a
+    race between the two ops.
+    """
+    with tf.control_dependencies([global_step_read_tensor()]):
+        return global_step.assign_add(increment)
+
+
 @dataclasses.dataclass
 class GraphProgram:
     """A graph training program with two summaries.
@@ -113,12 +135,8 @@ def graph_program() -> GraphProgram:
     counter = tf.compat.v1.get_variable("fetch_counter", initializer=0.0, trainable=False)
     loss = tf.square(weight)
     update = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(loss)
-    # The hooks fetch TensorFlow's global-step read tensor; like TensorFlow's
-    # own `_increment_global_step`, increment after it so the fetched value
-    # is the step's starting value deterministically (minimize(global_step=)
-    # leaves that to a race between the two ops).
-    with tf.control_dependencies([update, global_step_read()]):
-        train_op = global_step.assign_add(1)
+    with tf.control_dependencies([update]):
+        train_op = increment_after_read(global_step)
     loss_summary = tf.compat.v1.summary.scalar("loss", loss)
     fetches_summary = tf.compat.v1.summary.scalar("fetches", tf.compat.v1.assign_add(counter, 1.0))
     summary_op = tf.compat.v1.summary.merge_all()

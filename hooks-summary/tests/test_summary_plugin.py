@@ -10,7 +10,13 @@ import time
 
 import pytest
 import tensorflow as tf
-from summary_testing import eager_program, event_files, file_events, tag_steps
+from summary_testing import (
+    eager_program,
+    event_files,
+    file_events,
+    increment_after_read,
+    tag_steps,
+)
 
 import monsession
 import monsession_hooks_summary
@@ -53,19 +59,34 @@ def test_plugin_listing_does_not_import_tensorflow():
     ]
 
 
-SUMMARY = SummarySaverHook
+def _settings(**overrides):
+    """`MonitoredTrainingSession`'s resolved arguments, TensorFlow's defaults otherwise."""
+    values = {
+        "master": "",
+        "is_chief": True,
+        "checkpoint_dir": "ckpt",
+        "summary_dir": "ckpt",
+        "scaffold": monsession.Scaffold(),
+        "save_checkpoint_secs": None,
+        "save_checkpoint_steps": None,
+        "save_summaries_steps": 100,
+        "save_summaries_secs": None,
+        "log_step_count_steps": 100,
+        "save_graph_def": True,
+        "config": None,
+        "max_wait_secs": 7200.0,
+        "eager": False,
+    }
+    values.update(overrides)
+    return monsession.TrainingSettings(**values)
 
 
-def _hook_types(session):
-    return [type(hook) for hook in session._hooks]
-
-
-def _ours(session):
-    return [t for t in _hook_types(session) if t in (StepCounterHook, SummarySaverHook)]
+def _ours(hooks):
+    return [type(h) for h in hooks if isinstance(h, (StepCounterHook, SummarySaverHook))]
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "expected"),
+    ("overrides", "expected"),
     [
         ({}, [StepCounterHook, SummarySaverHook]),
         ({"log_step_count_steps": 0}, [SummarySaverHook]),
@@ -76,23 +97,35 @@ def _ours(session):
             {"save_summaries_steps": 0, "save_summaries_secs": 5},
             [StepCounterHook, SummarySaverHook],
         ),
+        ({"summary_dir": None}, []),
     ],
 )
-def test_default_hooks_graph(tmp_path, kwargs, expected):
+def test_default_hooks_in_tensorflows_order(overrides, expected):
     with tf.Graph().as_default():
-        monsession.get_or_create_global_step()
+        hooks = monsession.plugins.default_hooks(_settings(**overrides))
+    assert _ours(hooks) == expected
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "tags"),
+    [
+        ({}, {"x", "global_step/sec"}),
+        ({"log_step_count_steps": 0}, {"x"}),
+        ({"save_summaries_steps": None}, {"global_step/sec"}),
+        ({"save_summaries_steps": 0, "save_summaries_secs": 5}, {"x", "global_step/sec"}),
+    ],
+)
+def test_default_hooks_graph_write_what_they_should(tmp_path, kwargs, tags):
+    with tf.Graph().as_default():
+        step = monsession.get_or_create_global_step()
         tf.compat.v1.summary.scalar("x", tf.constant(1.0))
+        train_op = increment_after_read(step)
         with monsession.MonitoredTrainingSession(
             checkpoint_dir=str(tmp_path), save_checkpoint_secs=None, **kwargs
         ) as session:
-            assert _ours(session) == expected
-
-
-def test_no_summary_dir_no_default_hooks():
-    with tf.Graph().as_default():
-        monsession.get_or_create_global_step()
-        with monsession.MonitoredTrainingSession() as session:
-            assert _ours(session) == []
+            for _ in range(101):  # The step counter's first rate is at step 101.
+                session.run(train_op)
+    assert set(tag_steps(tmp_path)) == tags
 
 
 def test_summary_dir_overrides_checkpoint_dir(tmp_path):
@@ -152,7 +185,6 @@ def test_mts_eager_records_the_steps_summaries_and_rate(tmp_path):
         log_step_count_steps=4,
         save_checkpoint_secs=None,
     ) as session:
-        assert _ours(session) == [StepCounterHook, SummarySaverHook]
         for _ in range(10):
             session.run(program.step)
     steps = tag_steps(tmp_path)

@@ -16,7 +16,7 @@ from summary_testing import (
 )
 
 import monsession
-from monsession._monitored_session import _HookedSession
+import monsession.testing
 from monsession_hooks_summary import SummarySaverHook
 
 TF = tf.compat.v1.train
@@ -115,7 +115,7 @@ def test_end_flushes_the_shared_writer(tmp_path):
         hook.begin()
         with tf.compat.v1.Session() as sess:
             sess.run(tf.compat.v1.global_variables_initializer())
-            _HookedSession(sess, [hook]).run(program.train_op)
+            monsession.testing.hooked_session(sess, [hook]).run(program.train_op)
             assert steps_of(tmp_path, "loss") == []
             hook.end(sess)
             assert steps_of(tmp_path, "loss") == [1]

@@ -7,11 +7,16 @@ import time
 
 import pytest
 import tensorflow as tf
-from summary_testing import FakeClock, eager_program, graph_program, steps_of, summaries
-from tensorflow.python.platform import tf_logging
+from summary_testing import (
+    FakeClock,
+    eager_program,
+    graph_program,
+    increment_after_read,
+    steps_of,
+    summaries,
+)
 
 import monsession
-from monsession._global_step import global_step_read
 from monsession_hooks_summary import StepCounterHook, SummarySaverHook
 
 TF = tf.compat.v1.train
@@ -77,23 +82,10 @@ def test_tag_follows_the_global_step_name(tmp_path):
                     tf.compat.v1.GraphKeys.GLOBAL_VARIABLES,
                 ],
             )
-        step = monsession.get_global_step()
-        with tf.control_dependencies([global_step_read()]):
-            train_op = step.assign_add(1)
+        train_op = increment_after_read(monsession.get_global_step())
         hook = StepCounterHook(every_n_steps=1, output_dir=str(tmp_path))
         _run_graph(monsession, hook, 2, train_op=train_op)
     assert [(s, tag) for s, tag, _ in summaries(tmp_path)] == [(2, "bar/foo/sec")]
-
-
-def test_steps_per_run(tmp_path):
-    with tf.Graph().as_default():
-        step = monsession.get_or_create_global_step()
-        with tf.control_dependencies([global_step_read()]):
-            train_op = step.assign_add(5)
-        hook = StepCounterHook(every_n_steps=10, output_dir=str(tmp_path))
-        hook._set_steps_per_run(5)
-        _run_graph(monsession, hook, 5, train_op=train_op)
-    assert steps_of(tmp_path, "global_step/sec") == [15, 25]
 
 
 def test_eager_every_n_steps(tmp_path, monkeypatch):
@@ -127,44 +119,69 @@ def test_eager_rate_is_written_on_steps_the_summary_saver_skips(tmp_path):
     assert program.traces == [1]
 
 
-@pytest.mark.parametrize("mode", ["graph", "eager"])
-def test_warns_when_the_global_step_does_not_advance(mode, monkeypatch):
+@pytest.fixture
+def step_warnings(monkeypatch):
+    """The "not increased" warnings the hook logs, as (current, previous) values.
+
+    Each call still reaches TensorFlow's own `log_first_n`.
+    """
     warnings = []
-    real_log_first_n = tf_logging.log_first_n
+    real_log_first_n = tf.compat.v1.logging.log_first_n
 
     def spy(level, msg, n, *args):
-        warnings.append(msg % args)
+        if "has not been increased" in msg:
+            warnings.append(args)
         real_log_first_n(level, msg, n, *args)
 
-    monkeypatch.setattr(tf_logging, "log_first_n", spy)
+    monkeypatch.setattr(tf.compat.v1.logging, "log_first_n", spy)
+    return warnings
 
-    def run(session, step, times):
-        for _ in range(times):
-            session.run(step)
 
+def test_graph_warns_when_the_global_step_does_not_advance(step_warnings):
+    """TensorFlow's check: the step before each run against the previous one."""
+    with tf.Graph().as_default():
+        monsession.get_or_create_global_step()
+        stuck = tf.no_op()
+        with monsession.MonitoredSession(hooks=[StepCounterHook(every_n_steps=1)]) as session:
+            for _ in range(3):
+                session.run(stuck)
+    assert step_warnings == [(0, 0), (0, 0)]
+
+
+class FetchGlobalStep(monsession.SessionRunHook):
+    """Makes the eager session read the device on every step."""
+
+    def before_run(self, run_context):
+        return monsession.SessionRunArgs(monsession.get_global_step())
+
+
+def test_eager_warns_once_the_session_reads_a_step_that_did_not_advance(step_warnings, caplog):
+    """Eager mode counts steps on the host; a device read reveals a stuck step."""
+    tf.compat.v1.reset_default_graph()
+    monsession.get_or_create_global_step()
+    hooks = [FetchGlobalStep(), StepCounterHook(every_n_steps=1)]
+    with caplog.at_level(logging.WARNING, logger="monsession"):
+        with monsession.MonitoredSession(hooks=hooks) as session:
+            for _ in range(3):
+                session.run(tf.function(lambda: tf.constant(0)))
+    assert any("exactly one per run" in r.getMessage() for r in caplog.records)
+    assert step_warnings == [(0, 0), (0, 0)]
+
+
+@pytest.mark.parametrize("mode", ["graph", "eager"])
+def test_no_warning_while_the_global_step_advances(mode, step_warnings):
     if mode == "graph":
         with tf.Graph().as_default():
-            monsession.get_or_create_global_step()
-            stuck = tf.no_op()
+            program = graph_program()
             with monsession.MonitoredSession(hooks=[StepCounterHook(every_n_steps=1)]) as s:
-                run(s, stuck, 3)
+                for _ in range(3):
+                    s.run(program.train_op)
     else:
-        tf.compat.v1.reset_default_graph()
-        monsession.get_or_create_global_step()
+        program = eager_program()
         with monsession.MonitoredSession(hooks=[StepCounterHook(every_n_steps=1)]) as s:
-            run(s, tf.function(lambda: tf.constant(0)), 3)
-    assert len(warnings) == 2
-    assert "global step (tf.train.get_global_step) has not been increased" in warnings[0]
-
-
-def test_no_warning_while_the_global_step_advances(monkeypatch):
-    warnings = []
-    monkeypatch.setattr(tf_logging, "log_first_n", lambda *args: warnings.append(args))
-    program = eager_program()
-    with monsession.MonitoredSession(hooks=[StepCounterHook(every_n_steps=1)]) as session:
-        for _ in range(3):
-            session.run(program.step)
-    assert warnings == []
+            for _ in range(3):
+                s.run(program.step)
+    assert step_warnings == []
 
 
 def test_without_writer_it_only_logs(tmp_path, monkeypatch, caplog):

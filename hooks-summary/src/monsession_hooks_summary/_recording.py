@@ -26,7 +26,8 @@ import threading
 from typing import Any
 
 import tensorflow as tf
-from tensorflow.python.ops.resource_variable_ops import ResourceVariable
+
+from monsession_hooks_summary import _tf_compat
 
 logger = logging.getLogger("monsession.summary")
 
@@ -44,7 +45,7 @@ def _thread_switch() -> Any:
     switch = getattr(_thread_state, "switch", None)
     if switch is None:
         with tf.init_scope(), tf.device("CPU:0"):
-            switch = ResourceVariable(False, trainable=False, name="monsession_record_summaries")
+            switch = _tf_compat.local_variable(False, name="monsession_record_summaries")
         _thread_state.switch = switch
     return switch
 

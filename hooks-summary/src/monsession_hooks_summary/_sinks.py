@@ -1,38 +1,59 @@
-"""Where the hooks write: a graph-mode `FileWriter` or an eager `tf.summary` writer.
+"""Where the summary hooks write, and how `SummarySaverHook` gets its summaries.
 
-A sink hides the difference so the hooks' logic is written once.
+Graph and eager mode differ by nature here, and only here:
+
+* a *sink* writes scalars and session logs: graph mode as protos through a
+  `tf.compat.v1.summary.FileWriter`, eager mode through a `tf.summary`
+  writer;
+* a *recorder* gives `SummarySaverHook` the summaries of its recording
+  steps: graph mode fetches the summary op on those steps and writes what
+  it returns; eager mode lets the step's own `tf.summary` calls record on
+  those steps only (a `Recording`), and fetches nothing.
+
+The hooks choose both once, in `begin()`, with `open_sink` and
+`open_recorder`, and never ask which mode they run in.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from typing import Any
+from typing import Any, Protocol
 
 import tensorflow as tf
-from tensorflow.core.util import event_pb2
 
+from monsession import SessionRunArgs, SessionRunContext
+from monsession_hooks_summary import _tf_compat
+from monsession_hooks_summary._recording import Recording
 from monsession_hooks_summary._writer_cache import SummaryWriterCache
+
+_START = tf.compat.v1.SessionLog.START
+
+
+class Sink(Protocol):
+    """Writes scalars and session logs for a hook."""
+
+    writer: Any
+
+    def scalar(self, tag: str, value: float, step: int) -> None: ...
+
+    def session_start(self, step: int) -> None: ...
+
+    def flush(self) -> None: ...
 
 
 class GraphSink:
-    """Writes through anything with TensorFlow's `FileWriter` methods."""
+    """Writes protos through anything with TensorFlow's `FileWriter` methods."""
 
     def __init__(self, writer: Any) -> None:
         self.writer = writer
 
     def scalar(self, tag: str, value: float, step: int) -> None:
         value_proto = tf.compat.v1.Summary.Value(tag=tag, simple_value=value)
-        summary = tf.compat.v1.Summary(value=[value_proto])
-        self.writer.add_summary(summary, step)
-
-    def summaries(self, serialized: Any, step: int) -> None:
-        for summary in serialized:
-            self.writer.add_summary(summary, step)
+        self.writer.add_summary(tf.compat.v1.Summary(value=[value_proto]), step)
 
     def session_start(self, step: int) -> None:
-        log = event_pb2.SessionLog(status=event_pb2.SessionLog.START)
-        self.writer.add_session_log(log, step)
+        self.writer.add_session_log(tf.compat.v1.SessionLog(status=_START), step)
 
     def flush(self) -> None:
         self.writer.flush()
@@ -48,34 +69,30 @@ class EagerSink:
         with self.writer.as_default(), tf.summary.record_if(True):
             tf.summary.scalar(tag, value, step=step)
 
-    def summaries(self, serialized: Any, step: int) -> None:
-        """Nothing to do: in eager mode the step's own `tf.summary` calls wrote them."""
-
     def session_start(self, step: int) -> None:
-        from tensorflow.python.ops import summary_ops_v2
-
-        event = event_pb2.Event(
-            wall_time=time.time(),
-            step=step,
-            session_log=event_pb2.SessionLog(status=event_pb2.SessionLog.START),
+        event = tf.compat.v1.Event(
+            wall_time=time.time(), step=step, session_log=tf.compat.v1.SessionLog(status=_START)
         )
         with self.writer.as_default():
-            summary_ops_v2.import_event(tf.constant(event.SerializeToString()))
+            _tf_compat.import_event(tf.constant(event.SerializeToString()))
 
     def flush(self) -> None:
         self.writer.flush()
 
 
 def open_sink(
-    hook_name: str,
-    summary_writer: Any,
-    output_dir: str | os.PathLike[str] | None,
-    eager: bool,
+    hook_name: str, summary_writer: Any, output_dir: str | os.PathLike[str] | None
 ) -> GraphSink | EagerSink | None:
     """The sink of a hook: its `summary_writer`, else the cached writer of `output_dir`.
 
+    Args:
+      hook_name: The hook's class name, for error messages.
+      summary_writer: The writer the user gave, or `None`.
+      output_dir: The directory whose `SummaryWriterCache` writer to use
+        when `summary_writer` is `None`.
+
     Returns:
-      `None` when there is neither.
+      A `GraphSink` or an `EagerSink`; `None` when there is no writer.
 
     Raises:
       TypeError: If `summary_writer` is not a writer of the current mode.
@@ -84,7 +101,7 @@ def open_sink(
         if not output_dir:
             return None
         summary_writer = SummaryWriterCache.get(output_dir)
-    if eager:
+    if tf.executing_eagerly():
         if not isinstance(summary_writer, tf.summary.SummaryWriter):
             raise TypeError(
                 f"{hook_name}: in eager mode summary_writer must be a tf.summary.SummaryWriter "
@@ -98,3 +115,173 @@ def open_sink(
             f"{summary_writer!r}."
         )
     return GraphSink(summary_writer)
+
+
+class SummaryRecorder(Protocol):
+    """How `SummarySaverHook` gets the summaries of its recording steps."""
+
+    def open(self, session: Any) -> None:
+        """Called by `after_create_session` with the new session."""
+
+    def before_step(
+        self, run_context: SessionRunContext, record: bool, first: bool
+    ) -> SessionRunArgs | None:
+        """Prepares a step; returns what to fetch (`None`: nothing).
+
+        Args:
+          run_context: The step's run context.
+          record: Whether this step's summaries are recorded.
+          first: Whether this is the hook's first step (a `SessionLog.START`
+            is due).
+        """
+
+    def after_step(self, results: Any, step: int, first: bool) -> None:
+        """Writes what a recording step gave, at `step` (the global step after it)."""
+
+    def close(self) -> None:
+        """Stops recording and flushes the writer (`end()`)."""
+
+
+class GraphRecorder:
+    """Fetches the summary op on recording steps and writes its `Summary` protos.
+
+    The `SessionLog.START` is written after the first step, at the global
+    step that step reached, before that step's summaries (TensorFlow's order).
+
+    Args:
+      sink: Where to write.
+      scaffold: Gives `summary_op` when `summary_op` is `None` (read at the
+        step: the scaffold fills it in when the graph is finalized).
+      summary_op: A string tensor of a serialized `Summary`, or a list.
+    """
+
+    def __init__(self, sink: GraphSink, scaffold: Any, summary_op: Any) -> None:
+        self._sink = sink
+        self._scaffold = scaffold
+        self._summary_op = summary_op
+
+    def open(self, session: Any) -> None:
+        """Nothing to open in graph mode."""
+
+    def _summary_ops(self) -> list[Any] | None:
+        summary_op = self._summary_op
+        if summary_op is None:
+            summary_op = self._scaffold.summary_op
+        if summary_op is None:
+            return None
+        return summary_op if isinstance(summary_op, list) else [summary_op]
+
+    def before_step(
+        self, run_context: SessionRunContext, record: bool, first: bool
+    ) -> SessionRunArgs | None:
+        summary_ops = self._summary_ops() if record else None
+        return None if summary_ops is None else SessionRunArgs(summary_ops)
+
+    def after_step(self, results: Any, step: int, first: bool) -> None:
+        if first:
+            self._sink.session_start(step)
+        for summary in results or ():
+            self._sink.writer.add_summary(summary, step)
+
+    def close(self) -> None:
+        self._sink.flush()
+
+
+class EagerRecorder:
+    """Lets the step's own `tf.summary` calls record on recording steps only.
+
+    The `SessionLog.START` is written before the first step, at the global
+    step that step will reach: the step writes its summaries while it runs,
+    and TensorBoard drops data read before a START at or below its step.
+
+    Args:
+      sink: Where to write (its writer becomes the default one).
+      step_variable: The global step variable, the default `step` of
+        summaries written without one.
+    """
+
+    def __init__(self, sink: EagerSink, step_variable: Any) -> None:
+        self._sink = sink
+        self._recording = Recording(sink.writer, step_variable)
+
+    def open(self, session: Any) -> None:
+        # Opened once the session exists, so a failed session creation
+        # leaves no summary state behind.
+        if not self._recording.is_open:
+            self._recording.open()
+        self._recording.attach(session)
+
+    def before_step(
+        self, run_context: SessionRunContext, record: bool, first: bool
+    ) -> SessionRunArgs | None:
+        if not self._recording.is_open:  # Used without after_create_session.
+            self._recording.open()
+        if first:
+            before = run_context.global_step
+            if before is not None:
+                self._sink.session_start(before + 1)
+        self._recording.record(record)
+        return None
+
+    def after_step(self, results: Any, step: int, first: bool) -> None:
+        """Nothing to write: the step's own `tf.summary` calls wrote the summaries."""
+
+    def close(self) -> None:
+        try:
+            self._recording.close()
+        finally:
+            self._sink.flush()
+
+
+def check_summary_source(hook_name: str, scaffold: Any, summary_op: Any) -> None:
+    """Checks where `SummarySaverHook`'s summaries come from, for the current mode.
+
+    Raises:
+      ValueError: In graph mode if neither `scaffold` nor `summary_op` is
+        given.
+    """
+    if not tf.executing_eagerly() and scaffold is None and summary_op is None:
+        raise ValueError(
+            f"{hook_name}: Exactly one of scaffold or summary_op must be provided in graph "
+            "mode, got neither (in eager mode the step's tf.summary calls are the "
+            "summaries and neither is needed)."
+        )
+
+
+def open_recorder(
+    hook_name: str,
+    summary_writer: Any,
+    output_dir: str | os.PathLike[str] | None,
+    scaffold: Any,
+    summary_op: Any,
+    step_variable: Any,
+) -> GraphRecorder | EagerRecorder:
+    """The recorder of a `SummarySaverHook`, for the current mode.
+
+    Args:
+      hook_name: The hook's class name, for error messages.
+      summary_writer: The writer the user gave, or `None`.
+      output_dir: The directory whose cached writer to use otherwise.
+      scaffold: Graph mode: gives the summary op when `summary_op` is `None`.
+      summary_op: Graph mode: the summary op(s) to fetch.
+      step_variable: The global step variable.
+
+    Raises:
+      ValueError: If the summaries' source does not fit the mode (graph mode:
+        neither `scaffold` nor `summary_op`; eager mode: a `summary_op`), or
+        there is no writer.
+      TypeError: If `summary_writer` is not a writer of the current mode.
+    """
+    if tf.executing_eagerly() and summary_op is not None:
+        raise ValueError(
+            f"{hook_name}: summary_op is a graph-mode argument; in eager mode call "
+            "tf.summary.* in the step (e.g. tf.summary.scalar('loss', loss, "
+            "step=global_step)) and the hook records them on trigger steps."
+        )
+    check_summary_source(hook_name, scaffold, summary_op)
+    sink = open_sink(hook_name, summary_writer, output_dir)
+    if sink is None:
+        raise ValueError(f"{hook_name}: one of output_dir or summary_writer must be provided.")
+    if isinstance(sink, GraphSink):
+        return GraphRecorder(sink, scaffold, summary_op)
+    return EagerRecorder(sink, step_variable)

@@ -6,26 +6,21 @@ import logging
 import os
 from typing import Any
 
+import tensorflow as tf
+
 from monsession import (
     SecondOrStepTimer,
     SessionRunArgs,
     SessionRunContext,
     SessionRunHook,
     SessionRunValues,
+    require_global_step,
 )
 from monsession_hooks_summary._sinks import EagerSink, GraphSink, open_sink
-from monsession_hooks_summary._step import GlobalStep
 
 logger = logging.getLogger("monsession.summary")
 
 _NAME = "StepCounterHook"
-
-
-def _tf_logging() -> Any:
-    """TensorFlow's logging module, looked up at call time (TensorFlow's tests patch it)."""
-    from tensorflow.python.platform import tf_logging
-
-    return tf_logging
 
 
 class StepCounterHook(SessionRunHook):
@@ -34,7 +29,14 @@ class StepCounterHook(SessionRunHook):
     Every `every_n_steps` steps (or `every_n_secs` seconds) it logs the rate
     since the last trigger and, when it has a writer, writes it as a scalar
     summary at the current global step (tag ``global_step/sec`` for the usual
-    global step). It warns when the global step did not advance over a step.
+    global step). It warns when the global step did not advance over a run.
+
+    The global step comes from the step service (`run_context.global_step`,
+    `global_step_after`): the hook fetches nothing, and graph mode reads the
+    variable only when the expected step triggers, as TensorFlow does. In
+    eager mode the session counts steps on the host, so a step that does not
+    advance the global step is noticed (and then warned about by this hook
+    too) once some hook makes the session read the device.
 
     Graph mode writes a `Summary` proto through a `FileWriter`; eager mode
     writes ``tf.summary.scalar`` through a `tf.summary` writer, whatever the
@@ -70,24 +72,22 @@ class StepCounterHook(SessionRunHook):
         self._summary_writer = summary_writer
         self._output_dir = output_dir
         self._last_global_step: int | None = None
-        self._steps_per_run = 1
-
-    def _set_steps_per_run(self, steps_per_run: int) -> None:
-        """Sets how many global steps one `run()` advances (TPU-style loops)."""
-        self._steps_per_run = steps_per_run
+        self._step_before: int | None = None
 
     def begin(self) -> None:
-        self._step = GlobalStep(_NAME)
-        self._request = SessionRunArgs(self._step.fetch)  # The same every step.
+        step_variable = require_global_step(_NAME)
         self._sink: GraphSink | EagerSink | None = open_sink(
-            _NAME, self._summary_writer, self._output_dir, self._step.eager
+            _NAME, self._summary_writer, self._output_dir
         )
         if self._sink is not None:
             self._summary_writer = self._sink.writer
-        self._summary_tag = self._step.name + "/sec"
+        self._summary_tag = step_variable.name.split(":")[0] + "/sec"
 
-    def before_run(self, run_context: SessionRunContext) -> SessionRunArgs:
-        return self._request
+    def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
+        # Taken before the run: on the first run the step service then knows
+        # the value before the step rather than inferring it afterwards.
+        self._step_before = run_context.global_step
+        return None
 
     def _log_and_record(self, elapsed_steps: int, elapsed_time: float, global_step: int) -> None:
         """Logs and writes the rate of `elapsed_steps` steps over `elapsed_time` seconds."""
@@ -97,32 +97,28 @@ class StepCounterHook(SessionRunHook):
         logger.info("%s: %g", self._summary_tag, steps_per_sec)
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
-        fetched = run_values.results
-        fetched_step = int(fetched)
-        if self._timer.should_trigger_for_step(
-            self._step.estimate_after_step(fetched_step, self._steps_per_run)
-        ):
-            global_step = self._step.after_step(run_context, fetched)
-            if self._timer.should_trigger_for_step(global_step):
-                elapsed_time, elapsed_steps = self._timer.update_last_triggered_step(global_step)
-                # A clock that did not move (coarse timers) gives no rate.
-                if elapsed_time and elapsed_steps is not None:
-                    self._log_and_record(elapsed_steps, elapsed_time, global_step)
-        # Compare the fetched values themselves: the timer may have skipped steps.
-        if fetched_step == self._last_global_step:
+        global_step = run_context.global_step_after(self._timer.should_trigger_for_step)
+        if global_step is not None:
+            elapsed_time, elapsed_steps = self._timer.update_last_triggered_step(global_step)
+            # A clock that did not move (coarse timers) gives no rate.
+            if elapsed_time and elapsed_steps is not None:
+                self._log_and_record(elapsed_steps, elapsed_time, global_step)
+        # TensorFlow's check: the step before this run against the one before
+        # the previous run (not the timer's steps, which skip runs).
+        if self._step_before is not None and self._step_before == self._last_global_step:
             # Some optimizers (e.g. SyncReplicasOptimizer on workers) do not
             # advance the global step on every run, hence only the first few.
-            _tf_logging().log_first_n(
-                _tf_logging().WARN,
+            tf.compat.v1.logging.log_first_n(
+                tf.compat.v1.logging.WARN,
                 "StepCounterHook: it seems that the global step (tf.train.get_global_step) "
                 "has not been increased. Current value (could be stable): %s vs previous "
                 "value: %s. Increase it in the step, e.g. by passing the global step to "
                 "Optimizer.minimize / apply_gradients or with global_step.assign_add(1).",
                 5,
-                fetched,
+                self._step_before,
                 self._last_global_step,
             )
-        self._last_global_step = fetched_step
+        self._last_global_step = self._step_before
 
     def end(self, session: Any = None) -> None:
         if self._sink is not None:

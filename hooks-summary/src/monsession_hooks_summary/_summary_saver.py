@@ -5,18 +5,20 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import tensorflow as tf
-
 from monsession import (
     SecondOrStepTimer,
     SessionRunArgs,
     SessionRunContext,
     SessionRunHook,
     SessionRunValues,
+    require_global_step,
 )
-from monsession_hooks_summary._recording import Recording
-from monsession_hooks_summary._sinks import EagerSink, GraphSink, open_sink
-from monsession_hooks_summary._step import GlobalStep
+from monsession_hooks_summary._sinks import (
+    EagerRecorder,
+    GraphRecorder,
+    check_summary_source,
+    open_recorder,
+)
 
 _NAME = "SummarySaverHook"
 
@@ -27,15 +29,18 @@ class SummarySaverHook(SessionRunHook):
     Graph mode (TensorFlow's semantics): the summary op is fetched only on
     trigger steps and written at the global step after that step; the first
     step also writes a `SessionLog.START`; `end()` flushes the writer.
+    The global step comes from the step service: on a step that records
+    nothing `before_run` returns `None` and nothing is read; on a recording
+    step graph mode reads the global step after the run, as TensorFlow does.
 
     Eager mode: the step calls `tf.summary.*` itself, e.g.
     ``tf.summary.scalar("loss", loss, step=global_step)``. From
     `after_create_session()` to `end()` the hook makes its writer the default
     one (with the global step as the default `step`) and lets those calls
-    record only on trigger steps,
-    through `tf.summary.record_if` on a boolean variable, so the
-    `tf.function` is never retraced. The `SessionLog.START` is written just
-    before the first step. `scaffold` is not needed (and ignored). A
+    record only on trigger steps, through `tf.summary.record_if` on a boolean
+    variable, so the `tf.function` is never retraced; nothing is fetched.
+    The `SessionLog.START` is written just before the first step. `scaffold`
+    is not needed (and ignored). A
     `tf.function` keeps the writer that was the default when it was first
     traced, so call it first inside the session.
 
@@ -78,8 +83,7 @@ class SummarySaverHook(SessionRunHook):
             raise ValueError(
                 f"{_NAME}: Exactly one of scaffold or summary_op must be provided, got both."
             )
-        if not tf.executing_eagerly():
-            self._check_summary_source(scaffold, summary_op)
+        check_summary_source(_NAME, scaffold, summary_op)
         if summary_writer is None and not output_dir:
             raise ValueError(
                 f"{_NAME}: one of output_dir or summary_writer must be provided, so the "
@@ -90,102 +94,56 @@ class SummarySaverHook(SessionRunHook):
         self._summary_writer = summary_writer
         self._scaffold = scaffold
         self._summary_op = summary_op
-        self._recording: Recording | None = None
-
-    @staticmethod
-    def _check_summary_source(scaffold: Any, summary_op: Any) -> None:
-        if scaffold is None and summary_op is None:
-            raise ValueError(
-                f"{_NAME}: Exactly one of scaffold or summary_op must be provided in graph "
-                "mode, got neither (in eager mode the step's tf.summary calls are the "
-                "summaries and neither is needed)."
-            )
+        self._recorder: GraphRecorder | EagerRecorder | None = None
 
     def begin(self) -> None:
-        self._step = GlobalStep(_NAME)
-        self._close_recording()  # Left open if the previous session ended in an error.
-        if not self._step.eager:
-            self._check_summary_source(self._scaffold, self._summary_op)
-        elif self._summary_op is not None:
-            raise ValueError(
-                f"{_NAME}: summary_op is a graph-mode argument; in eager mode call "
-                "tf.summary.* in the step (e.g. tf.summary.scalar('loss', loss, "
-                "step=global_step)) and the hook records them on trigger steps."
-            )
-        sink = open_sink(_NAME, self._summary_writer, self._output_dir, self._step.eager)
-        assert sink is not None, "the constructor requires output_dir or summary_writer"
-        self._sink: GraphSink | EagerSink = sink
-        if self._step.eager:
-            # Opened once the session exists, so a failed session creation
-            # leaves no summary state behind.
-            self._recording = Recording(self._sink.writer, self._step.variable)
-        self._next_step: int | None = None
-        self._request_summary = False
-        # The request of every step that writes no graph summary (never changed).
-        self._global_step_request = SessionRunArgs({"global_step": self._step.fetch})
+        step_variable = require_global_step(_NAME)
+        if self._recorder is not None:  # Left open if the previous session failed.
+            self._recorder.close()
+        self._recorder = open_recorder(
+            _NAME,
+            self._summary_writer,
+            self._output_dir,
+            self._scaffold,
+            self._summary_op,
+            step_variable,
+        )
+        self._first = True  # TensorFlow's "no step seen yet": record, write START.
+        self._record = False
 
     def after_create_session(self, session: Any, coord: Any) -> None:
-        if self._recording is not None:
-            if not self._recording.is_open:
-                self._recording.open()
-            self._recording.attach(session)
+        assert self._recorder is not None, "begin() opens the recorder"
+        self._recorder.open(session)
 
-    def before_run(self, run_context: SessionRunContext) -> SessionRunArgs:
-        self._request_summary = self._next_step is None or self._timer.should_trigger_for_step(
-            self._next_step
+    def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
+        assert self._recorder is not None, "begin() opens the recorder"
+        self._record = self._first or self._timer.should_trigger_for_step(
+            _expected_step(run_context)
         )
-        if self._recording is not None:
-            if not self._recording.is_open:  # Used without after_create_session.
-                self._recording.open()
-            if self._next_step is None:
-                self._write_eager_session_start(run_context)
-            self._recording.record(self._request_summary)
-        elif self._request_summary:
-            summary_ops = self._get_summary_op()
-            if summary_ops is not None:
-                return SessionRunArgs({"global_step": self._step.fetch, "summary": summary_ops})
-        return self._global_step_request
+        return self._recorder.before_step(run_context, self._record, self._first)
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
-        fetched = run_values.results["global_step"]
-        if self._next_step is None or self._request_summary:
-            global_step = self._step.after_step(run_context, fetched)
-        else:
-            global_step = self._step.estimate_after_step(fetched, 1)
-        if self._next_step is None and not self._step.eager:  # Eager wrote it in before_run.
-            self._sink.session_start(global_step)
-        if self._request_summary:
-            self._timer.update_last_triggered_step(global_step)
-            if "summary" in run_values.results:
-                self._sink.summaries(run_values.results["summary"], global_step)
-        self._next_step = global_step + 1
-
-    def _write_eager_session_start(self, run_context: SessionRunContext) -> None:
-        """Writes `SessionLog.START` before the first step, at the step it will reach.
-
-        In eager mode the step writes its own summaries while it runs, so the
-        START marker goes first: TensorBoard drops data seen before a START at
-        or after its step.
-        """
-        before = int(run_context.session.run(self._step.variable))
-        self._sink.session_start(before + 1)
+        if not self._record:
+            return
+        assert self._recorder is not None, "begin() opens the recorder"
+        global_step = run_context.global_step_after()
+        assert global_step is not None, "begin() requires a global step"
+        self._recorder.after_step(run_values.results, global_step, self._first)
+        self._timer.update_last_triggered_step(global_step)
+        self._first = False
 
     def end(self, session: Any = None) -> None:
-        try:
-            self._close_recording()
-        finally:
-            self._sink.flush()
+        recorder, self._recorder = self._recorder, None
+        if recorder is not None:
+            recorder.close()
 
-    def _close_recording(self) -> None:
-        recording, self._recording = self._recording, None
-        if recording is not None:
-            recording.close()
 
-    def _get_summary_op(self) -> list[Any] | None:
-        """The summary tensors to fetch: `summary_op`, else the scaffold's, as a list."""
-        summary_op = self._summary_op
-        if summary_op is None:
-            summary_op = self._scaffold.summary_op
-        if summary_op is None:
-            return None
-        return summary_op if isinstance(summary_op, list) else [summary_op]
+def _expected_step(run_context: SessionRunContext) -> int:
+    """The global step this run is expected to reach (the step service's, plus one)."""
+    before = run_context.global_step
+    if before is None:
+        raise RuntimeError(
+            f"{_NAME}: the session knows no global step; create it with "
+            "monsession.get_or_create_global_step() before the session."
+        )
+    return before + 1

@@ -1,0 +1,80 @@
+"""Every private TensorFlow symbol this family uses, in one place.
+
+Each entry says why the public API does not do. `tests/test_tf_compat.py`
+calls every entry, so a TensorFlow release that removes a symbol fails with
+a `TensorFlowAPIMissingError` naming it. Everything else in the family uses
+public TensorFlow: `tf.compat.v1.summary.FileWriterCache`, `tf.summary`,
+`tf.compat.v1.logging`, and the event protos through `tf.compat.v1`.
+
+Import this module only where TensorFlow is already needed.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+
+class TensorFlowAPIMissingError(ImportError):
+    """A private TensorFlow symbol this family relies on is gone."""
+
+
+def _private(module: str, name: str, purpose: str) -> Any:
+    """`module.name`, or a `TensorFlowAPIMissingError` that says what it was for."""
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as error:
+        import tensorflow as tf
+
+        raise TensorFlowAPIMissingError(
+            f"monsession-hooks-summary needs {module}.{name} ({purpose}), which "
+            f"TensorFlow {tf.__version__} does not have: {error}. Please report it, "
+            "with your TensorFlow version."
+        ) from error
+
+
+def local_variable(initial_value: Any, name: str) -> Any:
+    """A `ResourceVariable` that ignores any enclosing `tf.distribute` strategy.
+
+    `tensorflow.python.ops.resource_variable_ops.ResourceVariable`. The eager
+    summary switch must be a plain variable of the chief even when the session
+    is created inside `strategy.scope()`: `tf.Variable` there makes a
+    distributed variable, and under `MultiWorkerMirroredStrategy` the chief
+    would wait forever for workers that never create theirs. No public API
+    creates a variable outside the current strategy's scope.
+
+    Args:
+      initial_value: The variable's initial value.
+      name: The variable's name.
+
+    Returns:
+      The variable (not trainable).
+    """
+    resource_variable = _private(
+        "tensorflow.python.ops.resource_variable_ops",
+        "ResourceVariable",
+        "the eager summary switch, created outside a distribution strategy",
+    )
+    return resource_variable(initial_value, trainable=False, name=name)
+
+
+def import_event(serialized_event: Any) -> Any:
+    """Writes a serialized `tf.compat.v1.Event` to the default `tf.summary` writer.
+
+    `tensorflow.python.ops.summary_ops_v2.import_event`. A `SessionLog` is a
+    field of `Event`, not of `Summary`, so `tf.summary.experimental.write_raw_pb`
+    cannot write it, and writing through a second `FileWriter` would make a
+    second event file in the directory.
+
+    Args:
+      serialized_event: A string tensor holding one serialized `Event`.
+
+    Returns:
+      The op (graph) or `None` (eager), as `import_event` does.
+    """
+    write = _private(
+        "tensorflow.python.ops.summary_ops_v2",
+        "import_event",
+        "writing SessionLog events through a tf.summary writer",
+    )
+    return write(serialized_event)
