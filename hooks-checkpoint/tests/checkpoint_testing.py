@@ -93,3 +93,16 @@ def checkpoint_session_logs(directory: str) -> list[tuple[int, str]]:
             ):
                 found.append((int(event.step), event.session_log.checkpoint_path))
     return found
+
+
+def meta_graph_defs(directory: str) -> list[Any]:
+    """The `MetaGraphDef`s in the event files of `directory`."""
+    tf.compat.v1.summary.FileWriterCache.get(directory).flush()
+    found = []
+    for path in sorted(glob.glob(os.path.join(directory, "events.out.tfevents.*"))):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            if event.HasField("meta_graph_def"):
+                meta_graph_def = tf.compat.v1.MetaGraphDef()
+                meta_graph_def.ParseFromString(event.meta_graph_def)
+                found.append(meta_graph_def)
+    return found

@@ -16,6 +16,7 @@ from checkpoint_testing import (
     counter_program,
     load_step,
     meta_files,
+    meta_graph_defs,
 )
 
 import monsession
@@ -33,6 +34,17 @@ def _run_with(hook_class, listener, directory, session_class, steps=5):
         with session_class(hooks=[hook], checkpoint_dir=directory) as sess:
             for _ in range(steps):
                 sess.run(train_op)
+
+
+def _meta_graph_parts(meta_graph_def):
+    info = meta_graph_def.meta_info_def
+    return (
+        meta_graph_def.saver_def,
+        sorted(node.name for node in meta_graph_def.graph_def.node),
+        sorted(meta_graph_def.collection_def),
+        sorted(op.name for op in info.stripped_op_list.op),
+        info.tensorflow_version,
+    )
 
 
 def _non_event_files(directory):
@@ -64,6 +76,13 @@ def test_hook_writes_what_tensorflows_hook_writes(tmp_path):
         step for step, _ in checkpoint_session_logs(theirs)
     ]
     assert {os.path.basename(p) for _, p in checkpoint_session_logs(ours)} == {"model.ckpt"}
+    # The same meta graphs in the event file (ours written through the public
+    # tf.compat.v1.train.export_meta_graph; TensorFlow's hook uses its private
+    # meta_graph module). Generated function names differ between two graphs
+    # of one process, so the parts are compared, not the bytes.
+    assert [_meta_graph_parts(m) for m in meta_graph_defs(ours)] == [
+        _meta_graph_parts(m) for m in meta_graph_defs(theirs)
+    ]
     with (
         open(os.path.join(ours, "checkpoint")) as mine,
         open(os.path.join(theirs, "checkpoint")) as tfs,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -12,34 +11,29 @@ import tensorflow as tf
 
 from monsession import (
     SecondOrStepTimer,
-    SessionRunArgs,
     SessionRunContext,
     SessionRunHook,
     SessionRunValues,
+    read_global_step,
+    require_global_step,
 )
 from monsession_hooks_checkpoint._directory import ensure_writable_directory
-from monsession_hooks_checkpoint._eager_saving import (
-    EagerSaving,
-    check_manager_directory,
-    is_object_checkpoint,
-)
-from monsession_hooks_checkpoint._graph_saving import GraphSaving, same_checkpoint
+from monsession_hooks_checkpoint._eager_saving import check_manager_directory, is_object_checkpoint
 from monsession_hooks_checkpoint._listener import LISTENER_METHODS, CheckpointSaverListener
+from monsession_hooks_checkpoint._saving import Saving, make_saving
 
 logger = logging.getLogger("monsession.checkpoint")
 
 _HOOK = "CheckpointSaverHook"
 
 
-def _check_schedule(save_secs: float | None, save_steps: int | None) -> None:
-    if (save_secs is None) == (save_steps is None):
-        raise ValueError(
-            f"{_HOOK}: exactly one of save_secs and save_steps should be provided; got "
-            f"save_secs={save_secs!r}, save_steps={save_steps!r}."
-        )
-    for name, value in (("save_secs", save_secs), ("save_steps", save_steps)):
-        if value is not None and value < 0:
-            raise ValueError(f"{_HOOK}: {name} must be non-negative, got {value!r}.")
+def _schedule(save_secs: float | None, save_steps: int | None) -> SecondOrStepTimer:
+    """The timer of the schedule; its errors name the hook and its arguments."""
+    try:
+        return SecondOrStepTimer(every_secs=save_secs, every_steps=save_steps)
+    except ValueError as error:
+        message = str(error).replace("every_", "save_")
+        raise ValueError(f"{_HOOK}: {message}") from error
 
 
 def _check_listeners(listeners: Iterable[Any] | None) -> list[Any]:
@@ -108,6 +102,11 @@ class CheckpointSaverHook(SessionRunHook):
         if one is negative, if both `saver` and `scaffold` are given, or if a
         `CheckpointManager` saves into another directory.
       TypeError: If `saver` or a listener has the wrong type.
+
+    The hook fetches nothing: it learns the global step from the step
+    service (`run_context.global_step_after`). On a step where it does not
+    save it costs no `Session.run` and no device read; graph mode reads the
+    global step once before a save, as TensorFlow does.
     """
 
     def __init__(
@@ -134,7 +133,7 @@ class CheckpointSaverHook(SessionRunHook):
             raise ValueError(
                 f"{_HOOK}: checkpoint_dir must be a directory path, got {checkpoint_dir!r}."
             )
-        _check_schedule(save_secs, save_steps)
+        self._timer = _schedule(save_secs, save_steps)
         _check_max_to_keep(max_to_keep)
         if saver is not None and not (
             is_object_checkpoint(saver) or callable(getattr(saver, "save", None))
@@ -152,127 +151,59 @@ class CheckpointSaverHook(SessionRunHook):
         self._scaffold = scaffold
         self._save_secs = save_secs
         self._save_steps = save_steps
-        self._timer = SecondOrStepTimer(every_secs=save_secs, every_steps=save_steps)
         self._listeners = _check_listeners(listeners)
         self._save_graph_def = save_graph_def
         self._max_to_keep = max_to_keep
         self._async_save = bool(async_save)
-        # Steps one run() may advance the global step by. Large by default so
-        # that the real global step is always read before deciding (as TF).
-        self._steps_per_run = 1000000
-        self._last_save_time: float | None = None
-        self._saving: GraphSaving | EagerSaving | None = None
-
-    def _set_steps_per_run(self, steps_per_run: int) -> None:
-        self._steps_per_run = steps_per_run
+        self._saving: Saving | None = None
 
     def begin(self) -> None:
-        from monsession._global_step import global_step_read
-
         ensure_writable_directory(self._checkpoint_dir, _HOOK)
-        self._eager = tf.executing_eagerly()
-        self._saving = self._eager_saving() if self._eager else self._graph_saving()
-        self._global_step_tensor = global_step_read()
-        if self._global_step_tensor is None:
-            raise RuntimeError(
-                f"Global step should be created to use {_HOOK}: call "
-                "monsession.get_or_create_global_step() before creating the session."
-            )
+        self._saving = make_saving(
+            self._checkpoint_dir,
+            self._checkpoint_basename,
+            self._saver,
+            self._scaffold,
+            save_graph_def=self._save_graph_def,
+            max_to_keep=self._max_to_keep,
+            async_save=self._async_save,
+        )
+        require_global_step(_HOOK)
         for listener in self._listeners:
             listener.begin()
 
-    def _graph_saving(self) -> GraphSaving:
-        if self._async_save:
-            raise ValueError(
-                f"{_HOOK}: async_save=True needs eager mode; TensorFlow cannot save "
-                "asynchronously in graph mode."
-            )
-        if is_object_checkpoint(self._saver):
-            raise TypeError(
-                f"{_HOOK}: in graph mode saver must be a tf.compat.v1.train.Saver, got "
-                f"{self._saver!r}. Pass a tf.train.Checkpoint as Scaffold(saver=...) instead."
-            )
-        return GraphSaving(
-            self._checkpoint_dir, self._save_path, self._saver, self._scaffold, self._save_graph_def
-        )
-
-    def _eager_saving(self) -> EagerSaving:
-        state = self._saver
-        if state is None and self._scaffold is not None:
-            state = self._scaffold.saver
-        if not is_object_checkpoint(state):
-            raise TypeError(
-                f"{_HOOK}: in eager mode there is no graph to save; pass the state as "
-                "saver=tf.train.Checkpoint(...) or "
-                "scaffold=Scaffold(saver=tf.train.Checkpoint(model=..., optimizer=..., "
-                f"step=global_step)). Got saver {state!r}."
-            )
-        return EagerSaving(
-            state,
-            self._checkpoint_dir,
-            self._checkpoint_basename,
-            self._max_to_keep,
-            self._async_save,
-        )
-
     def after_create_session(self, session: Any, coord: Any) -> None:
         assert self._saving is not None, "begin() must be called first."
-        global_step = int(session.run(self._global_step_tensor))
+        global_step = read_global_step(session)
         self._saving.after_create_session(session)
         if self._already_saved(global_step):
             # Just restored from it: rewriting it in place could only lose it.
             logger.info("Checkpoint for step %d already saved; not writing it again.", global_step)
         else:
             self._save(session, global_step)
-        self._mark_saved(global_step)
+        self._timer.update_last_triggered_step(global_step)
 
     def _already_saved(self, global_step: int) -> bool:
         """Whether the directory's latest checkpoint is the one of `global_step`."""
         assert self._saving is not None
-        return same_checkpoint(
-            self._saving.latest_checkpoint(), self._saving.checkpoint_path(global_step)
-        )
-
-    def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
-        if (
-            self._save_secs is not None
-            and self._last_save_time is not None
-            and time.time() < self._last_save_time + self._save_secs
-        ):
-            return None  # Not time yet: no fetch at all.
-        return SessionRunArgs(self._global_step_tensor)
+        return self._saving.holds(global_step)
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
-        if run_values.results is None:
-            return  # before_run asked for nothing: not time to save.
-        fetched_step = int(run_values.results)
-        if self._eager:  # The variable was read after the step: it is current.
-            if self._timer.should_trigger_for_step(fetched_step):
-                self._save_on_trigger(run_context, fetched_step)
-            return
-        if self._timer.should_trigger_for_step(fetched_step + self._steps_per_run):
-            # The fetched value predates this step's increment: read it again.
-            global_step = int(run_context.session.run(self._global_step_tensor))
-            if self._timer.should_trigger_for_step(global_step):
-                self._save_on_trigger(run_context, global_step)
-
-    def _save_on_trigger(self, run_context: SessionRunContext, global_step: int) -> None:
-        self._mark_saved(global_step)
+        global_step = run_context.global_step_after(self._timer.should_trigger_for_step)
+        if global_step is None:
+            return  # Not time to save: nothing was read or fetched.
+        self._timer.update_last_triggered_step(global_step)
         if self._save(run_context.session, global_step):
             run_context.request_stop()
 
     def end(self, session: Any) -> None:
         assert self._saving is not None, "begin() must be called first."
-        last_step = int(session.run(self._global_step_tensor))
+        last_step = read_global_step(session)
         if last_step != self._timer.last_triggered_step():
             self._save(session, last_step)
         self._saving.end()
         for listener in self._listeners:
             listener.end(session, last_step)
-
-    def _mark_saved(self, global_step: int) -> None:
-        self._timer.update_last_triggered_step(global_step)
-        self._last_save_time = time.time()
 
     def _save(self, session: Any, step: int) -> bool:
         """Saves a checkpoint for `step`; returns whether a listener asked to stop."""
@@ -293,8 +224,3 @@ class CheckpointSaverHook(SessionRunHook):
                 )
                 should_stop = True
         return should_stop
-
-    def _get_saver(self) -> Any:
-        """The saver in use (graph: a `Saver`; eager: a `CheckpointManager`)."""
-        assert self._saving is not None, "begin() must be called first."
-        return self._saving.saver()

@@ -1,4 +1,4 @@
-"""Checks that a checkpoint directory can be written, before the first save."""
+"""Checkpoint directories: writable before the first save; checkpoint paths compared."""
 
 from __future__ import annotations
 
@@ -54,3 +54,12 @@ def ensure_writable_directory(path: str, owner: str) -> None:
             f"{owner}: cannot write to checkpoint_dir {path!r}: {error.strerror or error}. "
             "Pass a directory this process can write to."
         ) from error
+
+
+def same_checkpoint(first: str | None, second: str) -> bool:
+    """Whether two checkpoint prefixes name the same files (`first` may be `None`)."""
+    if first is None:
+        return False
+    if _is_remote(first) or _is_remote(second):
+        return first == second
+    return os.path.abspath(first) == os.path.abspath(second)

@@ -46,6 +46,10 @@ class EagerSaving:
       checkpoint_basename: The file prefix of the checkpoints.
       max_to_keep: How many checkpoints to keep; `None` or 0 keeps all.
       async_save: Whether to write checkpoints in a background thread.
+
+    Raises:
+      TypeError: If `state` is neither a `Checkpoint` nor a `CheckpointManager`.
+      ValueError: If a given `CheckpointManager` saves into another directory.
     """
 
     def __init__(
@@ -56,6 +60,13 @@ class EagerSaving:
         max_to_keep: int | None,
         async_save: bool,
     ) -> None:
+        if not is_object_checkpoint(state):
+            raise TypeError(
+                "CheckpointSaverHook: in eager mode there is no graph to save; pass the state as "
+                "saver=tf.train.Checkpoint(...) or "
+                "scaffold=Scaffold(saver=tf.train.Checkpoint(model=..., optimizer=..., "
+                f"step=global_step)). Got saver {state!r}."
+            )
         if isinstance(state, tf.train.CheckpointManager):
             check_manager_directory(state, checkpoint_dir)
             self._manager = state
@@ -72,22 +83,18 @@ class EagerSaving:
             else None
         )
 
-    def saver(self) -> Any:
-        """The `tf.train.CheckpointManager` that saves."""
-        return self._manager
-
     def after_create_session(self, session: Any) -> None:
         """There is no graph to write in eager mode."""
 
-    def checkpoint_path(self, step: int) -> str:
-        """The prefix of the checkpoint of `step`."""
-        # A CheckpointManager names its files "<directory>/<checkpoint_name>-<number>"
-        # and keeps that prefix in a private attribute only.
-        return f"{self._manager._checkpoint_prefix}-{step}"
+    def holds(self, step: int) -> bool:
+        """Whether the directory's latest complete checkpoint is numbered `step`.
 
-    def latest_checkpoint(self) -> str | None:
-        """The directory's latest complete checkpoint."""
-        return tf.train.latest_checkpoint(self._manager.directory)
+        A `CheckpointManager` numbers its files ``<name>-<number>``; only the
+        number is compared, so a given manager's own `checkpoint_name` is
+        respected without reading its private state.
+        """
+        latest = tf.train.latest_checkpoint(self._manager.directory)
+        return latest is not None and latest.rsplit("-", 1)[-1] == str(step)
 
     def save(self, session: Any, step: int) -> str:
         """Saves a checkpoint for `step`, after the pending asynchronous one is written."""

@@ -7,16 +7,10 @@ from typing import Any
 
 import tensorflow as tf
 
+from monsession_hooks_checkpoint._directory import same_checkpoint
+from monsession_hooks_checkpoint._eager_saving import is_object_checkpoint
+
 _v1 = tf.compat.v1
-
-
-def _meta_graph_def(graph: Any, saver_def: Any) -> Any:
-    """The MetaGraphDef TensorBoard shows: the graph with shapes and the saver."""
-    from tensorflow.python.framework import meta_graph
-
-    return meta_graph.create_meta_graph_def(
-        graph_def=graph.as_graph_def(add_shapes=True), saver_def=saver_def
-    )
 
 
 class GraphSaving:
@@ -24,24 +18,45 @@ class GraphSaving:
 
     Args:
       checkpoint_dir: The directory of the checkpoints and the event file.
-      save_path: The checkpoint prefix, ``<checkpoint_dir>/<basename>``.
+      checkpoint_basename: The file prefix of the checkpoints.
       saver: The `Saver` to use, or `None` to take the scaffold's or the
         graph's single saver when first needed.
       scaffold: A `Scaffold` whose saver to use, or `None`.
       save_graph_def: Whether to write ``graph.pbtxt`` and ``.meta`` files.
+      async_save: Must be false: graph mode saves synchronously.
+
+    Raises:
+      TypeError: If `saver` is a `tf.train.Checkpoint` or `CheckpointManager`.
+      ValueError: If `async_save` is true.
     """
 
     def __init__(
-        self, checkpoint_dir: str, save_path: str, saver: Any, scaffold: Any, save_graph_def: bool
+        self,
+        checkpoint_dir: str,
+        checkpoint_basename: str,
+        saver: Any,
+        scaffold: Any,
+        save_graph_def: bool,
+        async_save: bool = False,
     ) -> None:
+        if async_save:
+            raise ValueError(
+                "CheckpointSaverHook: async_save=True needs eager mode; TensorFlow cannot save "
+                "asynchronously in graph mode."
+            )
+        if is_object_checkpoint(saver):
+            raise TypeError(
+                "CheckpointSaverHook: in graph mode saver must be a tf.compat.v1.train.Saver, "
+                f"got {saver!r}. Pass a tf.train.Checkpoint as Scaffold(saver=...) instead."
+            )
         self._checkpoint_dir = checkpoint_dir
-        self._save_path = save_path
+        self._save_path = os.path.join(checkpoint_dir, checkpoint_basename)
         self._saver = saver
         self._scaffold = scaffold
         self._save_graph_def = save_graph_def
         self._summary_writer = _v1.summary.FileWriterCache.get(checkpoint_dir)
 
-    def saver(self) -> Any:
+    def _resolved_saver(self) -> Any:
         """The saver: the given one, the scaffold's, or the graph's only one.
 
         Raises:
@@ -63,29 +78,28 @@ class GraphSaving:
         return self._saver
 
     def after_create_session(self, session: Any) -> None:
-        """Writes ``graph.pbtxt`` (if asked) and the graph to the event file."""
+        """Writes ``graph.pbtxt`` (if asked), the graph and the meta graph to the event file."""
         graph = _v1.get_default_graph()
+        graph_def = graph.as_graph_def(add_shapes=True)
         if self._save_graph_def:
-            tf.io.write_graph(
-                graph.as_graph_def(add_shapes=True), self._checkpoint_dir, "graph.pbtxt"
-            )
-        saver = self.saver()
+            tf.io.write_graph(graph_def, self._checkpoint_dir, "graph.pbtxt")
+        saver = self._resolved_saver()
         self._summary_writer.add_graph(graph)
         self._summary_writer.add_meta_graph(
-            _meta_graph_def(graph, saver.saver_def if saver is not None else None)
+            _v1.train.export_meta_graph(
+                graph_def=graph_def, saver_def=saver.saver_def if saver is not None else None
+            )
         )
 
-    def checkpoint_path(self, step: int) -> str:
-        """The prefix of the checkpoint of `step`."""
-        return f"{self._save_path}-{step}"
-
-    def latest_checkpoint(self) -> str | None:
-        """The directory's latest checkpoint, as recorded in its state file."""
-        return tf.train.latest_checkpoint(self._checkpoint_dir)
+    def holds(self, step: int) -> bool:
+        """Whether the directory's latest checkpoint is ``<basename>-<step>``."""
+        return same_checkpoint(
+            tf.train.latest_checkpoint(self._checkpoint_dir), f"{self._save_path}-{step}"
+        )
 
     def save(self, session: Any, step: int) -> str:
         """Saves a checkpoint for `step` and logs it in the event file."""
-        path = self.saver().save(
+        path = self._resolved_saver().save(
             session, self._save_path, global_step=step, write_meta_graph=self._save_graph_def
         )
         self._summary_writer.add_session_log(
@@ -100,12 +114,3 @@ class GraphSaving:
     def end(self) -> None:
         """Flushes the event file."""
         self._summary_writer.flush()
-
-
-def same_checkpoint(first: str | None, second: str) -> bool:
-    """Whether two checkpoint prefixes name the same files."""
-    if first is None:
-        return False
-    if "://" in first or "://" in second:
-        return first == second
-    return os.path.abspath(first) == os.path.abspath(second)

@@ -21,7 +21,7 @@ from typing import Any
 import tensorflow as tf
 
 from monsession_hooks_checkpoint._checkpoint_saver import CheckpointSaverHook
-from monsession_hooks_checkpoint._graph_saving import same_checkpoint
+from monsession_hooks_checkpoint._directory import same_checkpoint
 
 logger = logging.getLogger("monsession.checkpoint")
 
