@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 import tensorflow as tf
-from tensorflow.python.training import training_util
 
 import monsession
+import monsession.testing
 
 DIVERGING_LR = 50.0
 STABLE_LR = 0.1
@@ -38,14 +38,14 @@ def graph_program(lr: float = DIVERGING_LR) -> Program:
     global_step = monsession.get_or_create_global_step()
     weight = tf.compat.v1.get_variable("w", initializer=START_W)
     loss = tf.square(weight, name="loss")
-    update = tf.compat.v1.train.GradientDescentOptimizer(lr).minimize(loss)
-    with tf.control_dependencies([update]):
-        # Like TensorFlow's hook tests: the step reads the global step (the
-        # shared read tensor that TensorFlow's hooks and monsession's step
-        # service fetch) before it increments it, so both see stable steps.
-        # Test-only private TensorFlow: no public API orders an increment
-        # after that read tensor.
-        train = training_util._increment_global_step(1)
+    # Like TensorFlow's hook tests: the step reads the global step (the shared
+    # read tensor that TensorFlow's hooks and monsession's step service fetch)
+    # before it increments it, so both see the same, stable steps.
+    read = monsession.testing.global_step_read_tensor()
+    with tf.control_dependencies([read]):
+        train = tf.compat.v1.train.GradientDescentOptimizer(lr).minimize(
+            loss, global_step=global_step
+        )
     return Program("graph", global_step, train, loss)
 
 
@@ -93,6 +93,21 @@ def first_bad_step(kind: str, lr: float = DIVERGING_LR, max_steps: int = 1000) -
                 return step
             weight = weight - lr32 * (np.float32(2) * weight)
     raise AssertionError(f"the program does not diverge within {max_steps} steps")
+
+
+def host_reads_per_step(hooks: list[Any], step: Any, steps: int) -> list[int]:
+    """Eager mode: runs `step` `steps` times under a monsession.MonitoredSession
+    and returns, per run, how many eager tensors were copied to the host
+    during it (the hooks' before_run/after_run included; creating and closing
+    the session are not counted).
+    """
+    counts = []
+    with monsession.MonitoredSession(hooks=hooks) as sess:
+        for _ in range(steps):
+            with monsession.testing.count_host_reads() as reads:
+                sess.run(step)
+            counts.append(reads.count)
+    return counts
 
 
 def run_until_stopped(sess: Any, step: Any, max_steps: int = 200) -> int:

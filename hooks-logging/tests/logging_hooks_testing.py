@@ -13,6 +13,7 @@ from typing import Any
 import tensorflow as tf
 
 import monsession
+import monsession.testing
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -85,6 +86,21 @@ def train(program: Program, hooks: list[Any], steps: int) -> None:
     with monsession.MonitoredSession(hooks=hooks) as session:
         for _ in range(steps):
             session.run(program.step)
+
+
+def host_reads_per_step(program: Program, hooks: list[Any], steps: int) -> list[int]:
+    """Eager mode: runs `steps` steps under a monsession.MonitoredSession and
+    returns, per step, how many eager tensors were copied to the host during
+    its `run()` (the hooks' before_run/after_run included; creating and
+    closing the session are not counted).
+    """
+    counts = []
+    with monsession.MonitoredSession(hooks=hooks) as session:
+        for _ in range(steps):
+            with monsession.testing.count_host_reads() as reads:
+                session.run(program.step)
+            counts.append(reads.count)
+    return counts
 
 
 def messages(caplog: Any, logger: str = LOGGER) -> list[str]:
