@@ -86,6 +86,62 @@ def test_graph_reports_tensorflows_values_on_every_step(start):
     assert ours.before == [start + i for i in range(6)]
 
 
+class BeforeRecorder(monsession.SessionRunHook):
+    """Records `global_step` only: no exact read after the run."""
+
+    def __init__(self):
+        self.before = []
+
+    def before_run(self, run_context):
+        self.before.append(run_context.global_step)
+
+
+def test_graph_step_is_exact_on_every_run_of_a_program_without_ordering():
+    recorder = BeforeRecorder()
+    with tf.Graph().as_default():
+        global_step = monsession.get_or_create_global_step()
+        weight = tf.compat.v1.get_variable("w", initializer=1.0)
+        optimizer = tf.compat.v1.train.GradientDescentOptimizer(0.1)
+        train_op = optimizer.minimize(tf.square(weight), global_step=global_step)
+        hooks = [recorder, monsession.StopAtStepHook(last_step=40)]
+        with monsession.MonitoredSession(hooks=hooks) as sess:
+            while not sess.should_stop():
+                sess.run(train_op)
+    assert recorder.before == list(range(40))
+
+
+@pytest.mark.parametrize(
+    ("before", "seen", "after"),
+    [
+        (5, 5, 6),  # The read ran before the step's increment.
+        (5, 6, 6),  # The read ran after it: TensorFlow's hooks would say 7.
+        (5, 8, 8),  # The step added several: the read saw them.
+        (None, 5, 6),  # Nothing expected yet: TensorFlow's rule.
+        (6, 5, 6),  # Expected too high (a run that added nothing): TensorFlow's rule.
+    ],
+)
+def test_graph_step_after_a_run_from_the_value_read_during_it(before, seen, after):
+    from monsession._graph_backend import _step_after_run
+
+    assert _step_after_run(before, seen) == after
+
+
+def test_graph_step_after_a_run_without_increment_is_corrected_by_the_next_read():
+    recorder = StepRecorder()
+    with tf.Graph().as_default():
+        train_op = _graph_program()
+        loss = tf.constant(0.0)
+        with monsession.MonitoredSession(hooks=[recorder]) as sess:
+            sess.run(train_op)
+            sess.run(loss)  # Adds nothing; the session cannot tell.
+            sess.run(train_op)
+            sess.run(train_op)
+    # The recorder reads the exact step after each run, which keeps the
+    # expected step before the next one exact too.
+    assert [after for _, after in recorder.seen] == [1, 1, 2, 3]
+    assert recorder.before == [0, 1, 1, 2]
+
+
 def test_eager_reports_the_steps_without_reading_the_device():
     global_step = monsession.get_or_create_global_step()
     global_step.assign(3)

@@ -4,11 +4,13 @@ The caller's fetches and the hooks' are merged into one structure (keyed
 per hook) and run in one call. Each distinct structure without feeds
 becomes a prepared step that is reused (see `_CallableStep`).
 
-The step service: the global step is read when the session is created and
-expected to advance by one per run. Once a hook asks for it, every run also
-fetches TensorFlow's global-step read tensor (what TensorFlow's own hooks
-fetch), and the step after the run is expected to be that value plus one.
-Sessions whose hooks never ask fetch nothing more than TensorFlow would.
+The step service: the global step is read when a hook first asks for it,
+and from then on every run also fetches TensorFlow's global-step read
+tensor (what TensorFlow's own hooks fetch). TensorFlow runs that read and
+the step's increment in no fixed order, so the value fetched is either the
+step before the run or after it (see `_step_after_run`); for steps that add
+one, the expected step after the run is exact either way. Sessions whose
+hooks never ask fetch nothing more than TensorFlow would.
 `global_step_after(reaching)` reads the variable itself only when the
 expected value passes `reaching`, once per run at most, as TensorFlow's
 hooks do before they act.
@@ -316,11 +318,27 @@ class GraphBackend:
             fetches, hook_fetches, feed_dict, options, run_metadata, feed_owners
         )
         self._ran = True
-        if fetch_step:  # TensorFlow's value, usually from before the increment.
-            self._known = int(hook_results[_STEP]) + 1
+        if fetch_step:
+            self._known = _step_after_run(self._before, int(hook_results[_STEP]))
         elif self._known is not None:
             self._known += 1
         return caller_results, hook_results
+
+
+def _step_after_run(before: int | None, seen: int) -> int:
+    """The expected global step after a run, from the value read during it.
+
+    `before` is the step expected before the run; `seen` what the read
+    tensor fetched with the step returned, taken before or after the step's
+    increment. Above `before`, the read saw the increment: `seen` is the
+    step now. Equal, it ran first (or nothing was added): one more, as
+    TensorFlow's hooks assume. Below (or nothing expected), `before` was too
+    high: TensorFlow's rule, `seen + 1`. Exact for steps adding one in either
+    order; `global_step_after(reaching)` reads the variable before hooks act.
+    """
+    if before is None or seen < before:
+        return seen + 1
+    return seen if seen > before else before + 1
 
 
 def global_step_fetch(graph: Any) -> Any:

@@ -1,7 +1,7 @@
 """Every private TensorFlow symbol the debug family uses, in one place.
 
 Each entry says why the public API does not do. The test
-`tests/test_tf_compat.py` touches every symbol, so a TensorFlow release that
+`tests/test_debug_tf_compat.py` touches every symbol, so a TensorFlow release that
 removes one fails with a message naming it.
 
 Import this module only where TensorFlow is already needed.

@@ -1,6 +1,6 @@
 """Every private TensorFlow symbol this family uses, in one place.
 
-Each entry says why the public API does not do. `tests/test_tf_compat.py`
+Each entry says why the public API does not do. `tests/test_summary_tf_compat.py`
 calls every entry, so a TensorFlow release that removes a symbol fails with
 a `TensorFlowAPIMissingError` naming it. Everything else in the family uses
 public TensorFlow: `tf.compat.v1.summary.FileWriterCache`, `tf.summary`,
