@@ -45,6 +45,7 @@ SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
     "startup": {"full": {"rounds": 21}, "quick": {"rounds": 5}},
     "core": {"full": {"steps": 300, "rounds": 41}, "quick": {"steps": 200, "rounds": 9}},
     "hooks": {"full": {"steps": 300, "rounds": 61}, "quick": {"steps": 200, "rounds": 9}},
+    "step_service": {"full": {"steps": 300, "rounds": 41}, "quick": {"steps": 200, "rounds": 9}},
     "debug": {"full": {"steps": 100, "rounds": 41}, "quick": {"steps": 100, "rounds": 11}},
     "checkpoint": {
         "full": {"rounds": 6, "saves": 4, "megabytes": 100},
@@ -96,21 +97,47 @@ TARGETS = [
         lambda r: r["core"]["ratios"]["graph/standard: monsession / tf"],
     ),
     Target(
-        "eager, standard hooks: monsession / raw `tf.function` loop",
+        "graph, issue-14 set (MTS + stop + logging): monsession / raw `sess.run` loop",
+        "x",
+        1.0,
+        lambda r: r["step_service"]["ratios"]["graph: monsession / raw"],
+    ),
+    Target(
+        "graph, issue-14 set: monsession / TF `MonitoredTrainingSession`",
+        "x",
+        0.5,
+        lambda r: r["step_service"]["ratios"]["graph: monsession / tf"],
+    ),
+    Target(
+        "eager, issue-14 set: monsession / raw `tf.function` loop",
         "x",
         1.05,
-        lambda r: r["core"]["ratios"]["eager/standard: monsession / raw"],
+        lambda r: r["step_service"]["ratios"]["eager: monsession / raw"],
+    ),
+    Target(
+        "eager, issue-14 set: host reads on steps where no hook acts",
+        "reads",
+        0,
+        lambda r: r["step_service"]["eager_host_reads"]["reads_on_idle_steps"],
+    ),
+    Target(
+        "graph, `CheckpointSaverHook(save_steps=50)`: most session runs on a step without save",
+        "runs",
+        1,
+        lambda r: r["step_service"]["graph_session_runs"][
+            "monsession/most_runs_on_a_step_without_save"
+        ],
     ),
     Target(
         "graph: 100 idle hooks, added per step",
         "µs",
-        20,
+        10,
         lambda r: r["hooks"]["added_us_per_step"]["graph/monsession/100"],
     ),
     Target(
         "eager: 100 idle hooks, added per step",
         "µs",
-        20,
+        10,
         lambda r: r["hooks"]["added_us_per_step"]["eager/monsession/100"],
     ),
     Target("`import monsession`", "ms", 100, lambda r: r["startup"]["median_ms"]["import_ms"]),
@@ -153,11 +180,13 @@ def run_benchmarks(quick: bool) -> dict[str, Any]:
     import bench_core
     import bench_debug
     import bench_hooks
+    import bench_step_service
     import tensorflow as tf
 
     tf.get_logger().setLevel("ERROR")  # TensorFlow's hooks warn about our idle steps.
     timed("core", bench_core.run)
     timed("hooks", bench_hooks.run)
+    timed("step_service", bench_step_service.run)
     timed("debug", bench_debug.run)
     timed("checkpoint", bench_checkpoint.run)
     results["seconds"] = timings
@@ -184,6 +213,8 @@ def environment(quick: bool, seconds: float) -> dict[str, Any]:
 def _number(value: float, unit: str) -> str:
     if unit == "x":
         return f"{value:.2f}x"
+    if unit in ("reads", "runs"):
+        return f"{value:g} {unit}"
     return f"{value:.1f} {unit}" if abs(value) < 100 else f"{value:.0f} {unit}"
 
 
@@ -244,6 +275,23 @@ def markdown(report: dict[str, Any]) -> str:
             f"{'' if tf_added is None else f'{tf_added:.1f}'} | "
             f"{added[f'eager/monsession/{count}']:.1f} |"
         )
+    service = report["step_service"]
+    service_step, reads = service["median_step_us"], service["eager_host_reads"]
+    runs = service["graph_session_runs"]
+    lines += [
+        "",
+        "The issue-14 set (`MonitoredTrainingSession` with `save_summaries_steps=100`, "
+        "`save_checkpoint_steps=1000`, `log_step_count_steps=100`, plus `StopAtStepHook` and "
+        "`LoggingTensorHook` every 100), median µs per step: "
+        f"graph raw {service_step['graph/raw']:.0f}, TF {service_step['graph/tf']:.0f}, "
+        f"monsession {service_step['graph/monsession']:.0f}; eager raw "
+        f"{service_step['eager/raw']:.0f}, monsession {service_step['eager/monsession']:.0f}. "
+        f"Eager host reads: {reads['reads_on_idle_steps']} on {reads['idle_steps']} steps "
+        f"where no hook acts, {reads['reads_on_acting_steps']} on {reads['acting_steps']} "
+        "steps where one does. Graph `Session` runs per step with "
+        f"`CheckpointSaverHook(save_steps=50)`: TF {runs['tf/runs_per_step']:.2f}, "
+        f"monsession {runs['monsession/runs_per_step']:.2f}.",
+    ]
     lines += [
         "",
         "`NanTensorHook` on an eager loop, per-step time as a ratio to the raw loop:",

@@ -497,6 +497,21 @@ def test_default_hooks_plugin_that_raises_is_reported_and_left_out(
     ]
 
 
+class _PickyPlugin:
+    @monsession.hookimpl
+    def monsession_default_hooks(self, settings: TrainingSettings) -> Any:
+        raise ValueError(
+            f"save_summaries_steps must be positive, got {settings.save_summaries_steps}"
+        )
+
+
+def test_default_hooks_value_error_is_the_users_and_reaches_them(register_plugin: Register) -> None:
+    register_plugin(_DefaultHooksPlugin([]), "fine")
+    register_plugin(_PickyPlugin(), "picky")
+    with pytest.raises(ValueError, match="save_summaries_steps must be positive, got -3"):
+        _plugin_manager.default_hooks(_settings(save_summaries_steps=-3))
+
+
 def test_default_hooks_plugin_that_raises_is_fatal_in_strict_mode(strict: Register) -> None:
     strict(_RaisingPlugin(), "raiser")
     with pytest.raises(_plugin_manager.PluginCallError, match=r"^Plugin 'raiser' ") as raised:

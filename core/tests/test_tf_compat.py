@@ -71,6 +71,13 @@ def check_global_step_read_tensors() -> None:
     assert _tf_compat.existing_global_step_read_tensor(graph) is read
     assert int(sess.run(read)) == 0
     assert read.graph is graph and step.graph is graph
+    with graph.as_default():  # Made outside the caller's control dependencies.
+        other = tf.Graph()
+        with other.as_default():
+            tf.compat.v1.train.get_or_create_global_step()
+            with tf.control_dependencies([tf.no_op(name="train")]):
+                made = _tf_compat.global_step_read_tensor()
+        assert not made.op.control_inputs
 
 
 def check_resources_module() -> None:

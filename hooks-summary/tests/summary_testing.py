@@ -18,6 +18,7 @@ from tensorboard.compat.proto import event_pb2
 from tensorboard.util import tensor_util
 
 import monsession
+import monsession.testing
 
 
 def event_files(logdir: Any) -> list[str]:
@@ -89,18 +90,6 @@ class FakeClock:
         self.now += secs
 
 
-def global_step_read_tensor() -> Any:
-    """TensorFlow's global-step read tensor: what the step service fetches in graph mode.
-
-    Reached through public API: `tf.compat.v1.train.StepCounterHook` asks for
-    exactly that tensor in `before_run` (TensorFlow's hooks and monsession's
-    graph backend share one per graph).
-    """
-    hook = tf.compat.v1.train.StepCounterHook(every_n_steps=1)
-    hook.begin()
-    return hook.before_run(None).fetches
-
-
 def increment_after_read(global_step: Any, increment: int = 1) -> Any:
     """Increments `global_step` after the read tensor, as TensorFlow's own hook tests do.
 
@@ -108,7 +97,7 @@ def increment_after_read(global_step: Any, increment: int = 1) -> Any:
     value deterministically; `minimize(global_step=...)` leaves that to a
     race between the two ops.
     """
-    with tf.control_dependencies([global_step_read_tensor()]):
+    with tf.control_dependencies([monsession.testing.global_step_read_tensor()]):
         return global_step.assign_add(increment)
 
 
@@ -134,7 +123,10 @@ def graph_program() -> GraphProgram:
     weight = tf.compat.v1.get_variable("w", initializer=4.0)
     counter = tf.compat.v1.get_variable("fetch_counter", initializer=0.0, trainable=False)
     loss = tf.square(weight)
-    update = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(loss)
+    # The loss (and its summary) is computed before the update, in every
+    # run; unordered, TensorFlow may read the weight before or after it.
+    with tf.control_dependencies([loss]):
+        update = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(loss)
     with tf.control_dependencies([update]):
         train_op = increment_after_read(global_step)
     loss_summary = tf.compat.v1.summary.scalar("loss", loss)

@@ -71,8 +71,14 @@ def prepare_graph(graph: Any) -> None:
         global_step_fetch(graph)
 
 
-def make_backend(sess: Any) -> Backend:
-    """Returns the backend for `sess`: eager for an `EagerSession`, else graph."""
+def make_backend(sess: Any, follow_step: bool) -> Backend:
+    """Returns the backend for `sess`: eager for an `EagerSession`, else graph.
+
+    Args:
+      sess: The session.
+      follow_step: Whether hooks are called per step (they may ask for the
+        global step on every run).
+    """
     from monsession._eager import EagerSession
 
     if isinstance(sess, EagerSession):
@@ -81,4 +87,4 @@ def make_backend(sess: Any) -> Backend:
         return EagerBackend(sess)
     from monsession._graph_backend import GraphBackend
 
-    return GraphBackend(sess)
+    return GraphBackend(sess, follow_step)

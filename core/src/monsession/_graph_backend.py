@@ -4,21 +4,24 @@ The caller's fetches and the hooks' are merged into one structure (keyed
 per hook) and run in one call. Each distinct structure without feeds
 becomes a prepared step that is reused (see `_CallableStep`).
 
-The step service: the global step is read when a hook first asks for it,
-and from then on every run also fetches TensorFlow's global-step read
-tensor (what TensorFlow's own hooks fetch). TensorFlow runs that read and
-the step's increment in no fixed order, so the value fetched is either the
-step before the run or after it (see `_step_after_run`); for steps that add
-one, the expected step after the run is exact either way. Sessions whose
-hooks never ask fetch nothing more than TensorFlow would.
-`global_step_after(reaching)` reads the variable itself only when the
-expected value passes `reaching`, once per run at most, as TensorFlow's
-hooks do before they act.
+The step service: when hooks are called per step, the global step is read
+once when the session is created (or re-created), and every run also
+fetches TensorFlow's global-step read tensor (what TensorFlow's own hooks
+fetch). TensorFlow runs that read and the step's increment in no fixed
+order, so the value fetched is either the step before the run or after it;
+for steps that add one, the expected step after the run is exact either
+way (see `_step_after_run`). A value that fits neither (a run that added
+nothing, or several) is logged once, and from then on the variable is read
+whenever a hook needs the step after a run. Sessions without per-step hooks
+fetch nothing more than TensorFlow would. `global_step_after(reaching)`
+reads the variable itself only when the expected value passes `reaching`,
+once per run at most, as TensorFlow's hooks do before they act.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import operator
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -26,6 +29,8 @@ from typing import Any
 import tensorflow as tf
 
 from monsession import _tf_compat
+
+logger = logging.getLogger("monsession")
 
 _CALLER = "caller"
 _MAX_CACHED_CALLABLES = 64
@@ -237,9 +242,11 @@ class GraphBackend:
 
     Args:
       sess: The session to run steps in.
+      follow_step: Whether hooks are called per step: then the global step is
+        read now and fetched with every run.
     """
 
-    def __init__(self, sess: Any) -> None:
+    def __init__(self, sess: Any, follow_step: bool = False) -> None:
         self._runner = (
             GraphStepRunner(sess)
             if callable(getattr(sess, "make_callable", None))
@@ -253,8 +260,19 @@ class GraphBackend:
         self._exact: int | None = None  # After the current run, once read.
         self._ran = False  # Whether the current run is over.
         self._fetch_step = False
+        self._drifted = False  # Whether runs were seen not to add one each.
         self._sess = sess
         self._reader: Callable[[], Any] | None = None
+        if follow_step and self._tensor is not None:
+            self._seed()
+
+    def _seed(self) -> None:
+        """Reads the step as the session starts, so that no run needs an extra read."""
+        try:
+            self._known = int(self._read())
+        except tf.errors.FailedPreconditionError:
+            return  # Not initialized yet (a raw session under test): read when asked.
+        self._fetch_step = True
 
     def start_run(self) -> None:
         self._before, self._exact, self._ran = self._known, None, False
@@ -319,26 +337,42 @@ class GraphBackend:
         )
         self._ran = True
         if fetch_step:
-            self._known = _step_after_run(self._before, int(hook_results[_STEP]))
+            self._known = self._expected_after(int(hook_results[_STEP]))
         elif self._known is not None:
             self._known += 1
         return caller_results, hook_results
 
+    def _expected_after(self, seen: int) -> int | None:
+        """The step expected after this run, or `None` when only a read can tell."""
+        if self._drifted:
+            return None
+        expected = _step_after_run(self._before, seen)
+        if expected is None:
+            self._drifted = True
+            logger.warning(
+                "The global step was %d during a run expected to start at %d: the runs of "
+                "this session do not each add one to the global step (a run that adds "
+                "nothing, such as an evaluation, or a step that adds several). Hooks now "
+                "read it after every run in which they need it.",
+                seen,
+                self._before,
+            )
+        return expected
 
-def _step_after_run(before: int | None, seen: int) -> int:
-    """The expected global step after a run, from the value read during it.
+
+def _step_after_run(before: int | None, seen: int) -> int | None:
+    """The global step after a run that adds one, from the value read during it.
 
     `before` is the step expected before the run; `seen` what the read
     tensor fetched with the step returned, taken before or after the step's
-    increment. Above `before`, the read saw the increment: `seen` is the
-    step now. Equal, it ran first (or nothing was added): one more, as
-    TensorFlow's hooks assume. Below (or nothing expected), `before` was too
-    high: TensorFlow's rule, `seen + 1`. Exact for steps adding one in either
-    order; `global_step_after(reaching)` reads the variable before hooks act.
+    increment (TensorFlow does not order them): `before` or `before + 1`,
+    and either way the step is now `before + 1`. Anything else means the
+    run did not add one: `None`. With nothing expected, TensorFlow's rule:
+    `seen + 1`.
     """
-    if before is None or seen < before:
+    if before is None:
         return seen + 1
-    return seen if seen > before else before + 1
+    return before + 1 if before <= seen <= before + 1 else None
 
 
 def global_step_fetch(graph: Any) -> Any:

@@ -314,7 +314,12 @@ def _raising_plugin(manager: pluggy.PluginManager, hook_name: str, error: Except
 
 
 def _call_all(discovery: _Discovery, hook_name: str, **kwargs: Any) -> list[Any]:
-    """One pluggy call of `hook_name`; a plugin that raises is left out, then it is retried."""
+    """One pluggy call of `hook_name`; a plugin that raises is left out, then it is retried.
+
+    `ValueError` and `TypeError` are the user's: a plugin raises them for a
+    bad argument (e.g. ``save_checkpoint_steps=-1``), and they reach the
+    user unchanged, naming the argument.
+    """
     left_out: list[Any] = []
     while True:
         caller = (
@@ -324,6 +329,8 @@ def _call_all(discovery: _Discovery, hook_name: str, **kwargs: Any) -> list[Any]
         )
         try:
             return list(caller(**kwargs))
+        except (ValueError, TypeError):
+            raise
         except Exception as error:
             plugin = _raising_plugin(discovery.manager, hook_name, error)
             if plugin is None:
@@ -423,9 +430,11 @@ def default_hooks(settings: TrainingSettings) -> list[Any]:
     """Returns the default hooks of a `MonitoredTrainingSession` call.
 
     pluggy calls every plugin once (by plugin name unless tryfirst/trylast
-    say otherwise; wrappers wrap the call). A plugin that raises or answers
-    with something other than `DefaultHook`s is reported and left out, or
-    raises `PluginCallError` in strict mode.
+    say otherwise; wrappers wrap the call). A `ValueError` or `TypeError`
+    from a plugin is a bad argument of the user's and is raised as it is; a
+    plugin that raises anything else, or answers with something other than
+    `DefaultHook`s, is reported and left out, or raises `PluginCallError` in
+    strict mode.
 
     Args:
       settings: The resolved `TrainingSettings` of the call.

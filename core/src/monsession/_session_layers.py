@@ -252,7 +252,7 @@ class _HookedSession(_WrappedSession):
         self._before_hooks = [hook for hook in self._hooks if _overrides(hook, "before_run")]
         self._after_hooks = [hook for hook in self._hooks if _overrides(hook, "after_run")]
         self._should_stop = False
-        self._backend = make_backend(sess)
+        self._backend = make_backend(sess, bool(self._before_hooks or self._after_hooks))
 
     def _check_stop(self) -> bool:
         return self._should_stop

@@ -89,11 +89,14 @@ def global_step_read_tensor(graph: Any = None) -> Any:
     The same tensor TensorFlow's own hooks fetch (`training_util`'s
     private cache), so a graph that mixes them holds one read op; it is
     safe to run before the variable is initialized. `None` without a
-    global step.
+    global step. Created outside any control-dependency context of the
+    caller, so that reading the step never runs other ops.
     """
     from tensorflow.python.training import training_util
 
-    return training_util._get_or_create_global_step_read(graph)
+    graph = graph if graph is not None else tf.compat.v1.get_default_graph()
+    with graph.as_default(), graph.control_dependencies(None):
+        return training_util._get_or_create_global_step_read(graph)
 
 
 def existing_global_step_read_tensor(graph: Any) -> Any:

@@ -208,44 +208,20 @@ BAD_SETTINGS = [
     ),
     ("MONSESSION_EARLYSTOP_MODE", "auto", "mode must be 'min' or 'max', got 'auto'"),
 ]
-PLUGIN_FAILED = (
-    f"Plugin 'earlystop' (monsession-hooks-earlystop {VERSION}) failed in "
-    "monsession_default_hooks: ValueError: "
-)
 
 
 @pytest.mark.parametrize(("name", "value", "message"), BAD_SETTINGS)
-def test_bad_settings_warn_and_add_no_hook(
-    plugin_env: pytest.MonkeyPatch,
-    caplog: pytest.LogCaptureFixture,
-    name: str,
-    value: str,
-    message: str,
-) -> None:
-    plugin_env.setenv("MONSESSION_EARLYSTOP_MONITOR", "loss")
-    plugin_env.setenv(name, value)
-    with mode_context("eager"):
-        assert train(make_program("eager"), []) == SAFETY_LAST_STEP
-    [warning] = [r.getMessage() for r in caplog.records if "'earlystop'" in r.getMessage()]
-    assert warning.startswith(PLUGIN_FAILED)
-    assert message in warning
-    assert "MONSESSION_EARLYSTOP_" in warning.removeprefix(PLUGIN_FAILED)
-    assert warning.endswith("Set MONSESSION_DISABLED_PLUGINS=earlystop to stop loading it.")
-
-
-@pytest.mark.parametrize(("name", "value", "message"), BAD_SETTINGS)
-def test_bad_settings_fail_before_training_in_strict_mode(
+def test_bad_settings_fail_before_training(
     plugin_env: pytest.MonkeyPatch, name: str, value: str, message: str
 ) -> None:
-    plugin_env.setenv("MONSESSION_STRICT_PLUGINS", "1")
-    plugin_env.setenv("MONSESSION_DISABLED_PLUGINS", "broken")  # It would fail to load.
+    # A ValueError from monsession_default_hooks is the user's bad setting:
+    # core passes it on unchanged (it is no failure of the plugin).
     plugin_env.setenv("MONSESSION_EARLYSTOP_MONITOR", "loss")
     plugin_env.setenv(name, value)
     with mode_context("eager"):
         program = make_program("eager")
-        with pytest.raises(plugins.PluginCallError) as info:
+        with pytest.raises(ValueError) as info:
             monsession.MonitoredTrainingSession()
-    assert str(info.value).startswith(PLUGIN_FAILED)
     assert message in str(info.value)
-    assert isinstance(info.value.__cause__, ValueError)
+    assert "MONSESSION_EARLYSTOP_" in str(info.value)
     assert int(program.global_step.numpy()) == 0

@@ -81,9 +81,9 @@ class _TimedHook(SessionRunHook):
         self._timings = timings
         self._label = label
         if _overrides(hook, "before_run"):
-            self.before_run = self._timed_before_run
+            setattr(self, "before_run", self._timed_before_run)
         if _overrides(hook, "after_run"):
-            self.after_run = self._timed_after_run
+            setattr(self, "after_run", self._timed_after_run)
 
     @property
     def wrapped_hook(self) -> Any:

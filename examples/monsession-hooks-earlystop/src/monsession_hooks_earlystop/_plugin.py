@@ -64,10 +64,8 @@ def monsession_default_hooks(settings: TrainingSettings) -> list[DefaultHook] | 
 
     Raises:
       ValueError: If one of these variables holds a value the hook refuses;
-        the message names the variable. monsession logs it as a warning
-        naming this plugin and adds no hook, or raises
-        `monsession.plugins.PluginCallError` under
-        ``MONSESSION_STRICT_PLUGINS=1``.
+        the message names the variable. monsession passes it on to the
+        user unchanged, before training starts.
     """
     monitor = os.environ.get(ENV_MONITOR, "").strip()
     if not monitor:
