@@ -69,14 +69,3 @@ def read_global_step(session: Any) -> int:
     if fetch is None:
         raise _missing("read_global_step")
     return int(session.run(fetch))
-
-
-def global_step_read() -> Any:
-    """What a hook fetches to learn the global step, or `None` if there is none.
-
-    Graph mode: TensorFlow's shared read tensor of the global step. Eager
-    mode: the variable.
-    """
-    if tf.executing_eagerly():
-        return get_global_step()
-    return _tf_compat.global_step_read_tensor()

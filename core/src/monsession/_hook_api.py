@@ -141,14 +141,14 @@ class SessionRunContext:
         """The global step before this run, as a host integer.
 
         The value the global step variable holds when the run starts, as the
-        session knows it without reading the device: read once (eager mode:
-        when the session is created or re-created; graph mode: when a hook
-        first asks), then advanced by one per run. Eager mode checks it
-        against the variable whenever hooks read the device anyway (and
-        reads after every run if the step does not add exactly one). Graph
-        mode, once a hook asked for it, corrects it after every run with
-        TensorFlow's global-step read tensor, fetched with the step. `None`
-        when there is no global step.
+        session knows it without reading the device: read once when the
+        session is created or re-created, then advanced by one per run.
+        Eager mode checks it against the variable whenever hooks read the
+        device anyway; graph mode checks it against TensorFlow's global-step
+        read tensor, fetched with every step. If the runs do not add exactly
+        one each, both log one warning and from then on read the variable
+        whenever a hook needs the step after a run. `None` when there is no
+        global step.
         """
         return None if self._steps is None else self._steps.global_step_before()
 
