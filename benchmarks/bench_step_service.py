@@ -133,8 +133,9 @@ def eager_host_reads(model: bench_core.EagerModel, root: str, steps: int) -> dic
                 session.run(model.step)
             step = first + offset
             # Hooks act on the first step of a session, then every EVERY local
-            # steps (logging) or global steps (summaries, step counter).
-            hooks_act = offset % EVERY == 0 or step % EVERY == 0
+            # steps (logging) or global steps (summaries, step counter), and
+            # every 1000 steps after the checkpoint saved when it started.
+            hooks_act = offset % EVERY == 0 or step % EVERY == 0 or (offset + 1) % 1000 == 0
             (acting if hooks_act else idle).append(reads.count)
     return {
         "steps": steps,

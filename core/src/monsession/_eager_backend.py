@@ -58,8 +58,19 @@ class EagerBackend:
         self._before: int | None = None  # Before the current run.
         self._exact = False
         self._protos: tuple[Any, Any] | None = None
+        self._last_fetches: Any = None
+        self._last_calls = False
         if self._variable is not None:
             self._after = self._before = int(to_numpy(self._variable))
+
+    def _calls_a_step(self, fetches: Any) -> bool:
+        """Whether running `fetches` calls a step (remembered for the last step object)."""
+        if fetches is self._last_fetches:
+            return self._last_calls
+        calls = _calls_a_step(fetches)
+        if not isinstance(fetches, _CONTAINERS):  # A container may change between runs.
+            self._last_fetches, self._last_calls = fetches, calls
+        return calls
 
     def start_run(self) -> None:
         self._before = self._after
@@ -91,7 +102,7 @@ class EagerBackend:
         feed_owners: Mapping[Any, str],
     ) -> tuple[Any, dict[Any, Any]]:
         outputs = self._sess.call(fetches, feed_dict, feed_owners)
-        if self._after is not None and _calls_a_step(fetches):
+        if self._after is not None and self._calls_a_step(fetches):
             self._after += 1
         if not hook_fetches:
             if self._exact:

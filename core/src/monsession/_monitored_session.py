@@ -136,10 +136,9 @@ class _MonitoredSession:
         Raises:
           RuntimeError: If the session is closed, or a hook requested a stop.
         """
-        self._check_open("run")
-        return self._sess.run(
-            fetches, feed_dict=feed_dict, options=options, run_metadata=run_metadata
-        )
+        if self._sess is None:
+            self._check_open("run")
+        return self._sess.run(fetches, feed_dict, options, run_metadata)
 
     def run_step_fn(self, step_fn: Callable[[_StepContext], Any]) -> Any:
         """Runs `step_fn(step_context)`, which decides how to run the step.

@@ -119,9 +119,7 @@ class _RecoverableSession(_WrappedSession):
             try:
                 if not self._sess:
                     self._sess = self._create_session()
-                return self._sess.run(
-                    fetches, feed_dict=feed_dict, options=options, run_metadata=run_metadata
-                )
+                return self._sess.run(fetches, feed_dict, options, run_metadata)
             except PREEMPTION_ERRORS as error:
                 self._recover(error)
 
@@ -173,9 +171,7 @@ class _CoordinatedSession(_WrappedSession):
         self, fetches: Any, feed_dict: Any = None, options: Any = None, run_metadata: Any = None
     ) -> Any:
         try:
-            return self._sess.run(
-                fetches, feed_dict=feed_dict, options=options, run_metadata=run_metadata
-            )
+            return self._sess.run(fetches, feed_dict, options, run_metadata)
         except PREEMPTION_ERRORS:
             raise
         except Exception as step_error:
@@ -260,7 +256,7 @@ class _HookedSession(_WrappedSession):
     def run(
         self, fetches: Any, feed_dict: Any = None, options: Any = None, run_metadata: Any = None
     ) -> Any:
-        if self.should_stop():
+        if self._should_stop or self.should_stop():
             raise RuntimeError("Run called even after should_stop requested.")
         self._backend.start_run()
         run_context = SessionRunContext(
