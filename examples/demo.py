@@ -13,18 +13,61 @@ resumes from the last checkpoint. `--graph` runs the same training the
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import logging
 import os
 import pathlib
+import re
+import shlex
+import shutil
 import sys
+import sysconfig
+import tempfile
+from collections.abc import Iterator
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import numpy as np
-import tensorflow as tf
+# The prefix of a line logged by TensorFlow's native code, up to the thread id:
+# "I0000 00:00:1795600011.751468   18177 ".
+NATIVE_LOG_PREFIX = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ ")
 
-import monsession as ms
-from monsession.hooks import LoggingTensorHook, NanTensorHook, ProgressBarHook
+
+@contextlib.contextmanager
+def native_lines_once() -> Iterator[None]:
+    """Writes each distinct line printed to stderr inside the block only once.
+
+    TensorFlow 2.21 loads two native libraries on import, and each prints the
+    same startup lines straight to file descriptor 2 (`TF_CPP_MIN_LOG_LEVEL`
+    does not reach them). The block's stderr goes to a file; on exit each line
+    is written once, lines that differ only in time and thread counting as one.
+    """
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            captured.seek(0)
+            seen: set[str] = set()
+            for line in captured.read().decode(errors="replace").splitlines(keepends=True):
+                key = NATIVE_LOG_PREFIX.sub("", line)
+                if key not in seen:
+                    seen.add(key)
+                    sys.stderr.write(line)
+            sys.stderr.flush()
+
+
+with native_lines_once():
+    import numpy as np
+    import tensorflow as tf
+
+    import monsession as ms
+    from monsession.hooks import LoggingTensorHook, NanTensorHook, ProgressBarHook
 
 FEATURES = 8
 BATCH = 64
@@ -122,6 +165,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--graph", action="store_true", help="the tf.compat.v1 graph-mode variant")
     args = parser.parse_args(argv)
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        # One line at a time, so printed lines and log lines (stderr) stay in order.
+        sys.stdout.reconfigure(line_buffering=True)
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
     logging.getLogger("monsession").setLevel(logging.INFO)
     directory = pathlib.Path(args.dir).resolve() / ("graph" if args.graph else "eager")
@@ -134,9 +180,17 @@ def main(argv: list[str] | None = None) -> int:
     loss = train(directory, start + args.steps)
     print(f"\nDone at step {start + args.steps}, last loss {loss:.4f}.")
     print(f"Checkpoints: {tf.train.latest_checkpoint(str(directory))}")
-    print(f"TensorBoard:  tensorboard --logdir {directory.parent}")
+    print(f"TensorBoard:  {tensorboard_command(directory.parent)}")
     print("Run the same command again to resume from the checkpoint.")
     return 0
+
+
+def tensorboard_command(logdir: pathlib.Path) -> str:
+    """The command that opens TensorBoard on `logdir`, with this environment's TensorBoard."""
+    script = shutil.which("tensorboard", path=sysconfig.get_path("scripts"))
+    if script:
+        return shlex.join([script, "--logdir", str(logdir)])
+    return shlex.join([sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir)])
 
 
 def _weight(name: str, shape: list[int]) -> tf.Variable:

@@ -1,14 +1,18 @@
 """The pages in docs/: every hookspec is documented, every runnable snippet runs.
 
 A snippet is runnable when the line before its ```` ```python ```` fence is
-``<!-- runnable -->``. Each runnable snippet is self-contained: it is written
-to a file and run as a script in a temporary working directory, with a fresh
-default graph, so it needs nothing but core and TensorFlow.
+``<!-- runnable -->``, or ``<!-- runnable needs DIST ... -->`` when it needs
+hook families. Each runnable snippet is self-contained: it is written to a
+file and run as a script in a temporary working directory, with a fresh
+default graph. A snippet whose families are all installed runs (the `all`
+env); otherwise it must fail with the `ImportError` that names a missing
+family (the `core` env), as a reader without that family would see it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib.metadata
 import inspect
 import re
 import runpy
@@ -22,7 +26,7 @@ from monsession import _hookspecs
 
 DOCS = Path(__file__).parents[2] / "docs"
 PAGES = ("getting-started.md", "migration.md", "plugin-authors.md", "hookspecs.md")
-RUNNABLE_MARKER = "<!-- runnable -->"
+RUNNABLE_MARKER = re.compile(r"^<!-- runnable(?: needs ((?:[\w.-]+ ?)+))? -->$")
 HEADING = re.compile(r"^(#{1,6})\s+(.*)$")
 
 
@@ -31,6 +35,7 @@ class Snippet:
     page: str
     line: int  # 1-based line of the opening fence
     code: str
+    needs: tuple[str, ...] = ()  # the distributions it needs besides core
 
     @property
     def id(self) -> str:
@@ -46,18 +51,34 @@ def runnable_snippets(page: Path) -> list[Snippet]:
     lines = page.read_text(encoding="utf-8").splitlines()
     snippets = []
     for index, line in enumerate(lines):
-        if line.strip() != RUNNABLE_MARKER:
+        if not line.strip().startswith("<!-- runnable"):
             continue
+        marker = RUNNABLE_MARKER.match(line.strip())
+        if marker is None:
+            raise ValueError(
+                f"{page.name}:{index + 1}: expected <!-- runnable --> or "
+                f"<!-- runnable needs DIST ... -->, got {line.strip()!r}."
+            )
         fence = index + 1
         if fence >= len(lines) or lines[fence].strip() != "```python":
             raise ValueError(
-                f"{page.name}:{index + 1}: {RUNNABLE_MARKER} must be followed by a ```python block."
+                f"{page.name}:{index + 1}: {line.strip()} must be followed by a ```python block."
             )
         end = next((i for i in range(fence + 1, len(lines)) if lines[i].strip() == "```"), None)
         if end is None:
             raise ValueError(f"{page.name}:{fence + 1}: the ```python block is never closed.")
-        snippets.append(Snippet(page.name, fence + 1, "\n".join(lines[fence + 1 : end]) + "\n"))
+        code = "\n".join(lines[fence + 1 : end]) + "\n"
+        needs = tuple((marker.group(1) or "").split())
+        snippets.append(Snippet(page.name, fence + 1, code, needs))
     return snippets
+
+
+def installed(distribution: str) -> bool:
+    try:
+        importlib.metadata.distribution(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
 
 
 def all_runnable_snippets() -> list[Snippet]:
@@ -107,6 +128,26 @@ def test_the_snippet_parser_finds_the_runnable_snippets() -> None:
     assert {"getting-started.md", "migration.md"} <= pages
 
 
+def test_the_snippets_that_need_families_are_runnable() -> None:
+    needs = {snippet.page: snippet.needs for snippet in all_runnable_snippets() if snippet.needs}
+    assert needs["getting-started.md"] == ("monsession-hooks-summary",)
+    assert set(needs["migration.md"]) == {
+        "monsession-hooks-checkpoint",
+        "monsession-hooks-summary",
+        "monsession-hooks-logging",
+        "monsession-hooks-debug",
+    }
+    estimator = [s for s in all_runnable_snippets() if "def model_fn(" in s.code]
+    assert [snippet.page for snippet in estimator] == ["migration.md"]
+
+
+def test_a_malformed_runnable_marker_is_an_error(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("<!-- runnable needs -->\n```python\npass\n```\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"page\.md:1: expected <!-- runnable -->"):
+        runnable_snippets(page)
+
+
 def test_hookspecs_are_found() -> None:
     assert set(hookspecs()) >= {
         "monsession_hook_classes",
@@ -144,8 +185,17 @@ def test_runnable_snippet_runs(
     script = tmp_path / f"{Path(snippet.page).stem}_line_{snippet.line}.py"
     script.write_text(snippet.code, encoding="utf-8")
     monkeypatch.chdir(tmp_path)
+    missing = [name for name in snippet.needs if not installed(name)]
     tf.compat.v1.reset_default_graph()
     try:
-        runpy.run_path(str(script), run_name="__main__")
+        if not missing:
+            runpy.run_path(str(script), run_name="__main__")
+            return
+        with pytest.raises(ImportError) as error:
+            runpy.run_path(str(script), run_name="__main__")
+        assert any(name in str(error.value) for name in missing), (
+            f"without {missing} installed the snippet must fail naming one of them; "
+            f"it raised {error.value!r}"
+        )
     finally:
         tf.compat.v1.reset_default_graph()

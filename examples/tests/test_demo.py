@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import collections
 import pathlib
+import re
+import shlex
 import subprocess
 import sys
 
@@ -11,18 +14,36 @@ import tensorflow as tf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 DEMO = pathlib.Path(__file__).parents[1] / "demo.py"
+README = pathlib.Path(__file__).parents[2] / "README.md"
 
 
 def run_demo(directory: pathlib.Path, *args: str) -> str:
+    """The demo's output, stdout and stderr through one pipe as a terminal shows them."""
     result = subprocess.run(
         [sys.executable, str(DEMO), "--dir", str(directory), "--steps", "60", *args],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
         timeout=300,
         check=False,
     )
-    assert result.returncode == 0, result.stdout + result.stderr
-    return result.stdout + result.stderr
+    assert result.returncode == 0, result.stdout
+    return result.stdout
+
+
+def repeated_lines(output: str) -> list[str]:
+    """Non-blank lines printed more than once, ignoring native log lines' time and thread."""
+    native_prefix = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ ")
+    counts = collections.Counter(
+        native_prefix.sub("", line) for line in output.splitlines() if line.strip()
+    )
+    return [line for line, count in counts.items() if count > 1]
+
+
+def line_index(lines: list[str], text: str, last: bool = False) -> int:
+    found = [index for index, line in enumerate(lines) if text in line]
+    assert found, f"{text!r} not in the output:\n" + "\n".join(lines)
+    return found[-1] if last else found[0]
 
 
 def scalar_tags(run_dir: pathlib.Path) -> set[str]:
@@ -41,7 +62,6 @@ def test_demo_trains_writes_and_resumes(tmp_path, mode):
     first = run_demo(tmp_path, *flags)
     run_dir = tmp_path / mode
     assert "Starting at step 0" in first
-    assert f"tensorboard --logdir {tmp_path}" in first
     assert "loss = " in first, "the periodic loss log"
     checkpoint = tf.train.latest_checkpoint(str(run_dir))
     assert checkpoint.endswith("model.ckpt-60")
@@ -51,3 +71,39 @@ def test_demo_trains_writes_and_resumes(tmp_path, mode):
     second = run_demo(tmp_path, *flags)
     assert "Starting at step 60 (resumed from the checkpoint)" in second
     assert tf.train.latest_checkpoint(str(run_dir)).endswith("model.ckpt-120")
+
+
+def test_demo_output_is_in_order_without_repeated_lines_and_its_tensorboard_command_works(
+    tmp_path,
+):
+    output = run_demo(tmp_path)
+    lines = output.splitlines()
+    assert repeated_lines(output) == []
+    # Printed lines (stdout) and log lines (stderr) arrive in the order they were written.
+    assert line_index(lines, "Starting at step 0") < line_index(lines, "Saving checkpoints for 0")
+    assert line_index(lines, "Saving checkpoints for 60", last=True) < line_index(
+        lines, "Done at step 60"
+    )
+
+    [command] = [line.split(":", 1)[1] for line in lines if line.startswith("TensorBoard:")]
+    argv = shlex.split(command)
+    assert argv[-2:] == ["--logdir", str(tmp_path)]
+    # The command works in the demo's environment: --inspect reads the runs and exits.
+    inspected = subprocess.run(
+        [*argv, "--inspect"], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert inspected.returncode == 0, inspected.stdout + inspected.stderr
+    assert f"These tags are in {tmp_path / 'eager'}" in inspected.stdout
+    assert "global_step/sec" in inspected.stdout
+
+
+def test_every_demo_flag_is_in_the_readme_with_its_default():
+    source = DEMO.read_text("utf-8")
+    flags = re.findall(r'add_argument\(\s*"(--[a-z-]+)"', source)
+    assert flags == ["--dir", "--steps", "--graph"]
+    readme = README.read_text("utf-8")
+    for flag in flags:
+        [row] = [line for line in readme.splitlines() if line.startswith(f"| `{flag}")]
+        default = re.search(rf'"{flag}",(?:[^)]*?)default=([^,)]+)', source, re.S)
+        if default:
+            assert default.group(1).strip().strip('"') in row, row
