@@ -99,12 +99,13 @@ def test_repeated_classes_get_numbered_labels():
 
 
 def test_bad_arguments():
-    with pytest.raises(
-        ValueError, match="HookTimingHook: every_n_steps must be None or an int >= 1"
-    ):
+    expected = "^HookTimingHook: every_n_steps must be a positive int number of steps, got "
+    with pytest.raises(ValueError, match=expected + "0"):
         HookTimingHook(every_n_steps=0)
-    with pytest.raises(ValueError, match="every_n_steps"):
+    with pytest.raises(TypeError, match=expected + "True of type bool"):
         HookTimingHook.wrap([], every_n_steps=True)
+    with pytest.raises(TypeError, match=expected + "'10' of type str"):
+        HookTimingHook(every_n_steps="10")
     with pytest.raises(TypeError, match=r"takes a SessionRunHook.*lacks"):
         HookTimingHook().time(object())
 

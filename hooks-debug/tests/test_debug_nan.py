@@ -252,10 +252,13 @@ def test_watch_keeps_the_step_signature_for_feeds():
 
 
 def test_bad_arguments_at_construction():
-    with pytest.raises(ValueError, match="check_every_n_steps must be >= 1"):
+    expected = "^NanTensorHook: check_every_n_steps must be a positive int number of steps, got "
+    with pytest.raises(ValueError, match=expected + "0"):
         NanTensorHook("loss", check_every_n_steps=0)
-    with pytest.raises(TypeError, match="check_every_n_steps must be an int"):
+    with pytest.raises(TypeError, match=expected + "2.5 of type float"):
         NanTensorHook("loss", check_every_n_steps=2.5)
+    with pytest.raises(TypeError, match=expected + "'3' of type str"):
+        NanTensorHook("loss", check_every_n_steps="3")
     with pytest.raises(TypeError, match="loss_tensor must be"):
         NanTensorHook(3.0)
     with pytest.raises(ValueError, match="empty name"):
