@@ -193,7 +193,10 @@ def _schedule_cases():
 def test_training_session_schedule_arguments(graph, tmp_path, name, value, error, unit):
     expected = f"None or 0 (off), or a positive {unit}"
     got = re.escape(repr(value))
-    pattern = f"^MonitoredTrainingSession: {name} must be {re.escape(expected)}, got {got}"
+    pattern = (
+        f"^MonitoredTrainingSession: invalid {name}={got}( of type \\w+)?; "
+        f"expected {re.escape(expected)}\\."
+    )
     with pytest.raises(error, match=pattern):
         monsession.MonitoredTrainingSession(checkpoint_dir=str(tmp_path), **{name: value})
     assert list(tmp_path.iterdir()) == []
@@ -293,17 +296,17 @@ def test_read_only_checkpoint_dir_is_fine_without_saving(graph):
         (
             {"every_steps": -1},
             ValueError,
-            "every_steps must be a non-negative int number of steps, got -1",
+            "invalid every_steps=-1; expected a non-negative int number of steps",
         ),
         (
             {"every_secs": -0.5},
             ValueError,
-            "every_secs must be a non-negative number of seconds, got -0.5",
+            "invalid every_secs=-0.5; expected a non-negative number of seconds",
         ),
-        ({"every_steps": "3"}, TypeError, "every_steps must be .* got '3' of type str"),
-        ({"every_steps": True}, TypeError, "every_steps must be .* got True of type bool"),
-        ({"every_steps": 1.5}, TypeError, "every_steps must be .* got 1.5 of type float"),
-        ({"every_secs": math.nan}, ValueError, "every_secs must be .* got nan"),
+        ({"every_steps": "3"}, TypeError, "invalid every_steps='3' of type str; expected"),
+        ({"every_steps": True}, TypeError, "invalid every_steps=True of type bool; expected"),
+        ({"every_steps": 1.5}, TypeError, "invalid every_steps=1.5 of type float; expected"),
+        ({"every_secs": math.nan}, ValueError, "invalid every_secs=nan; expected"),
     ],
 )
 def test_timer_bad_arguments(kwargs, error, pattern):
@@ -327,7 +330,7 @@ def test_check_schedule_at_most_one():
     ):
         monsession.check_schedule("Hook", "n_steps", 1, "n_secs", 2.0, allow_neither=True)
     with pytest.raises(
-        ValueError, match=r"^Hook: n_secs must be a positive number of seconds, got 0"
+        ValueError, match=r"^Hook: invalid n_secs=0; expected a positive number of seconds\."
     ):
         monsession.check_schedule("Hook", "n_steps", None, "n_secs", 0)
 

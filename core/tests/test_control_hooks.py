@@ -92,8 +92,8 @@ def test_global_step_waiter_waits_for_another_worker(program):
     [
         ({}, "One of num_steps or last_step must be specified"),
         ({"num_steps": 1, "last_step": 1}, "Only one of num_steps or last_step"),
-        ({"num_steps": -1}, "StopAtStepHook: num_steps must be a non-negative int .* got -1"),
-        ({"last_step": -5}, "StopAtStepHook: last_step must be a non-negative int .* got -5"),
+        ({"num_steps": -1}, "StopAtStepHook: invalid num_steps=-1; expected a non-negative int"),
+        ({"last_step": -5}, "StopAtStepHook: invalid last_step=-5; expected a non-negative int"),
     ],
 )
 def test_stop_at_step_bad_arguments(kwargs, message):
@@ -114,7 +114,7 @@ def test_feed_fn_must_be_callable():
 
 def test_stop_at_step_refuses_a_string():
     with pytest.raises(
-        TypeError, match=r"StopAtStepHook: num_steps must be .* got '5' of type str"
+        TypeError, match=r"StopAtStepHook: invalid num_steps='5' of type str; expected"
     ):
         monsession.StopAtStepHook(num_steps="5")
 

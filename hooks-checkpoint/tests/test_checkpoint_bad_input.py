@@ -29,7 +29,10 @@ BAD_SCHEDULES = [
 
 @pytest.mark.parametrize(("argument", "value", "error", "expected"), BAD_SCHEDULES)
 def test_bad_schedule_names_the_hook_and_argument(tmp_path, argument, value, error, expected):
-    pattern = f"^CheckpointSaverHook: {argument} must be {expected}, got {re.escape(repr(value))}"
+    pattern = (
+        f"^CheckpointSaverHook: invalid {argument}={re.escape(repr(value))}( of type \\w+)?; "
+        f"expected {expected}\\."
+    )
     with pytest.raises(error, match=pattern):
         CheckpointSaverHook(str(tmp_path / "ckpt"), **{argument: value})
     assert list(tmp_path.iterdir()) == []
@@ -98,8 +101,16 @@ def test_training_session_with_unwritable_checkpoint_dir_fails_before_any_step(m
 @pytest.mark.parametrize(
     ("kwargs", "error", "pattern"),
     [
-        ({"save_checkpoint_steps": -5}, ValueError, "save_checkpoint_steps must be None or 0"),
-        ({"save_checkpoint_secs": "600"}, TypeError, "save_checkpoint_secs must be None or 0"),
+        (
+            {"save_checkpoint_steps": -5},
+            ValueError,
+            "invalid save_checkpoint_steps=-5; expected None or 0",
+        ),
+        (
+            {"save_checkpoint_secs": "600"},
+            TypeError,
+            "invalid save_checkpoint_secs='600' of type str; expected None or 0",
+        ),
         (
             {"save_checkpoint_steps": 10, "save_checkpoint_secs": 60},
             ValueError,

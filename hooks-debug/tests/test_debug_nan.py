@@ -252,12 +252,13 @@ def test_watch_keeps_the_step_signature_for_feeds():
 
 
 def test_bad_arguments_at_construction():
-    expected = "^NanTensorHook: check_every_n_steps must be a positive int number of steps, got "
-    with pytest.raises(ValueError, match=expected + "0"):
+    prefix = "^NanTensorHook: invalid check_every_n_steps="
+    expected = "; expected a positive int number of steps"
+    with pytest.raises(ValueError, match=prefix + "0" + expected):
         NanTensorHook("loss", check_every_n_steps=0)
-    with pytest.raises(TypeError, match=expected + "2.5 of type float"):
+    with pytest.raises(TypeError, match=prefix + "2.5 of type float" + expected):
         NanTensorHook("loss", check_every_n_steps=2.5)
-    with pytest.raises(TypeError, match=expected + "'3' of type str"):
+    with pytest.raises(TypeError, match=prefix + "'3' of type str" + expected):
         NanTensorHook("loss", check_every_n_steps="3")
     with pytest.raises(TypeError, match="loss_tensor must be"):
         NanTensorHook(3.0)

@@ -11,8 +11,8 @@ from monsession_hooks_logging import LoggingTensorHook, ProgressBarHook
 
 # --- At construction -----------------------------------------------------------------------
 
-STEPS = "every_n_iter must be a positive int number of steps, got "
-SECS = "every_n_secs must be a positive number of seconds, got "
+STEPS = "invalid every_n_iter="
+SECS = "invalid every_n_secs="
 
 
 @pytest.mark.parametrize(
@@ -63,11 +63,19 @@ def test_an_eager_tensor_in_a_list_needs_a_tag():
         (
             {"log_every_n_secs": -1},
             ValueError,
-            "log_every_n_secs must be a non-negative number of seconds, got -1",
+            "invalid log_every_n_secs=-1; expected a non-negative number of seconds",
         ),
-        ({"log_every_n_secs": None}, TypeError, "log_every_n_secs must be .* got None"),
-        ({"last_step": -3}, ValueError, r"last_step must be a global step >= 0, got -3"),
-        ({"last_step": "3"}, TypeError, r"last_step must be a global step >= 0, got '3'"),
+        (
+            {"log_every_n_secs": None},
+            TypeError,
+            "invalid log_every_n_secs=None of type NoneType; expected",
+        ),
+        ({"last_step": -3}, ValueError, r"invalid last_step=-3; expected a global step >= 0"),
+        (
+            {"last_step": "3"},
+            TypeError,
+            r"invalid last_step='3' of type str; expected a global step >= 0",
+        ),
         (
             {"last_step": 10, "stop_hook": monsession.StopAtStepHook(last_step=10)},
             ValueError,

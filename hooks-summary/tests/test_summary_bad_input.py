@@ -38,7 +38,10 @@ def test_bad_schedule_value(
 ):
     name = steps_name if unit == "steps" else secs_name
     other = {secs_name: None} if unit == "steps" else {steps_name: None}
-    pattern = f"^{hook.__name__}: {name} must be {expected}, got {re.escape(repr(value))}"
+    pattern = (
+        f"^{hook.__name__}: invalid {name}={re.escape(repr(value))}( of type \\w+)?; "
+        f"expected {expected}\\."
+    )
     with pytest.raises(error, match=pattern):
         hook(**{name: value}, **other, output_dir=str(tmp_path), **extra)
     assert list(tmp_path.iterdir()) == []
@@ -72,9 +75,21 @@ def test_output_dir_that_is_a_file_or_unwritable(tmp_path, hook, steps_name, sec
 @pytest.mark.parametrize(
     ("kwargs", "error", "pattern"),
     [
-        ({"save_summaries_steps": -1}, ValueError, "save_summaries_steps must be None or 0"),
-        ({"save_summaries_secs": "5"}, TypeError, "save_summaries_secs must be None or 0"),
-        ({"log_step_count_steps": True}, TypeError, "log_step_count_steps must be None or 0"),
+        (
+            {"save_summaries_steps": -1},
+            ValueError,
+            "invalid save_summaries_steps=-1; expected None or 0",
+        ),
+        (
+            {"save_summaries_secs": "5"},
+            TypeError,
+            "invalid save_summaries_secs='5' of type str; expected None or 0",
+        ),
+        (
+            {"log_step_count_steps": True},
+            TypeError,
+            "invalid log_step_count_steps=True of type bool; expected None or 0",
+        ),
         (
             {"save_summaries_steps": 10, "save_summaries_secs": 5},
             ValueError,

@@ -59,10 +59,10 @@ def check_interval(
     kind = numbers.Integral if unit == "steps" else numbers.Real
     if isinstance(value, bool) or not isinstance(value, kind):
         raise TypeError(
-            f"{owner}: {name} must be {wanted}, got {value!r} of type {type(value).__name__}."
+            f"{owner}: invalid {name}={value!r} of type {type(value).__name__}; expected {wanted}."
         )
     if math.isnan(value) or value < 0 or (value == 0 and not allow_zero):
-        raise ValueError(f"{owner}: {name} must be {wanted}, got {value!r}.")
+        raise ValueError(f"{owner}: invalid {name}={value!r}; expected {wanted}.")
 
 
 def check_schedule(
