@@ -179,7 +179,9 @@ def test_tensorflow_session_run_args_are_accepted(ops):
 
 
 def test_objects_that_are_not_hooks_are_rejected_at_construction(graph):
-    with pytest.raises(TypeError, match=r"hooks\[1\] is 'oops', which is not a SessionRunHook"):
+    with pytest.raises(
+        TypeError, match=r"^MonitoredSession: hooks\[1\] is 'oops' of type str, which lacks begin"
+    ):
         monsession.MonitoredSession(hooks=[monsession.SessionRunHook(), "oops"])
 
 

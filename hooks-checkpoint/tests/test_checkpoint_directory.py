@@ -1,4 +1,4 @@
-"""A bad checkpoint_dir fails when the session is created, naming the directory."""
+"""A bad checkpoint_dir fails when the hook is constructed, naming the directory."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def test_file_path_fails_at_session_creation(tmp_path, run):
     path.write_text("x")
     with pytest.raises(ValueError, match=r"checkpoint_dir '.*not-a-dir' is a file"):
         run(str(path))
-    with pytest.raises(ValueError, match=r"checkpoint_dir '.*not-a-dir/sub' is a file"):
+    with pytest.raises(ValueError, match=r"checkpoint_dir '.*not-a-dir/sub' lies under the file"):
         run(str(path / "sub"))
 
 
@@ -56,5 +56,5 @@ def test_missing_directory_is_created(tmp_path):
 def test_pathlike_directory_is_accepted(tmp_path):
     _graph_session(tmp_path)
     assert tf.train.latest_checkpoint(str(tmp_path)).endswith("model.ckpt-1")
-    with pytest.raises(ValueError, match="checkpoint_dir must be a directory path"):
+    with pytest.raises(TypeError, match="checkpoint_dir must be a directory path"):
         CheckpointSaverHook(None, save_steps=1)

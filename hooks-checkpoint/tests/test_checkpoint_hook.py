@@ -72,9 +72,9 @@ def test_raises_when_saver_and_scaffold_both_present(setup):
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"save_secs": 10, "save_steps": 20}, "CheckpointSaverHook: .*both save_secs and save_"),
-        ({}, "CheckpointSaverHook: Either save_secs or save_steps"),
-        ({"save_steps": -1}, "CheckpointSaverHook: save_steps must be non-negative"),
+        ({"save_secs": 10, "save_steps": 20}, "CheckpointSaverHook: exactly one of save_steps and"),
+        ({}, "CheckpointSaverHook: exactly one of save_steps and save_secs must be given"),
+        ({"save_steps": -1}, "CheckpointSaverHook: invalid save_steps=-1; expected a positive int"),
         ({"save_secs": 1, "max_to_keep": -2}, "max_to_keep"),
     ],
 )

@@ -99,12 +99,15 @@ def test_repeated_classes_get_numbered_labels():
 
 
 def test_bad_arguments():
-    with pytest.raises(
-        ValueError, match="HookTimingHook: every_n_steps must be None or an int >= 1"
-    ):
+    expected = "; expected a positive int number of steps"
+    with pytest.raises(ValueError, match="^HookTimingHook: invalid every_n_steps=0" + expected):
         HookTimingHook(every_n_steps=0)
-    with pytest.raises(ValueError, match="every_n_steps"):
+    with pytest.raises(
+        TypeError, match=r"^HookTimingHook: invalid every_n_steps=True of type bool"
+    ):
         HookTimingHook.wrap([], every_n_steps=True)
+    with pytest.raises(TypeError, match=r"^HookTimingHook: invalid every_n_steps='10' of type str"):
+        HookTimingHook(every_n_steps="10")
     with pytest.raises(TypeError, match=r"takes a SessionRunHook.*lacks"):
         HookTimingHook().time(object())
 

@@ -252,10 +252,14 @@ def test_watch_keeps_the_step_signature_for_feeds():
 
 
 def test_bad_arguments_at_construction():
-    with pytest.raises(ValueError, match="check_every_n_steps must be >= 1"):
+    prefix = "^NanTensorHook: invalid check_every_n_steps="
+    expected = "; expected a positive int number of steps"
+    with pytest.raises(ValueError, match=prefix + "0" + expected):
         NanTensorHook("loss", check_every_n_steps=0)
-    with pytest.raises(TypeError, match="check_every_n_steps must be an int"):
+    with pytest.raises(TypeError, match=prefix + "2.5 of type float" + expected):
         NanTensorHook("loss", check_every_n_steps=2.5)
+    with pytest.raises(TypeError, match=prefix + "'3' of type str" + expected):
+        NanTensorHook("loss", check_every_n_steps="3")
     with pytest.raises(TypeError, match="loss_tensor must be"):
         NanTensorHook(3.0)
     with pytest.raises(ValueError, match="empty name"):

@@ -36,15 +36,56 @@ def _graph_profile(api, hook_class, directory, runs, **kwargs):
     return seen
 
 
-def test_bad_arguments():
-    with pytest.raises(ValueError, match=r"ProfilerHook\(save_steps=2, save_secs=10\): Can not"):
-        ProfilerHook(save_steps=2, save_secs=10)
-    with pytest.raises(ValueError, match=r"ProfilerHook\(save_steps=None, save_secs=None\)"):
-        ProfilerHook()
-    with pytest.raises(ValueError, match=r"ProfilerHook\(save_steps=-1.*must be non-negative"):
-        ProfilerHook(save_steps=-1)
-    with pytest.raises(ValueError, match="trace_steps must be an int >= 1"):
-        ProfilerHook(save_steps=1, trace_steps=0)
+@pytest.mark.parametrize(
+    ("kwargs", "error", "pattern"),
+    [
+        (
+            {"save_steps": 2, "save_secs": 10},
+            ValueError,
+            "exactly one of save_steps and save_secs must be given, not both",
+        ),
+        ({}, ValueError, "exactly one of save_steps and save_secs must be given; got"),
+        (
+            {"save_steps": 0},
+            ValueError,
+            "invalid save_steps=0; expected a positive int number of steps",
+        ),
+        ({"save_steps": -1}, ValueError, "invalid save_steps=-1; expected a positive int"),
+        ({"save_steps": "5"}, TypeError, "invalid save_steps='5' of type str; expected"),
+        ({"save_steps": True}, TypeError, "invalid save_steps=True of type bool; expected"),
+        (
+            {"save_secs": 0},
+            ValueError,
+            "invalid save_secs=0; expected a positive number of seconds",
+        ),
+        ({"save_secs": "5"}, TypeError, "invalid save_secs='5' of type str; expected"),
+        (
+            {"save_steps": 1, "trace_steps": 0},
+            ValueError,
+            "invalid trace_steps=0; expected a positive int",
+        ),
+        (
+            {"save_steps": 1, "trace_steps": 1.0},
+            TypeError,
+            "invalid trace_steps=1.0 of type float; expected",
+        ),
+        (
+            {"save_steps": 1, "output_dir": "/proc/self"},
+            PermissionError,
+            "cannot write to output_dir '/proc/self'",
+        ),
+    ],
+)
+def test_bad_arguments(kwargs, error, pattern):
+    with pytest.raises(error, match="^ProfilerHook: " + pattern):
+        ProfilerHook(**kwargs)
+
+
+def test_output_dir_that_is_a_file(tmp_path):
+    path = tmp_path / "a-file"
+    path.write_text("")
+    with pytest.raises(ValueError, match=r"^ProfilerHook: output_dir '.*a-file' is a file"):
+        ProfilerHook(save_steps=1, output_dir=str(path))
 
 
 def test_graph_needs_a_global_step():

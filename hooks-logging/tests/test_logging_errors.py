@@ -11,6 +11,9 @@ from monsession_hooks_logging import LoggingTensorHook, ProgressBarHook
 
 # --- At construction -----------------------------------------------------------------------
 
+STEPS = "invalid every_n_iter="
+SECS = "invalid every_n_secs="
+
 
 @pytest.mark.parametrize(
     "kwargs, error, pattern",
@@ -18,10 +21,14 @@ from monsession_hooks_logging import LoggingTensorHook, ProgressBarHook
         ({"every_n_iter": 5, "every_n_secs": 5}, ValueError, "either at_end and/or exactly one"),
         ({"every_n_iter": 5, "every_n_secs": 5, "at_end": True}, ValueError, "either at_end"),
         ({}, ValueError, r"either at_end and/or exactly one of .* got every_n_iter=None"),
-        ({"every_n_iter": 0}, ValueError, "invalid every_n_iter=0; expected a positive"),
-        ({"every_n_iter": -10}, ValueError, "invalid every_n_iter=-10"),
-        ({"every_n_secs": 0}, ValueError, "invalid every_n_secs=0; expected a positive"),
-        ({"every_n_secs": -1.5}, ValueError, "invalid every_n_secs=-1.5"),
+        ({"every_n_iter": 0}, ValueError, STEPS + "0"),
+        ({"every_n_iter": -10}, ValueError, STEPS + "-10"),
+        ({"every_n_iter": "5"}, TypeError, STEPS + "'5' of type str"),
+        ({"every_n_iter": True}, TypeError, STEPS + "True of type bool"),
+        ({"every_n_iter": 2.5}, TypeError, STEPS + "2.5 of type float"),
+        ({"every_n_secs": 0}, ValueError, SECS + "0"),
+        ({"every_n_secs": -1.5}, ValueError, SECS + "-1.5"),
+        ({"every_n_secs": "1"}, TypeError, SECS + "'1' of type str"),
         ({"every_n_iter": 1, "formatter": "%s"}, TypeError, "formatter must be callable"),
     ],
 )
@@ -44,11 +51,31 @@ def test_an_eager_tensor_in_a_list_needs_a_tag():
 @pytest.mark.parametrize(
     "kwargs, error, pattern",
     [
-        ({"every_n_iter": 5, "every_n_secs": 5}, ValueError, "give at most one of every_n_iter"),
-        ({"every_n_iter": 0}, ValueError, "invalid every_n_iter=0; expected a positive"),
-        ({"every_n_secs": -2}, ValueError, "invalid every_n_secs=-2"),
-        ({"log_every_n_secs": -1}, ValueError, "invalid log_every_n_secs=-1"),
-        ({"last_step": -3}, ValueError, "invalid last_step=-3"),
+        (
+            {"every_n_iter": 5, "every_n_secs": 5},
+            ValueError,
+            "at most one of every_n_iter and every_n_secs may be given",
+        ),
+        ({"every_n_iter": 0}, ValueError, STEPS + "0"),
+        ({"every_n_iter": "10"}, TypeError, STEPS + "'10' of type str"),
+        ({"every_n_secs": -2}, ValueError, SECS + "-2"),
+        ({"every_n_secs": True}, TypeError, SECS + "True of type bool"),
+        (
+            {"log_every_n_secs": -1},
+            ValueError,
+            "invalid log_every_n_secs=-1; expected a non-negative number of seconds",
+        ),
+        (
+            {"log_every_n_secs": None},
+            TypeError,
+            "invalid log_every_n_secs=None of type NoneType; expected",
+        ),
+        ({"last_step": -3}, ValueError, r"invalid last_step=-3; expected a global step >= 0"),
+        (
+            {"last_step": "3"},
+            TypeError,
+            r"invalid last_step='3' of type str; expected a global step >= 0",
+        ),
         (
             {"last_step": 10, "stop_hook": monsession.StopAtStepHook(last_step=10)},
             ValueError,

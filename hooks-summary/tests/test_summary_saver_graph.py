@@ -148,7 +148,10 @@ def test_explicit_summary_writer(tmp_path):
             "Exactly one of scaffold or summary_op",
         ),
         ({"save_steps": 1, "summary_op": "op"}, "one of output_dir or summary_writer"),
-        ({"save_steps": -1, "output_dir": "d", "summary_op": "op"}, "every_steps"),
+        (
+            {"save_steps": -1, "output_dir": "d", "summary_op": "op"},
+            "^SummarySaverHook: invalid save_steps=-1",
+        ),
     ],
 )
 def test_bad_arguments_raise_value_error(kwargs, match):

@@ -207,7 +207,10 @@ def test_without_writer_it_only_logs(tmp_path, monkeypatch, caplog):
             {"every_n_steps": 3, "every_n_secs": 1.0},
             "exactly one of every_n_steps and every_n_secs",
         ),
-        ({"every_n_steps": -3}, "every_steps must be non-negative"),
+        (
+            {"every_n_steps": -3},
+            "invalid every_n_steps=-3; expected a positive int number of steps",
+        ),
     ],
 )
 def test_bad_arguments_raise_value_error(kwargs, match):

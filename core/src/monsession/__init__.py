@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from monsession._arguments import check_directory, check_interval, check_schedule
 from monsession._control_hooks import FeedFnHook, FinalOpsHook, GlobalStepWaiterHook, StopAtStepHook
 from monsession._hook_api import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
 from monsession._hookspecs import (
@@ -96,7 +97,10 @@ __all__ = [
     "TensorNotFoundError",
     "TrainingSettings",
     "WorkerSessionCreator",
+    "check_directory",
+    "check_interval",
     "check_scalar",
+    "check_schedule",
     "get_global_step",
     "get_or_create_global_step",
     "hookimpl",

@@ -7,14 +7,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from monsession._arguments import check_interval
 from monsession._hook_api import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
 
 logger = logging.getLogger("monsession")
 
 
 def _check_non_negative(hook: str, name: str, value: Any) -> None:
-    if value is not None and value < 0:
-        raise ValueError(f"{hook}: {name} must be non-negative, got {value!r}.")
+    if value is not None:
+        check_interval(hook, name, value, "steps", allow_zero=True)
 
 
 def _tf_logging() -> Any:
@@ -44,6 +45,7 @@ class StopAtStepHook(SessionRunHook):
 
     Raises:
       ValueError: If both or neither are given, or the given one is negative.
+      TypeError: If the given one is not an int.
     """
 
     def __init__(self, num_steps: int | None = None, last_step: int | None = None) -> None:

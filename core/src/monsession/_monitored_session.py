@@ -8,6 +8,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from monsession._arguments import check_directory, check_hooks
 from monsession._backend import prepare_graph
 from monsession._hook_api import SessionRunHook
 from monsession._session_creators import ChiefSessionCreator, SessionCreator
@@ -69,20 +70,6 @@ def _check_step_fn(step_fn: Callable[..., Any]) -> None:
         )
 
 
-def _check_hooks(hooks: Iterable[Any] | None) -> list[Any]:
-    checked = list(hooks or [])
-    for index, hook in enumerate(checked):
-        if not all(
-            callable(getattr(hook, name, None))
-            for name in ("begin", "after_create_session", "before_run", "after_run", "end")
-        ):
-            raise TypeError(
-                f"hooks[{index}] is {hook!r}, which is not a SessionRunHook: it lacks "
-                "begin/after_create_session/before_run/after_run/end."
-            )
-    return checked
-
-
 class _MonitoredSession:
     """The common part of `MonitoredSession` and `SingularMonitoredSession`."""
 
@@ -100,7 +87,7 @@ class _MonitoredSession:
         self._graph_was_finalized = (
             True if self._eager else tf.compat.v1.get_default_graph().finalized
         )
-        self._hooks = _check_hooks(hooks)
+        self._hooks = check_hooks(type(self).__name__, "hooks", hooks)
         for hook in self._hooks:
             hook.begin()
         if not self._eager:
@@ -224,8 +211,15 @@ class MonitoredSession(_MonitoredSession):
 
     Args:
       session_creator: A `SessionCreator`; `ChiefSessionCreator()` by default.
-      hooks: An iterable of `SessionRunHook`s, called in order.
+      hooks: An iterable of `SessionRunHook`s, called in order. Instances of
+        `tf.compat.v1.train.SessionRunHook` and objects with the five hook
+        methods are accepted too.
       stop_grace_period_secs: Seconds given to threads to stop on `close()`.
+
+    Raises:
+      TypeError: If `hooks` is not an iterable of hook instances (an item is
+        `None`, a hook class, or lacks a hook method); the message names the
+        item's index.
     """
 
     def __init__(
@@ -256,6 +250,10 @@ class SingularMonitoredSession(_MonitoredSession):
       checkpoint_dir: Directory whose latest checkpoint is restored.
       stop_grace_period_secs: Seconds given to threads to stop on `close()`.
       checkpoint_filename_with_path: A checkpoint file to restore instead.
+
+    Raises:
+      TypeError: If `hooks` is not an iterable of hook instances.
+      ValueError: If `checkpoint_dir` is a file or lies under a file.
     """
 
     def __init__(
@@ -268,6 +266,9 @@ class SingularMonitoredSession(_MonitoredSession):
         stop_grace_period_secs: float = 120,
         checkpoint_filename_with_path: str | None = None,
     ) -> None:
+        checked_hooks = check_hooks(type(self).__name__, "hooks", hooks)
+        if checkpoint_dir is not None:
+            check_directory(type(self).__name__, "checkpoint_dir", checkpoint_dir, writable=False)
         creator = ChiefSessionCreator(
             scaffold=scaffold,
             master=master,
@@ -276,7 +277,10 @@ class SingularMonitoredSession(_MonitoredSession):
             checkpoint_filename_with_path=checkpoint_filename_with_path,
         )
         super().__init__(
-            creator, hooks, should_recover=False, stop_grace_period_secs=stop_grace_period_secs
+            creator,
+            checked_hooks,
+            should_recover=False,
+            stop_grace_period_secs=stop_grace_period_secs,
         )
 
     def raw_session(self) -> Any:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+from monsession._arguments import check_schedule
+
 
 class SecondOrStepTimer:
     """Triggers at most once every N seconds or once every N steps.
@@ -13,19 +15,24 @@ class SecondOrStepTimer:
       every_steps: Trigger when the step advanced this much since the last
         trigger.
 
+    As TensorFlow's, it accepts 0 (trigger on every new step). Hooks that
+    want a positive interval check it with `monsession.check_schedule` first.
+
     Raises:
       ValueError: If both or neither of `every_secs` and `every_steps` are
-        given, or if the given one is negative.
+        given, or if the given one is negative or NaN.
+      TypeError: If the given one is not a number (`every_steps`: an int).
     """
 
     def __init__(self, every_secs: float | None = None, every_steps: int | None = None) -> None:
-        if every_secs is None and every_steps is None:
-            raise ValueError("Either every_secs or every_steps should be provided.")
-        if every_secs is not None and every_steps is not None:
-            raise ValueError("Can not provide both every_secs and every_steps.")
-        for name, value in (("every_secs", every_secs), ("every_steps", every_steps)):
-            if value is not None and value < 0:
-                raise ValueError(f"{name} must be non-negative, got {value!r}.")
+        check_schedule(
+            "SecondOrStepTimer",
+            "every_steps",
+            every_steps,
+            "every_secs",
+            every_secs,
+            allow_zero=True,
+        )
         self._every_secs = every_secs
         self._every_steps = every_steps
         self.reset()

@@ -10,6 +10,7 @@ from typing import Any
 import tensorflow as tf
 
 from monsession import _distributed, _plugin_manager
+from monsession._arguments import check_directory, check_hooks, check_interval
 from monsession._hook_api import SessionRunHook
 from monsession._hookspecs import TrainingSettings
 from monsession._monitored_session import MonitoredSession
@@ -46,6 +47,43 @@ def _explicit_arguments(**values: Any) -> frozenset[str]:
     if values.get("log_step_count_steps") == _DEFAULT_LOG_STEP_COUNT_STEPS:
         explicit.discard("log_step_count_steps")
     return frozenset(explicit)
+
+
+_OWNER = "MonitoredTrainingSession"
+
+# Each pair: (steps argument, seconds argument); both may not be positive at once.
+_SCHEDULES = (
+    ("save_checkpoint_steps", "save_checkpoint_secs"),
+    ("save_summaries_steps", "save_summaries_secs"),
+)
+
+
+def _check_schedules(**values: Any) -> None:
+    """TensorFlow's rule: `None` or 0 turns a default hook off; anything else must be positive.
+
+    TensorFlow builds no hook for 0 or a negative value, and raises for both
+    of a pair set; a negative value, a `bool` or a string is refused here.
+    """
+    for name, value in values.items():
+        if value is USE_DEFAULT or value is None:
+            continue
+        secs = name.endswith("_secs")
+        number = "number of seconds" if secs else "int number of steps"
+        check_interval(
+            _OWNER,
+            name,
+            value,
+            "secs" if secs else "steps",
+            allow_zero=True,
+            expected=f"None or 0 (off), or a positive {number}",
+        )
+    for steps_name, secs_name in _SCHEDULES:
+        steps, secs = values[steps_name], values[secs_name]
+        if steps not in (USE_DEFAULT, None, 0) and secs not in (USE_DEFAULT, None, 0):
+            raise ValueError(
+                f"{_OWNER}: give only one of {steps_name} and {secs_name}; got "
+                f"{steps_name}={steps!r} and {secs_name}={secs!r}. Set the other to None."
+            )
 
 
 def _check_families_installed(settings: TrainingSettings) -> None:
@@ -140,9 +178,28 @@ def MonitoredTrainingSession(  # noqa: N802 - TensorFlow's name.
     Raises:
       ImportError: If an argument set here needs a hook family that is not
         installed.
-      ValueError: If `is_chief=False` is passed on the chief of the current
-        multi-worker strategy.
+      TypeError: If `hooks` or `chief_only_hooks` is not an iterable of hook
+        instances (the message names the argument and the item's index), or a
+        schedule argument is not a number (steps: an int; never a `bool`).
+      ValueError: If a schedule argument is negative, both arguments of a
+        schedule are positive, `checkpoint_dir` or `summary_dir` is a file, or
+        `is_chief=False` is passed on the chief of the current multi-worker
+        strategy.
+      PermissionError: If a default hook would write to a directory this
+        process cannot write to.
     """
+    hooks = check_hooks(_OWNER, "hooks", hooks)
+    chief_only_hooks = check_hooks(_OWNER, "chief_only_hooks", chief_only_hooks)
+    _check_schedules(
+        save_checkpoint_secs=save_checkpoint_secs,
+        save_checkpoint_steps=save_checkpoint_steps,
+        save_summaries_steps=save_summaries_steps,
+        save_summaries_secs=save_summaries_secs,
+        log_step_count_steps=log_step_count_steps,
+    )
+    for name, directory in (("checkpoint_dir", checkpoint_dir), ("summary_dir", summary_dir)):
+        if directory:
+            check_directory(_OWNER, name, directory, writable=False)
     explicit = _explicit_arguments(
         save_checkpoint_secs=save_checkpoint_secs,
         save_checkpoint_steps=save_checkpoint_steps,

@@ -14,6 +14,8 @@ from monsession import (
     SessionRunContext,
     SessionRunHook,
     SessionRunValues,
+    check_directory,
+    check_schedule,
     read_global_step,
     require_global_step,
 )
@@ -25,15 +27,6 @@ from monsession_hooks_checkpoint._saving import Saving, make_saving
 logger = logging.getLogger("monsession.checkpoint")
 
 _HOOK = "CheckpointSaverHook"
-
-
-def _schedule(save_secs: float | None, save_steps: int | None) -> SecondOrStepTimer:
-    """The timer of the schedule; its errors name the hook and its arguments."""
-    try:
-        return SecondOrStepTimer(every_secs=save_secs, every_steps=save_steps)
-    except ValueError as error:
-        message = str(error).replace("every_", "save_")
-        raise ValueError(f"{_HOOK}: {message}") from error
 
 
 def _check_listeners(listeners: Iterable[Any] | None) -> list[Any]:
@@ -99,9 +92,16 @@ class CheckpointSaverHook(SessionRunHook):
 
     Raises:
       ValueError: If not exactly one of `save_secs` and `save_steps` is given,
-        if one is negative, if both `saver` and `scaffold` are given, or if a
+        if the given one is not positive, if both `saver` and `scaffold` are
+        given, if `checkpoint_dir` is a file (or lies under one), or if a
         `CheckpointManager` saves into another directory.
-      TypeError: If `saver` or a listener has the wrong type.
+      TypeError: If `save_steps` is not an int or `save_secs` not a number
+        (a `bool` or a string never is), or `checkpoint_dir`, `saver` or a
+        listener has the wrong type.
+      PermissionError: If `checkpoint_dir` cannot be created or written to.
+
+    `checkpoint_dir` is checked at construction, before TensorFlow touches
+    it; it is created in `begin()`.
 
     The hook fetches nothing: it learns the global step from the step
     service (`run_context.global_step_after`). On a step where it does not
@@ -129,11 +129,9 @@ class CheckpointSaverHook(SessionRunHook):
                 f"{_HOOK}: You cannot provide both saver and scaffold. Pass the saver as "
                 "Scaffold(saver=...) or to the hook, not both."
             )
-        if not isinstance(checkpoint_dir, (str, os.PathLike)) or not os.fspath(checkpoint_dir):
-            raise ValueError(
-                f"{_HOOK}: checkpoint_dir must be a directory path, got {checkpoint_dir!r}."
-            )
-        self._timer = _schedule(save_secs, save_steps)
+        check_directory(_HOOK, "checkpoint_dir", checkpoint_dir)
+        check_schedule(_HOOK, "save_steps", save_steps, "save_secs", save_secs)
+        self._timer = SecondOrStepTimer(every_secs=save_secs, every_steps=save_steps)
         _check_max_to_keep(max_to_keep)
         if saver is not None and not (
             is_object_checkpoint(saver) or callable(getattr(saver, "save", None))

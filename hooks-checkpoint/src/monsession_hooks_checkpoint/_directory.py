@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-import tempfile
+
+from monsession import check_directory
 
 
 def _is_remote(path: str) -> bool:
@@ -11,10 +12,9 @@ def _is_remote(path: str) -> bool:
 
 
 def ensure_writable_directory(path: str, owner: str) -> None:
-    """Creates `path` if needed and checks that files can be created in it.
+    """Creates `path` if needed, after `monsession.check_directory` accepts it.
 
-    Local paths are probed by creating and deleting a small file; remote
-    paths (``gs://``, ``s3://``, ...) are only created through `tf.io.gfile`.
+    Remote paths (``gs://``, ``s3://``, ...) are created through `tf.io.gfile`.
 
     Args:
       path: The directory.
@@ -31,27 +31,12 @@ def ensure_writable_directory(path: str, owner: str) -> None:
         if not tf.io.gfile.isdir(path):
             raise ValueError(f"{owner}: checkpoint_dir {path!r} is not a directory.")
         return
-    not_a_directory = ValueError(
-        f"{owner}: checkpoint_dir {path!r} is a file or lies under a file; expected a "
-        "directory to write checkpoints to."
-    )
-    if os.path.exists(path) and not os.path.isdir(path):
-        raise not_a_directory
+    check_directory(owner, "checkpoint_dir", path)  # Again: it may have changed since.
     try:
         os.makedirs(path, exist_ok=True)
-    except (NotADirectoryError, FileExistsError) as error:
-        raise not_a_directory from error
     except OSError as error:
         raise PermissionError(
             f"{owner}: cannot create checkpoint_dir {path!r}: {error.strerror or error}. "
-            "Pass a directory this process can write to."
-        ) from error
-    try:
-        with tempfile.TemporaryFile(dir=path, prefix=".monsession-write-check-"):
-            pass
-    except OSError as error:
-        raise PermissionError(
-            f"{owner}: cannot write to checkpoint_dir {path!r}: {error.strerror or error}. "
             "Pass a directory this process can write to."
         ) from error
 

@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+import monsession
 from monsession import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
 
 logger = logging.getLogger("monsession.debug")
@@ -155,15 +156,13 @@ class HookTimingHook(SessionRunHook):
         only at the end.
 
     Raises:
-      ValueError: If `every_n_steps` is not `None` or a positive int.
+      ValueError: If `every_n_steps` is not positive.
+      TypeError: If `every_n_steps` is not `None` or an int.
     """
 
     def __init__(self, every_n_steps: int | None = None) -> None:
-        valid = isinstance(every_n_steps, int) and not isinstance(every_n_steps, bool)
-        if every_n_steps is not None and not (valid and every_n_steps >= 1):
-            raise ValueError(
-                f"{_HOOK}: every_n_steps must be None or an int >= 1, got {every_n_steps!r}."
-            )
+        if every_n_steps is not None:
+            monsession.check_interval(_HOOK, "every_n_steps", every_n_steps, "steps")
         self._every_n_steps = every_n_steps
         self._timings: dict[str, dict[str, MethodTiming]] = {}
         self._runs = 0

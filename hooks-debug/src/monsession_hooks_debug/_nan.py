@@ -99,14 +99,7 @@ class NanTensorHook(SessionRunHook):
         detect_inf: bool = False,
         check_every_n_steps: int = 1,
     ) -> None:
-        if isinstance(check_every_n_steps, bool) or not isinstance(check_every_n_steps, int):
-            raise TypeError(
-                f"{_HOOK}: check_every_n_steps must be an int >= 1, got {check_every_n_steps!r}."
-            )
-        if check_every_n_steps < 1:
-            raise ValueError(
-                f"{_HOOK}: check_every_n_steps must be >= 1, got {check_every_n_steps}."
-            )
+        monsession.check_interval(_HOOK, "check_every_n_steps", check_every_n_steps, "steps")
         _check_loss_source(loss_tensor)
         self._loss_tensor = loss_tensor
         self._fail_on_nan_loss = fail_on_nan_loss

@@ -55,7 +55,11 @@ class ProfilerHook(SessionRunHook):
 
     Raises:
       ValueError: If both or neither of `save_steps` and `save_secs` are set,
-        either is negative, or `trace_steps` is not a positive int.
+        the given one or `trace_steps` is not positive, or `output_dir` is a
+        file.
+      TypeError: If `save_steps` or `trace_steps` is not an int or
+        `save_secs` not a number (a `bool` or a string never is).
+      PermissionError: If `output_dir` cannot be created or written to.
     """
 
     def __init__(
@@ -68,14 +72,11 @@ class ProfilerHook(SessionRunHook):
         *,
         trace_steps: int = 1,
     ) -> None:
-        try:
-            self._timer = SecondOrStepTimer(every_secs=save_secs, every_steps=save_steps)
-        except ValueError as error:
-            raise ValueError(
-                f"{_HOOK}(save_steps={save_steps!r}, save_secs={save_secs!r}): {error}"
-            ) from None
-        if isinstance(trace_steps, bool) or not isinstance(trace_steps, int) or trace_steps < 1:
-            raise ValueError(f"{_HOOK}: trace_steps must be an int >= 1, got {trace_steps!r}.")
+        monsession.check_schedule(_HOOK, "save_steps", save_steps, "save_secs", save_secs)
+        self._timer = SecondOrStepTimer(every_secs=save_secs, every_steps=save_steps)
+        monsession.check_interval(_HOOK, "trace_steps", trace_steps, "steps")
+        if output_dir:
+            monsession.check_directory(_HOOK, "output_dir", output_dir)
         self._output_dir = output_dir
         self._show_dataflow = show_dataflow
         self._show_memory = show_memory

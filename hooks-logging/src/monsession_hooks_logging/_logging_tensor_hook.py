@@ -12,6 +12,7 @@ from monsession import (
     SessionRunContext,
     SessionRunHook,
     SessionRunValues,
+    check_schedule,
 )
 from monsession_hooks_logging import _tensors
 from monsession_hooks_logging._tensors import Formatter
@@ -49,8 +50,9 @@ class LoggingTensorHook(SessionRunHook):
     Raises:
       ValueError: If neither or both of `every_n_iter` and `every_n_secs` are
         given (unless only `at_end` is set), or one is not positive.
-      TypeError: If `tensors` is not a dict or list, or `formatter` is not
-        callable.
+      TypeError: If `tensors` is not a dict or list, `formatter` is not
+        callable, `every_n_iter` is not an int or `every_n_secs` not a number
+        (a `bool` or a string never is).
     """
 
     def __init__(
@@ -68,16 +70,9 @@ class LoggingTensorHook(SessionRunHook):
                 f"must be provided; got every_n_iter={every_n_iter!r}, "
                 f"every_n_secs={every_n_secs!r}, at_end={at_end!r}."
             )
-        if every_n_iter is not None and every_n_iter <= 0:
-            raise ValueError(
-                f"{_HOOK}: invalid every_n_iter={every_n_iter!r}; expected a positive number "
-                "of steps."
-            )
-        if every_n_secs is not None and every_n_secs <= 0:
-            raise ValueError(
-                f"{_HOOK}: invalid every_n_secs={every_n_secs!r}; expected a positive number "
-                "of seconds."
-            )
+        check_schedule(
+            _HOOK, "every_n_iter", every_n_iter, "every_n_secs", every_n_secs, allow_neither=True
+        )
         if formatter is not None and not callable(formatter):
             raise TypeError(f"{_HOOK}: formatter must be callable, got {formatter!r}.")
         self._watched = _tensors.watched(_HOOK, tensors)

@@ -61,8 +61,9 @@ class ProgressBarHook(SessionRunHook):
     Raises:
       ValueError: If both `every_n_iter` and `every_n_secs`, or both
         `last_step` and `stop_hook` are given, or a number is out of range.
-      TypeError: If `stop_hook` has no `last_step` attribute or `tensors` is
-        not a dict or list.
+      TypeError: If `stop_hook` has no `last_step` attribute, `tensors` is
+        not a dict or list, or a number has the wrong type (`every_n_iter`
+        and `last_step`: an int; never a `bool` or a string).
     """
 
     def __init__(
@@ -76,25 +77,24 @@ class ProgressBarHook(SessionRunHook):
         log_every_n_secs: float = 30.0,
         desc: str | None = None,
     ) -> None:
-        if every_n_iter is not None and every_n_secs is not None:
-            raise ValueError(
-                f"{_HOOK}: give at most one of every_n_iter and every_n_secs; got "
-                f"every_n_iter={every_n_iter!r}, every_n_secs={every_n_secs!r}."
-            )
+        monsession.check_schedule(
+            _HOOK, "every_n_iter", every_n_iter, "every_n_secs", every_n_secs, allow_neither=True
+        )
         if every_n_iter is None and every_n_secs is None:
             every_n_secs = _DEFAULT_EVERY_N_SECS
-        _check_positive("every_n_iter", every_n_iter)
-        _check_positive("every_n_secs", every_n_secs)
-        if log_every_n_secs is None or log_every_n_secs < 0:
-            raise ValueError(
-                f"{_HOOK}: invalid log_every_n_secs={log_every_n_secs!r}; expected a "
-                "non-negative number of seconds."
-            )
+        monsession.check_interval(
+            _HOOK, "log_every_n_secs", log_every_n_secs, "secs", allow_zero=True
+        )
         if last_step is not None and stop_hook is not None:
             raise ValueError(f"{_HOOK}: give at most one of last_step and stop_hook.")
-        if last_step is not None and (isinstance(last_step, bool) or last_step < 0):
-            raise ValueError(
-                f"{_HOOK}: invalid last_step={last_step!r}; expected a non-negative global step."
+        if last_step is not None:
+            monsession.check_interval(
+                _HOOK,
+                "last_step",
+                last_step,
+                "steps",
+                allow_zero=True,
+                expected="a global step >= 0",
             )
         if stop_hook is not None and not hasattr(stop_hook, "last_step"):
             raise TypeError(
@@ -181,8 +181,3 @@ def _known(global_step: int | None) -> int:
             "monsession.MonitoredSession (or monsession.testing.hooked_session)."
         )
     return global_step
-
-
-def _check_positive(name: str, value: float | None) -> None:
-    if value is not None and value <= 0:
-        raise ValueError(f"{_HOOK}: invalid {name}={value!r}; expected a positive number.")

@@ -14,6 +14,8 @@ from monsession import (
     SessionRunContext,
     SessionRunHook,
     SessionRunValues,
+    check_directory,
+    check_schedule,
     require_global_step,
 )
 from monsession_hooks_summary._sinks import EagerSink, GraphSink, open_sink
@@ -53,7 +55,11 @@ class StepCounterHook(SessionRunHook):
 
     Raises:
       ValueError: If both or neither of `every_n_steps` and `every_n_secs`
-        are given.
+        are given, or the given one is not positive; if `output_dir` is a file.
+      TypeError: If `every_n_steps` is not an int or `every_n_secs` not a
+        number (a `bool` or a string never is).
+      PermissionError: If `output_dir` (used without `summary_writer`) cannot
+        be created or written to.
     """
 
     def __init__(
@@ -63,11 +69,9 @@ class StepCounterHook(SessionRunHook):
         output_dir: str | os.PathLike[str] | None = None,
         summary_writer: Any = None,
     ) -> None:
-        if (every_n_steps is None) == (every_n_secs is None):
-            raise ValueError(
-                f"{_NAME}: exactly one of every_n_steps and every_n_secs should be provided; "
-                f"got every_n_steps={every_n_steps!r}, every_n_secs={every_n_secs!r}."
-            )
+        check_schedule(_NAME, "every_n_steps", every_n_steps, "every_n_secs", every_n_secs)
+        if summary_writer is None and output_dir:
+            check_directory(_NAME, "output_dir", output_dir)
         self._timer = SecondOrStepTimer(every_steps=every_n_steps, every_secs=every_n_secs)
         self._summary_writer = summary_writer
         self._output_dir = output_dir

@@ -11,6 +11,8 @@ from monsession import (
     SessionRunContext,
     SessionRunHook,
     SessionRunValues,
+    check_directory,
+    check_schedule,
     require_global_step,
 )
 from monsession_hooks_summary._sinks import (
@@ -61,8 +63,13 @@ class SummarySaverHook(SessionRunHook):
 
     Raises:
       ValueError: If both or neither of `save_steps` and `save_secs` are
-        given; if both `scaffold` and `summary_op` are given, or neither in
-        graph mode; if neither `output_dir` nor `summary_writer` is given.
+        given, or the given one is not positive; if both `scaffold` and
+        `summary_op` are given, or neither in graph mode; if neither
+        `output_dir` nor `summary_writer` is given, or `output_dir` is a file.
+      TypeError: If `save_steps` is not an int or `save_secs` not a number
+        (a `bool` or a string never is).
+      PermissionError: If `output_dir` (used without `summary_writer`) cannot
+        be created or written to.
     """
 
     def __init__(
@@ -74,11 +81,7 @@ class SummarySaverHook(SessionRunHook):
         scaffold: Any = None,
         summary_op: Any = None,
     ) -> None:
-        if (save_steps is None) == (save_secs is None):
-            raise ValueError(
-                f"{_NAME}: exactly one of save_steps and save_secs must be provided; got "
-                f"save_steps={save_steps!r}, save_secs={save_secs!r}."
-            )
+        check_schedule(_NAME, "save_steps", save_steps, "save_secs", save_secs)
         if scaffold is not None and summary_op is not None:
             raise ValueError(
                 f"{_NAME}: Exactly one of scaffold or summary_op must be provided, got both."
@@ -89,6 +92,8 @@ class SummarySaverHook(SessionRunHook):
                 f"{_NAME}: one of output_dir or summary_writer must be provided, so the "
                 "summaries have somewhere to go; got neither."
             )
+        if summary_writer is None:
+            check_directory(_NAME, "output_dir", output_dir)
         self._timer = SecondOrStepTimer(every_secs=save_secs, every_steps=save_steps)
         self._output_dir = output_dir
         self._summary_writer = summary_writer

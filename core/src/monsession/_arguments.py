@@ -1,0 +1,250 @@
+"""Checks of the arguments users give hooks and sessions, with errors that name them.
+
+One place for the rules every hook shares: a schedule is a positive number
+of steps or of seconds (exactly one of the two where one is needed), a
+directory to write to is a directory this process can write to, and a list
+of hooks holds hook instances. Nothing here imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import os
+import tempfile
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
+
+HOOK_METHODS = ("begin", "after_create_session", "before_run", "after_run", "end")
+
+_UNITS = {"steps": "int number of steps", "secs": "number of seconds"}
+
+
+def _expected(unit: Literal["steps", "secs"], allow_zero: bool) -> str:
+    return f"a {'non-negative' if allow_zero else 'positive'} {_UNITS[unit]}"
+
+
+def check_interval(
+    owner: str,
+    name: str,
+    value: Any,
+    unit: Literal["steps", "secs"],
+    *,
+    allow_zero: bool = False,
+    expected: str | None = None,
+) -> None:
+    """Checks one interval of a schedule: a number of steps or of seconds.
+
+    Steps must be an int (a NumPy integer too), seconds any real number;
+    `bool` and strings are refused, and so is NaN.
+
+    ```python
+    monsession.check_interval("MyHook", "every_n_steps", every_n_steps, "steps")
+    ```
+
+    Args:
+      owner: Who checks, first in the message (e.g. ``"CheckpointSaverHook"``).
+      name: The argument's name.
+      value: The argument's value (not `None`: leave optional ones out).
+      unit: ``"steps"`` or ``"secs"``.
+      allow_zero: Whether 0 is accepted.
+      expected: What to say was expected, instead of the default
+        ``"a positive int number of steps"`` (or seconds).
+
+    Raises:
+      TypeError: If `value` is not a number of the unit's type.
+      ValueError: If `value` is negative, NaN, or 0 without `allow_zero`.
+    """
+    wanted = expected or _expected(unit, allow_zero)
+    kind = numbers.Integral if unit == "steps" else numbers.Real
+    if isinstance(value, bool) or not isinstance(value, kind):
+        raise TypeError(
+            f"{owner}: invalid {name}={value!r} of type {type(value).__name__}; expected {wanted}."
+        )
+    if math.isnan(value) or value < 0 or (value == 0 and not allow_zero):
+        raise ValueError(f"{owner}: invalid {name}={value!r}; expected {wanted}.")
+
+
+def check_schedule(
+    owner: str,
+    steps_name: str,
+    steps: Any,
+    secs_name: str,
+    secs: Any,
+    *,
+    allow_neither: bool = False,
+    allow_zero: bool = False,
+) -> None:
+    """Checks a "every N steps or every N seconds" pair of arguments.
+
+    Exactly one of the two must be given (at most one with `allow_neither`),
+    and the given one must pass `check_interval`. `SecondOrStepTimer` checks
+    its arguments with it; a hook that names its arguments differently calls
+    it first, so that the error names the hook's own arguments:
+
+    ```python
+    monsession.check_schedule("MyHook", "save_steps", save_steps, "save_secs", save_secs)
+    self._timer = monsession.SecondOrStepTimer(every_secs=save_secs, every_steps=save_steps)
+    ```
+
+    Args:
+      owner: Who checks, first in the message.
+      steps_name: The name of the steps argument.
+      steps: Its value, or `None`.
+      secs_name: The name of the seconds argument.
+      secs: Its value, or `None`.
+      allow_neither: Whether both may be `None`.
+      allow_zero: Whether 0 is accepted (`SecondOrStepTimer` accepts it, as
+        TensorFlow's does: it then triggers on every new step).
+
+    Raises:
+      ValueError: If both are given, or neither without `allow_neither`, or
+        the given one is out of range.
+      TypeError: If the given one has the wrong type.
+    """
+    got = f"got {steps_name}={steps!r} and {secs_name}={secs!r}"
+    if steps is not None and secs is not None:
+        rule = (
+            "at most one of {} and {} may be given"
+            if allow_neither
+            else ("exactly one of {} and {} must be given, not both")
+        )
+        raise ValueError(f"{owner}: {rule.format(steps_name, secs_name)}; {got}.")
+    if steps is None and secs is None:
+        if allow_neither:
+            return
+        raise ValueError(
+            f"{owner}: exactly one of {steps_name} and {secs_name} must be given; {got}."
+        )
+    if steps is not None:
+        check_interval(owner, steps_name, steps, "steps", allow_zero=allow_zero)
+    else:
+        check_interval(owner, secs_name, secs, "secs", allow_zero=allow_zero)
+
+
+class UnwritableDirectoryError(PermissionError, ValueError):
+    """A directory argument this process cannot create or write to.
+
+    A `PermissionError`, and a `ValueError` too because it is a bad value of
+    an argument: raised by a family's default hook, it reaches the user of
+    `MonitoredTrainingSession` as it is (see `monsession_default_hooks`).
+    """
+
+
+def _is_remote(path: str) -> bool:
+    return "://" in path
+
+
+def check_directory(owner: str, name: str, path: Any, *, writable: bool = True) -> None:
+    """Checks a directory argument before anything is written to it (or read from it).
+
+    Call it in the constructor: a path that is a file, lies under a file,
+    or (with `writable`) cannot be created or written to fails at once,
+    before TensorFlow touches it. Nothing is created: a missing directory
+    passes when its nearest existing parent is a writable directory (probed
+    by creating and deleting a temporary file there, which also works for
+    root, for whom permission bits say nothing). Remote paths (``gs://``,
+    ``s3://``, ...) are not checked.
+
+    Args:
+      owner: Who checks, first in the message (e.g. ``"SummarySaverHook"``).
+      name: The argument's name (e.g. ``"output_dir"``).
+      path: The directory, a `str` or `os.PathLike`.
+      writable: Whether this process must be able to write there.
+
+    Raises:
+      TypeError: If `path` is not a `str` or `os.PathLike`.
+      ValueError: If `path` is empty, is a file or lies under a file.
+      PermissionError: With `writable`, if the directory cannot be created or
+        written to (an `UnwritableDirectoryError`, also a `ValueError`).
+    """
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"{owner}: {name} must be a directory path, got {path!r}.")
+    directory = os.fspath(path)
+    if not isinstance(directory, str) or not directory:
+        raise ValueError(f"{owner}: {name} must be a directory path, got {path!r}.")
+    if _is_remote(directory):
+        return
+    existing = os.path.abspath(directory)
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        where = (
+            "is a file"
+            if existing == os.path.abspath(directory)
+            else f"lies under the file {existing!r}"
+        )
+        raise ValueError(f"{owner}: {name} {directory!r} {where}; expected a directory.")
+    if not writable:
+        return
+    try:
+        with tempfile.TemporaryFile(dir=existing, prefix=".monsession-write-check-"):
+            pass
+    except OSError as error:
+        reason = error.strerror or str(error)
+        if existing == os.path.abspath(directory):
+            problem = f"cannot write to {name} {directory!r}: {reason}"
+        else:
+            problem = f"cannot create {name} {directory!r}: cannot write to {existing!r}: {reason}"
+        raise UnwritableDirectoryError(
+            f"{owner}: {problem}. Pass a directory this process can write to."
+        ) from error
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "None"
+    if isinstance(value, type):
+        return f"the class {value.__name__}"
+    return f"{value!r} of type {type(value).__name__}"
+
+
+def check_hooks(owner: str, name: str, hooks: Iterable[Any] | None) -> list[Any]:
+    """Returns `hooks` as a list after checking each item is a hook instance.
+
+    A hook is an object with callable `begin`, `after_create_session`,
+    `before_run`, `after_run` and `end`: every `SessionRunHook` (ours or
+    `tf.compat.v1.train.SessionRunHook`) and any duck-typed object with those
+    methods, since the session calls all five.
+
+    Args:
+      owner: Who checks, first in the message (e.g. ``"MonitoredSession"``).
+      name: The argument's name (e.g. ``"hooks"``).
+      hooks: An iterable of hooks, or `None`.
+
+    Returns:
+      The hooks, in order.
+
+    Raises:
+      TypeError: If `hooks` is a single hook, a string or a mapping, or an
+        item is `None`, a class, or not a hook; the message gives its index.
+    """
+    if hooks is None:
+        return []
+    if isinstance(hooks, (str, bytes, Mapping)) or not isinstance(hooks, Iterable):
+        single = all(callable(getattr(hooks, method, None)) for method in HOOK_METHODS)
+        hint = f"; did you mean {name}=[{type(hooks).__name__}(...)]?" if single else "."
+        raise TypeError(
+            f"{owner}: {name} must be a list of SessionRunHook instances, got "
+            f"{_describe(hooks)}{hint}"
+        )
+    checked = list(hooks)
+    for index, hook in enumerate(checked):
+        missing = [method for method in HOOK_METHODS if not callable(getattr(hook, method, None))]
+        where = f"{owner}: {name}[{index}] is"
+        if isinstance(hook, type) and not missing:
+            raise TypeError(
+                f"{where} the class {hook.__name__}, not an instance; did you mean "
+                f"{hook.__name__}(...)?"
+            )
+        if hook is None or isinstance(hook, type) or missing:
+            lacks = (
+                ""
+                if hook is None or isinstance(hook, type)
+                else f", which lacks {', '.join(missing)}"
+            )
+            raise TypeError(
+                f"{where} {_describe(hook)}{lacks}; expected a SessionRunHook instance (or an "
+                f"object with the methods {', '.join(HOOK_METHODS)})."
+            )
+    return checked

@@ -1,0 +1,356 @@
+"""Bad input fails at construction, naming the owner, the argument and what was expected."""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import monsession
+
+SESSIONS = ["MonitoredSession", "SingularMonitoredSession", "MonitoredTrainingSession"]
+
+
+class _DuckHook:
+    """A hook that is no SessionRunHook subclass but has the five methods."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def begin(self):
+        self.calls.append("begin")
+
+    def after_create_session(self, session, coord):
+        self.calls.append("after_create_session")
+
+    def before_run(self, run_context):
+        self.calls.append("before_run")
+
+    def after_run(self, run_context, run_values):
+        self.calls.append("after_run")
+
+    def end(self, session):
+        self.calls.append("end")
+
+
+class _NoEnd:
+    def begin(self):
+        pass
+
+    def after_create_session(self, session, coord):
+        pass
+
+    def before_run(self, run_context):
+        pass
+
+    def after_run(self, run_context, run_values):
+        pass
+
+
+def _make(owner: str, argument: str, hooks):
+    extra = {"log_step_count_steps": None} if owner == "MonitoredTrainingSession" else {}
+    return getattr(monsession, owner)(**{argument: hooks}, **extra)
+
+
+def _arguments():
+    for owner in SESSIONS:
+        yield owner, "hooks"
+    yield "MonitoredTrainingSession", "chief_only_hooks"
+
+
+# Each case: the hooks (two good ones first, so the index is the user's), the
+# error pattern after "<owner>: ".
+BAD_HOOKS = [
+    pytest.param(
+        lambda: [
+            monsession.StopAtStepHook(1),
+            monsession.StopAtStepHook(2),
+            monsession.StopAtStepHook,
+        ],
+        r"{arg}\[2\] is the class StopAtStepHook, not an instance; "
+        r"did you mean StopAtStepHook\(...\)\?",
+        id="class",
+    ),
+    pytest.param(
+        lambda: [monsession.StopAtStepHook(1), tf.compat.v1.train.StopAtStepHook],
+        r"{arg}\[1\] is the class StopAtStepHook, not an instance; did you mean",
+        id="tf-class",
+    ),
+    pytest.param(
+        lambda: [monsession.StopAtStepHook(1), None],
+        r"{arg}\[1\] is None; expected a SessionRunHook instance",
+        id="none",
+    ),
+    pytest.param(
+        lambda: [object()],
+        r"{arg}\[0\] is <object object at .*> of type object, which lacks begin, "
+        r"after_create_session, before_run, after_run, end; expected a SessionRunHook",
+        id="object",
+    ),
+    pytest.param(
+        lambda: [monsession.StopAtStepHook(1), _NoEnd()],
+        r"{arg}\[1\] is .*_NoEnd.*, which lacks end; expected a SessionRunHook instance",
+        id="duck-without-end",
+    ),
+    pytest.param(
+        lambda: [int],
+        r"{arg}\[0\] is the class int; expected a SessionRunHook instance",
+        id="other-class",
+    ),
+    pytest.param(
+        lambda: monsession.StopAtStepHook(1),
+        r"{arg} must be a list of SessionRunHook instances, got .*StopAtStepHook.*; "
+        r"did you mean {arg}=\[StopAtStepHook\(...\)\]\?",
+        id="single-hook",
+    ),
+    pytest.param(
+        lambda: "StopAtStepHook",
+        r"{arg} must be a list of SessionRunHook instances, got 'StopAtStepHook' of type str\.",
+        id="string",
+    ),
+]
+
+
+@pytest.mark.parametrize(("owner", "argument"), list(_arguments()))
+@pytest.mark.parametrize(("hooks", "pattern"), BAD_HOOKS)
+def test_bad_hooks_raise_type_error_naming_the_argument_and_index(
+    graph, owner, argument, hooks, pattern
+):
+    tf.constant(0)  # Nothing to do with the error: the session never gets that far.
+    with pytest.raises(TypeError, match=f"^{owner}: " + pattern.format(arg=argument)):
+        _make(owner, argument, hooks())
+    assert not graph.finalized  # Nothing ran: no hook's begin(), no session.
+
+
+@pytest.mark.parametrize("mode", ["graph", "eager"])
+def test_tensorflow_and_duck_typed_hooks_are_accepted_and_called(mode):
+    duck = _DuckHook()
+    context = tf.Graph().as_default() if mode == "graph" else _FreshEager()
+    with context:
+        step = monsession.get_or_create_global_step()
+        if mode == "graph":
+            run = tf.compat.v1.assign_add(step, 1)
+        else:
+            run = tf.function(lambda: step.assign_add(1))
+        hooks = (
+            (duck, tf.compat.v1.train.StopAtStepHook(last_step=2)) if mode == "graph" else (duck,)
+        )
+        with monsession.MonitoredSession(hooks=iter(hooks)) as sess:
+            sess.run(run)
+            sess.run(run)
+            stopped = sess.should_stop()
+    assert duck.calls == [
+        "begin",
+        "after_create_session",
+        "before_run",
+        "after_run",
+        "before_run",
+        "after_run",
+        "end",
+    ]
+    assert stopped == (mode == "graph")
+
+
+class _FreshEager:
+    def __enter__(self):
+        tf.compat.v1.reset_default_graph()
+
+    def __exit__(self, *exc):
+        tf.compat.v1.reset_default_graph()
+
+
+# --- MonitoredTrainingSession's schedule arguments --------------------------------------
+
+STEP_ARGUMENTS = ["save_checkpoint_steps", "save_summaries_steps", "log_step_count_steps"]
+SECS_ARGUMENTS = ["save_checkpoint_secs", "save_summaries_secs"]
+
+
+def _schedule_cases():
+    for name in STEP_ARGUMENTS:
+        for value, error in [
+            (-1, ValueError),
+            ("10", TypeError),
+            (True, TypeError),
+            (2.5, TypeError),
+            (b"1", TypeError),
+        ]:
+            yield pytest.param(name, value, error, "int number of steps", id=f"{name}={value!r}")
+    for name in SECS_ARGUMENTS:
+        for value, error in [
+            (-0.5, ValueError),
+            ("60", TypeError),
+            (False, TypeError),
+            (math.nan, ValueError),
+        ]:
+            yield pytest.param(name, value, error, "number of seconds", id=f"{name}={value!r}")
+
+
+@pytest.mark.parametrize(("name", "value", "error", "unit"), list(_schedule_cases()))
+def test_training_session_schedule_arguments(graph, tmp_path, name, value, error, unit):
+    expected = f"None or 0 (off), or a positive {unit}"
+    got = re.escape(repr(value))
+    pattern = (
+        f"^MonitoredTrainingSession: invalid {name}={got}( of type \\w+)?; "
+        f"expected {re.escape(expected)}\\."
+    )
+    with pytest.raises(error, match=pattern):
+        monsession.MonitoredTrainingSession(checkpoint_dir=str(tmp_path), **{name: value})
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("steps_name", "secs_name"),
+    [
+        ("save_checkpoint_steps", "save_checkpoint_secs"),
+        ("save_summaries_steps", "save_summaries_secs"),
+    ],
+)
+def test_training_session_refuses_both_of_a_schedule(graph, steps_name, secs_name):
+    # TensorFlow raises too (its hook's timer refuses both), with no argument named.
+    with pytest.raises(
+        ValueError,
+        match=f"^MonitoredTrainingSession: give only one of {steps_name} and {secs_name}; "
+        f"got {steps_name}=10 and {secs_name}=5. Set the other to None.",
+    ):
+        monsession.MonitoredTrainingSession(**{steps_name: 10, secs_name: 5})
+
+
+@pytest.mark.parametrize("value", [None, 0, 0.0, np.int64(0)])
+@pytest.mark.parametrize("name", STEP_ARGUMENTS + SECS_ARGUMENTS)
+def test_training_session_keeps_tensorflow_off_values(graph, name, value):
+    """None and 0 turn a default hook off, as in TensorFlow; they are not errors."""
+    if "steps" in name and isinstance(value, float):
+        value = 0  # Steps are ints.
+    monsession.get_or_create_global_step()
+    with monsession.MonitoredTrainingSession(checkpoint_dir=None, **{name: value}) as sess:
+        assert not sess.should_stop()
+
+
+def test_training_session_accepts_numpy_ints(graph):
+    step = monsession.get_or_create_global_step()
+    train = tf.compat.v1.assign_add(step, 1)
+    with monsession.MonitoredTrainingSession(log_step_count_steps=np.int64(5)) as sess:
+        sess.run(train)
+
+
+# --- Directories ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["graph", "eager"])
+@pytest.mark.parametrize("argument", ["checkpoint_dir", "summary_dir"])
+@pytest.mark.parametrize("under", [False, True], ids=["file", "under-file"])
+def test_training_session_directory_that_is_a_file(tmp_path, mode, argument, under):
+    existing = tmp_path / "a-file"
+    existing.write_text("keep me")
+    path = existing / "sub" if under else existing
+    where = f"lies under the file {re.escape(repr(str(existing)))}" if under else "is a file"
+    context = tf.Graph().as_default() if mode == "graph" else _FreshEager()
+    with (
+        context,
+        pytest.raises(
+            ValueError,
+            match=f"^MonitoredTrainingSession: {argument} {re.escape(repr(str(path)))} {where}; "
+            "expected a directory.",
+        ),
+    ):
+        monsession.MonitoredTrainingSession(**{argument: str(path)})
+    assert existing.read_text() == "keep me"
+
+
+def test_singular_session_checkpoint_dir_that_is_a_file(graph, tmp_path):
+    path = tmp_path / "a-file"
+    path.write_text("")
+    with pytest.raises(
+        ValueError, match=r"^SingularMonitoredSession: checkpoint_dir '.*a-file' is a file"
+    ):
+        monsession.SingularMonitoredSession(checkpoint_dir=str(path))
+
+
+def test_read_only_checkpoint_dir_is_fine_without_saving(graph):
+    """Restoring only (no saver hook): an unwritable directory is not an error."""
+    monsession.get_or_create_global_step()
+    with monsession.SingularMonitoredSession(checkpoint_dir="/proc/self"):
+        pass
+
+
+# --- The helpers themselves -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "pattern"),
+    [
+        (
+            {},
+            ValueError,
+            "exactly one of every_steps and every_secs must be given; got every_steps=None",
+        ),
+        (
+            {"every_secs": 1, "every_steps": 1},
+            ValueError,
+            "exactly one of every_steps and every_secs must be given, not both",
+        ),
+        (
+            {"every_steps": -1},
+            ValueError,
+            "invalid every_steps=-1; expected a non-negative int number of steps",
+        ),
+        (
+            {"every_secs": -0.5},
+            ValueError,
+            "invalid every_secs=-0.5; expected a non-negative number of seconds",
+        ),
+        ({"every_steps": "3"}, TypeError, "invalid every_steps='3' of type str; expected"),
+        ({"every_steps": True}, TypeError, "invalid every_steps=True of type bool; expected"),
+        ({"every_steps": 1.5}, TypeError, "invalid every_steps=1.5 of type float; expected"),
+        ({"every_secs": math.nan}, ValueError, "invalid every_secs=nan; expected"),
+    ],
+)
+def test_timer_bad_arguments(kwargs, error, pattern):
+    with pytest.raises(error, match="^SecondOrStepTimer: " + pattern):
+        monsession.SecondOrStepTimer(**kwargs)
+
+
+def test_timer_accepts_zero_as_tensorflow_does():
+    timer = monsession.SecondOrStepTimer(every_steps=0)
+    timer.update_last_triggered_step(3)
+    assert not timer.should_trigger_for_step(3)
+    assert timer.should_trigger_for_step(4)
+
+
+def test_check_schedule_at_most_one():
+    monsession.check_schedule("Hook", "n_steps", None, "n_secs", None, allow_neither=True)
+    with pytest.raises(
+        ValueError,
+        match=r"^Hook: at most one of n_steps and n_secs may be given; "
+        r"got n_steps=1 and n_secs=2\.0",
+    ):
+        monsession.check_schedule("Hook", "n_steps", 1, "n_secs", 2.0, allow_neither=True)
+    with pytest.raises(
+        ValueError, match=r"^Hook: invalid n_secs=0; expected a positive number of seconds\."
+    ):
+        monsession.check_schedule("Hook", "n_steps", None, "n_secs", 0)
+
+
+def test_check_directory(tmp_path):
+    missing = tmp_path / "a" / "b"
+    monsession.check_directory("Hook", "output_dir", missing)
+    assert not (tmp_path / "a").exists()  # Checked, not created.
+    assert os.listdir(tmp_path) == []  # The write probe leaves nothing behind.
+    monsession.check_directory("Hook", "output_dir", "gs://bucket/dir")  # Remote: not checked.
+    # /proc/self is a directory where nobody, not even root, can create files.
+    with pytest.raises(PermissionError, match=r"^Hook: cannot write to output_dir '/proc/self': "):
+        monsession.check_directory("Hook", "output_dir", "/proc/self")
+    with pytest.raises(
+        PermissionError,
+        match=r"^Hook: cannot create output_dir '/proc/self/x/y': cannot write to '/proc/self'",
+    ):
+        monsession.check_directory("Hook", "output_dir", "/proc/self/x/y")
+    monsession.check_directory("Hook", "output_dir", "/proc/self", writable=False)
+    with pytest.raises(TypeError, match=r"^Hook: output_dir must be a directory path, got None"):
+        monsession.check_directory("Hook", "output_dir", None)
+    with pytest.raises(ValueError, match=r"^Hook: output_dir must be a directory path, got ''"):
+        monsession.check_directory("Hook", "output_dir", "")
