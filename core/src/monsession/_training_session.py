@@ -48,8 +48,19 @@ def _explicit_arguments(**values: Any) -> frozenset[str]:
     return frozenset(explicit)
 
 
+# What the default hooks of each argument save, for the warning when their
+# family is missing.
+_SAVED_BY_ARGUMENT = {
+    "save_checkpoint_secs": "checkpoints",
+    "save_checkpoint_steps": "checkpoints",
+    "save_summaries_steps": "summaries",
+    "save_summaries_secs": "summaries",
+    "log_step_count_steps": "the step rate",
+}
+
+
 def _check_families_installed(settings: TrainingSettings) -> None:
-    """Raises for an explicit argument whose family is missing; logs the others."""
+    """Raises for an explicit argument whose family is missing; warns for the others."""
     served = _plugin_manager.training_argument_owners()
     skipped: dict[str, list[str]] = {}
     for argument, distribution in _plugin_manager.KNOWN_ARGUMENT_FAMILIES.items():
@@ -60,14 +71,25 @@ def _check_families_installed(settings: TrainingSettings) -> None:
         if argument in settings.explicit and value and value > 0 and directory:
             reason = _plugin_manager.missing_family_message(f"{argument}={value!r}", distribution)
             raise ImportError(f"MonitoredTrainingSession: {reason}")
-        if value and directory:
+        if value and value > 0 and directory:
             skipped.setdefault(distribution, []).append(argument)
     for distribution, arguments in skipped.items():
-        logger.info(
-            "MonitoredTrainingSession: %s is not available; skipping the default hooks for %s.",
-            distribution,
-            ", ".join(arguments),
-        )
+        _warn_not_saving(settings, distribution, arguments)
+
+
+def _warn_not_saving(settings: TrainingSettings, distribution: str, arguments: list[str]) -> None:
+    """Warns, once per process and family, that the defaults of `arguments` save nothing."""
+    saved = " and ".join(dict.fromkeys(_SAVED_BY_ARGUMENT[argument] for argument in arguments))
+    directory = settings.checkpoint_dir if "checkpoint" in arguments[0] else settings.summary_dir
+    values = ", ".join(f"{argument}={getattr(settings, argument)!r}" for argument in arguments)
+    reason = _plugin_manager.missing_family_message(f"Saving {saved}", distribution)
+    turn_off = ", ".join(f"{argument}=None" for argument in arguments)
+    _plugin_manager.warn_once(
+        f"MonitoredTrainingSession is not saving {saved} to {directory!r} ({values}, by "
+        f"default): {reason.rstrip('.')}. Pass {turn_off} to turn them off and silence "
+        "this warning.",
+        key=f"MonitoredTrainingSession: {distribution} missing",
+    )
 
 
 def MonitoredTrainingSession(  # noqa: N802 - TensorFlow's name.
@@ -113,7 +135,8 @@ def MonitoredTrainingSession(  # noqa: N802 - TensorFlow's name.
     a checkpoint saver (`save_checkpoint_secs` or `save_checkpoint_steps`,
     default every 600 seconds) from `monsession-hooks-checkpoint`. Setting one
     of these arguments when its family is not installed raises `ImportError`;
-    left at its default, it is skipped with one log line.
+    left at its default, it is skipped with a warning (once per process and
+    family) naming what is not saved and the distribution to install.
 
     Args:
       master: The TensorFlow master to use.
