@@ -215,6 +215,86 @@ def test_arguments_that_ask_for_nothing_are_not_errors(graph, isolated_plugins):
         pass
 
 
+class Saver(monsession.SessionRunHook):
+    """A hook kind that a family adds by default and a user may pass too."""
+
+
+class MySaver(Saver):
+    pass
+
+
+class SaverFamily:
+    """A family adding a `Saver`, declaring the arguments that turn it on; and a `Named`."""
+
+    @monsession.hookimpl
+    def monsession_training_arguments(self):
+        return ["save_checkpoint_secs", "save_checkpoint_steps"]
+
+    @monsession.hookimpl
+    def monsession_default_hooks(self, settings):
+        arguments = ("save_checkpoint_secs", "save_checkpoint_steps")
+        hooks = [DefaultHook(Named("undeclared"), ORDER_CHECKPOINT_SAVER)]
+        if settings.save_checkpoint_secs or settings.save_checkpoint_steps:
+            hooks.append(DefaultHook(Saver(), ORDER_CHECKPOINT_SAVER, arguments=arguments))
+        return hooks
+
+
+def _same_kind_warnings(caplog):
+    return [m for m in caplog.messages if "your hooks include a" in m]
+
+
+def test_user_hook_of_a_default_hooks_kind_warns_once_naming_the_arguments(
+    graph, register_plugin, tmp_path, caplog
+):
+    monsession.get_or_create_global_step()
+    register_plugin(SaverFamily(), "savers")
+    log = []
+    with caplog.at_level(logging.WARNING, logger="monsession"):
+        for user_hooks in ([MySaver(), Named("user", log)], [Saver()]):
+            session = monsession.MonitoredTrainingSession(
+                checkpoint_dir=str(tmp_path), hooks=user_hooks
+            )
+            with session:
+                pass
+    assert _same_kind_warnings(caplog) == [
+        "MonitoredTrainingSession: your hooks include a Saver and the default Saver "
+        "(save_checkpoint_secs=600) is on too; both run, as in TensorFlow, and save the same "
+        "things twice. To keep only yours, pass save_checkpoint_secs=None, "
+        "save_checkpoint_steps=None."
+    ]
+    assert log == ["user"], "both kept; a default without arguments is not checked"
+
+
+def test_chief_only_hook_of_a_default_hooks_kind_warns_too(
+    graph, register_plugin, tmp_path, caplog
+):
+    monsession.get_or_create_global_step()
+    register_plugin(SaverFamily(), "savers")
+    with caplog.at_level(logging.WARNING, logger="monsession"):
+        with monsession.MonitoredTrainingSession(
+            checkpoint_dir=str(tmp_path), save_checkpoint_steps=5, chief_only_hooks=[Saver()]
+        ):
+            pass
+    [warning] = _same_kind_warnings(caplog)
+    assert "the default Saver (save_checkpoint_steps=5) is on too" in warning
+
+
+def test_hooks_of_other_kinds_do_not_warn(graph, register_plugin, tmp_path, caplog):
+    monsession.get_or_create_global_step()
+    register_plugin(SaverFamily(), "savers")
+    with caplog.at_level(logging.WARNING, logger="monsession"):
+        with monsession.MonitoredTrainingSession(
+            checkpoint_dir=str(tmp_path), hooks=[Named("user"), monsession.StopAtStepHook(5)]
+        ):
+            pass
+        # The default is off: a user hook of its kind is alone.
+        with monsession.MonitoredTrainingSession(
+            checkpoint_dir=str(tmp_path), save_checkpoint_secs=None, hooks=[Saver()]
+        ):
+            pass
+    assert _same_kind_warnings(caplog) == []
+
+
 def test_default_hooks_see_eager_mode(register_plugin):
     tf.compat.v1.reset_default_graph()
     family = register_plugin(FakeFamily([]), "fake-family")

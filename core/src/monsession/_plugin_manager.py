@@ -438,16 +438,30 @@ def training_argument_owners() -> dict[str, str]:
 def _default_hook_items(items: Sequence[Any]) -> list[DefaultHook]:
     """Checks the items a plugin returned from monsession_default_hooks."""
     for item in items:
-        if not (isinstance(item, DefaultHook) and isinstance(item.order, int)):
+        if not (
+            isinstance(item, DefaultHook)
+            and isinstance(item.order, int)
+            and isinstance(item.arguments, tuple)
+            and all(isinstance(argument, str) for argument in item.arguments)
+        ):
             raise TypeError(
                 f"Returned {item!r} from monsession_default_hooks; expected DefaultHook(hook, "
-                "order) items with an int order, e.g. [DefaultHook(MyHook(), ORDER_OTHER)]."
+                "order, arguments) items with an int order and a tuple of argument names, "
+                "e.g. [DefaultHook(MyHook(), ORDER_OTHER)]."
             )
     return list(items)
 
 
 def default_hooks(settings: TrainingSettings) -> list[Any]:
     """Returns the default hooks of a `MonitoredTrainingSession` call.
+
+    The hooks of `default_hook_items`, in their order.
+    """
+    return [item.hook for item in default_hook_items(settings)]
+
+
+def default_hook_items(settings: TrainingSettings) -> list[DefaultHook]:
+    """Returns the default hooks of a `MonitoredTrainingSession` call, as `DefaultHook`s.
 
     pluggy calls every plugin once (by plugin name unless tryfirst/trylast
     say otherwise; wrappers wrap the call). A `ValueError` or `TypeError`
@@ -460,8 +474,8 @@ def default_hooks(settings: TrainingSettings) -> list[Any]:
       settings: The resolved `TrainingSettings` of the call.
 
     Returns:
-      The `SessionRunHook`s the plugins contributed, sorted stably by their
-      `DefaultHook.order`.
+      The `DefaultHook`s the plugins contributed, sorted stably by their
+      `order`.
     """
     discovery = _discovery()
     hook_name = "monsession_default_hooks"
@@ -473,7 +487,7 @@ def default_hooks(settings: TrainingSettings) -> list[Any]:
             plugin = _plugin_with_bad_default_hooks(discovery, settings)
             _failed(discovery, plugin, hook_name, error)
     items.sort(key=lambda item: item.order)
-    return [item.hook for item in items]
+    return items
 
 
 def _plugin_with_bad_default_hooks(discovery: _Discovery, settings: TrainingSettings) -> str:

@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from monsession import _distributed, _plugin_manager
 from monsession._hook_api import SessionRunHook
-from monsession._hookspecs import TrainingSettings
+from monsession._hookspecs import DefaultHook, TrainingSettings
 from monsession._monitored_session import MonitoredSession
 from monsession._scaffold import Scaffold
 from monsession._session_creators import (
@@ -235,7 +235,39 @@ def _chief_hooks(
 ) -> list[Any]:
     """The chief's hooks in TensorFlow's order: chief-only, defaults, the user's."""
     _check_families_installed(settings)
-    return [*(chief_only_hooks or []), *_plugin_manager.default_hooks(settings), *(hooks or [])]
+    chief_only_hooks, hooks = list(chief_only_hooks or []), list(hooks or [])
+    defaults = _plugin_manager.default_hook_items(settings)
+    _warn_same_kind(settings, defaults, [*chief_only_hooks, *hooks])
+    return [*chief_only_hooks, *(item.hook for item in defaults), *hooks]
+
+
+def _warn_same_kind(
+    settings: TrainingSettings, defaults: list[DefaultHook], user_hooks: list[Any]
+) -> None:
+    """Warns, once per process and class, of a user hook of a default hook's kind.
+
+    Both run, as in TensorFlow (so both save: checkpoints twice, summaries
+    and the step rate twice); the warning names the arguments that turn the
+    default hook off. Only default hooks that declare their `arguments` are
+    checked.
+    """
+    for item in defaults:
+        kind = type(item.hook)
+        if not item.arguments or not any(isinstance(hook, kind) for hook in user_hooks):
+            continue
+        values = [
+            f"{argument}={getattr(settings, argument)!r}"
+            for argument in item.arguments
+            if getattr(settings, argument, None)
+        ]
+        turned_on = f" ({', '.join(values)})" if values else ""
+        turn_off = ", ".join(f"{argument}=None" for argument in item.arguments)
+        _plugin_manager.warn_once(
+            f"MonitoredTrainingSession: your hooks include a {kind.__name__} and the default "
+            f"{kind.__name__}{turned_on} is on too; both run, as in TensorFlow, and save the "
+            f"same things twice. To keep only yours, pass {turn_off}.",
+            key=f"MonitoredTrainingSession: same kind as {kind.__module__}.{kind.__qualname__}",
+        )
 
 
 def _save_steps_for_collectives(settings: TrainingSettings, strategy_name: str) -> TrainingSettings:
