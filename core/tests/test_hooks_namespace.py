@@ -77,9 +77,11 @@ def test_missing_family_gives_install_hint(isolated_plugins: object, name: str) 
         assert f"'{distribution}', which is installed but not loaded" in message
         assert "MONSESSION_DISABLE_PLUGIN_AUTOLOAD" in message
     else:
+        folder = distribution.removeprefix("monsession-")
         assert message == (
             f"{name} is provided by the distribution '{distribution}', which is not "
-            f"installed. Install it with: pip install {distribution}"
+            f"installed. Install it with: pip install {distribution} (or, from a checkout "
+            f"of the monsession repository: pip install ./{folder})"
         )
     assert raised.value.name == name
 
@@ -94,7 +96,88 @@ def test_from_import_of_missing_family_keeps_the_hint(plugin_site: PluginSite) -
     """
     result = plugin_site.run("-c", textwrap.dedent(code))
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip().endswith("pip install monsession-hooks-summary")
+    assert result.stdout.strip().endswith(
+        "pip install monsession-hooks-summary (or, from a checkout of the monsession "
+        "repository: pip install ./hooks-summary)"
+    )
+
+
+def test_install_commands_give_the_index_and_the_checkout_forms() -> None:
+    assert _plugin_manager.install_commands("monsession-hooks-debug") == (
+        "pip install monsession-hooks-debug (or, from a checkout of the monsession "
+        "repository: pip install ./hooks-debug)"
+    )
+    assert _plugin_manager.install_commands("monsession-hooks-debug", upgrade=True) == (
+        "pip install --upgrade monsession-hooks-debug (or, from an up-to-date checkout of "
+        "the monsession repository: pip install ./hooks-debug)"
+    )
+    # A third party's distribution is not in this repository: the index form only.
+    assert _plugin_manager.install_commands("acme-hooks") == "pip install acme-hooks"
+
+
+def test_installed_family_that_lacks_the_class_says_upgrade(acme_site: PluginSite) -> None:
+    code = """
+    from monsession import _plugin_manager
+    print(_plugin_manager.missing_family_message("FutureHook", "acme-hooks"))
+    """
+    result = acme_site.run("-c", textwrap.dedent(code))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == (
+        "FutureHook is provided by the distribution 'acme-hooks', which is installed but "
+        "does not provide it; upgrade it with: pip install --upgrade acme-hooks"
+    )
+
+
+class _TensorFlowNamed:
+    """Classes named like the ones `tf.compat.v1.train` gets from hook families."""
+
+    class SummarySaverHook(monsession.SessionRunHook):
+        pass
+
+
+@pytest.mark.parametrize("name", monsession._TF_FAMILY_NAMES)
+def test_tensorflow_names_at_top_level_give_the_same_install_hint(
+    isolated_plugins: object, name: str
+) -> None:
+    assert name in dir(monsession)
+    with pytest.raises(ImportError) as from_hooks:
+        getattr(monsession.hooks, name)
+    with pytest.raises(ImportError) as from_top:
+        getattr(monsession, name)
+    assert str(from_top.value) == str(from_hooks.value)
+    assert _plugin_manager.KNOWN_HOOK_FAMILIES[name] in str(from_top.value)
+    assert from_top.value.name == name
+    assert name not in vars(monsession)
+
+
+def test_from_monsession_import_of_a_missing_family_gives_the_hint(
+    isolated_plugins: object,
+) -> None:
+    with pytest.raises(ImportError, match="'monsession-hooks-debug'"):
+        from monsession import NanTensorHook  # noqa: F401
+
+
+def test_tensorflow_names_at_top_level_resolve_through_the_plugin_manager(
+    register_plugin: Register,
+) -> None:
+    register_plugin(_WidgetPlugin(f"{__name__}:_TensorFlowNamed.SummarySaverHook"), "s")
+    assert monsession.SummarySaverHook is _TensorFlowNamed.SummarySaverHook
+    from monsession import SummarySaverHook
+
+    assert SummarySaverHook is monsession.hooks.SummarySaverHook
+    _plugin_manager.reset_plugin_manager()  # The plugin is gone: so is the name.
+    with pytest.raises(ImportError, match="monsession-hooks-summary"):
+        monsession.SummarySaverHook  # noqa: B018
+
+
+def test_other_names_of_hook_families_stay_in_monsession_hooks(
+    register_plugin: Register,
+) -> None:
+    register_plugin(_WidgetPlugin(WidgetHook), "widgets")
+    assert monsession.hooks.WidgetHook is WidgetHook
+    assert "WidgetHook" not in dir(monsession)
+    with pytest.raises(AttributeError, match="has no attribute 'WidgetHook'"):
+        monsession.WidgetHook  # noqa: B018
 
 
 def test_installed_family_wins_over_the_hint(register_plugin: Register) -> None:
@@ -148,13 +231,31 @@ def test_importing_monsession_and_hooks_does_not_import_tensorflow(
         import monsession
         import monsession.hooks
         from monsession import _plugin_manager
+        dir(monsession)
         dir(monsession.hooks)
         _plugin_manager.plugin_infos()
         try:
             monsession.hooks.NoSuchHook
         except AttributeError:
             pass
+        try:
+            monsession.SummarySaverHook
+        except ImportError:
+            pass
         print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] == "tensorflow")))
         """
     )
     assert found == []
+
+
+def test_import_and_dir_of_monsession_load_no_plugin(acme_site: PluginSite) -> None:
+    found = acme_site.run_json(
+        """
+        import json, sys
+        import monsession
+        listed = "SummarySaverHook" in dir(monsession)
+        print(json.dumps([listed, "monsession._plugin_manager" in sys.modules]))
+        """
+    )
+    assert found == [True, False]
+    assert not acme_site.marker("acme_plugin").exists()

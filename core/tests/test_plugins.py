@@ -450,6 +450,10 @@ def test_default_hooks_order_constants_follow_tensorflow() -> None:
     [
         ([_Hook("bare")], "_Hook('bare')"),
         ([DefaultHook(_Hook("x"), order="late")], "order='late'"),  # type: ignore[arg-type]
+        (
+            [DefaultHook(_Hook("x"), arguments="save_checkpoint_steps")],  # type: ignore[arg-type]
+            "arguments='save_checkpoint_steps'",
+        ),
         (_Hook("single"), "_Hook('single')"),
     ],
 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import logging
 
 import pytest
@@ -123,7 +124,23 @@ def test_explicit_argument_of_a_missing_family_names_the_distribution(
         monsession.MonitoredTrainingSession(summary_dir=str(tmp_path), save_summaries_secs=3)
 
 
-def test_defaults_of_missing_families_are_skipped_with_one_line(
+def _installed(distribution):
+    try:
+        importlib.metadata.distribution(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def _missing_family_warnings(caplog):
+    return [
+        r
+        for r in caplog.records
+        if r.name == "monsession" and "MonitoredTrainingSession is not saving" in r.getMessage()
+    ]
+
+
+def test_defaults_of_missing_families_warn_once_naming_what_is_not_saved(
     graph, isolated_plugins, tmp_path, caplog
 ):
     global_step = monsession.get_or_create_global_step()
@@ -132,18 +149,59 @@ def test_defaults_of_missing_families_are_skipped_with_one_line(
     with monsession.SingularMonitoredSession(scaffold=scaffold) as sess:
         sess.run(increment)
         scaffold.saver.save(sess.raw_session(), str(tmp_path / "model.ckpt"), global_step=3)
-    with caplog.at_level(logging.INFO, logger="monsession"):
+    with caplog.at_level(logging.WARNING, logger="monsession"):
         session = monsession.MonitoredTrainingSession(
             checkpoint_dir=str(tmp_path), scaffold=scaffold, hooks=[Named("user")]
         )
-    with session:
-        assert session.run(global_step) == 3, "the chief restored from checkpoint_dir"
-    skipped = [
-        r.getMessage() for r in caplog.records if "skipping the default hooks" in r.getMessage()
-    ]
-    assert len(skipped) == 2
-    assert any("monsession-hooks-checkpoint" in m and "save_checkpoint_secs" in m for m in skipped)
-    assert any("monsession-hooks-summary" in m and "log_step_count_steps" in m for m in skipped)
+        with session:
+            assert session.run(global_step) == 3, "the chief restored from checkpoint_dir"
+        with monsession.MonitoredTrainingSession(checkpoint_dir=str(tmp_path / "again")):
+            pass
+    warnings = _missing_family_warnings(caplog)
+    assert [r.levelno for r in warnings] == [logging.WARNING] * 2, "once per process and family"
+    checkpoints, summaries = (r.getMessage() for r in warnings)
+    assert checkpoints.startswith(
+        f"MonitoredTrainingSession is not saving checkpoints to {str(tmp_path)!r} "
+        "(save_checkpoint_secs=600, by default): Saving checkpoints is provided by the "
+        "distribution 'monsession-hooks-checkpoint', which is "
+    )
+    assert checkpoints.endswith(
+        ". Pass save_checkpoint_secs=None to turn them off and silence this warning."
+    )
+    assert summaries.startswith(
+        f"MonitoredTrainingSession is not saving summaries and the step rate to "
+        f"{str(tmp_path)!r} (save_summaries_steps=100, log_step_count_steps=100, by "
+        "default): Saving summaries and the step rate is provided by the distribution "
+        "'monsession-hooks-summary', which is "
+    )
+    assert summaries.endswith(
+        ". Pass save_summaries_steps=None, log_step_count_steps=None to turn them off and "
+        "silence this warning."
+    )
+    for message, folder in ((checkpoints, "hooks-checkpoint"), (summaries, "hooks-summary")):
+        distribution = f"monsession-{folder}"
+        if _installed(distribution):  # The `all` env: installed, autoloading is off.
+            assert "installed but not loaded" in message
+        else:
+            assert (
+                f"which is not installed. Install it with: pip install {distribution} (or, "
+                f"from a checkout of the monsession repository: pip install ./{folder}). "
+            ) in message
+
+
+def test_defaults_turned_off_give_no_missing_family_warning(
+    graph, isolated_plugins, tmp_path, caplog
+):
+    monsession.get_or_create_global_step()
+    with caplog.at_level(logging.WARNING, logger="monsession"):
+        with monsession.MonitoredTrainingSession(
+            checkpoint_dir=str(tmp_path),
+            save_checkpoint_secs=None,
+            save_summaries_steps=None,
+            log_step_count_steps=None,
+        ):
+            pass
+    assert _missing_family_warnings(caplog) == []
 
 
 def test_arguments_that_ask_for_nothing_are_not_errors(graph, isolated_plugins):
@@ -155,6 +213,86 @@ def test_arguments_that_ask_for_nothing_are_not_errors(graph, isolated_plugins):
         checkpoint_dir=None, save_checkpoint_secs=0, save_summaries_steps=None
     ):
         pass
+
+
+class Saver(monsession.SessionRunHook):
+    """A hook kind that a family adds by default and a user may pass too."""
+
+
+class MySaver(Saver):
+    pass
+
+
+class SaverFamily:
+    """A family adding a `Saver`, declaring the arguments that turn it on; and a `Named`."""
+
+    @monsession.hookimpl
+    def monsession_training_arguments(self):
+        return ["save_checkpoint_secs", "save_checkpoint_steps"]
+
+    @monsession.hookimpl
+    def monsession_default_hooks(self, settings):
+        arguments = ("save_checkpoint_secs", "save_checkpoint_steps")
+        hooks = [DefaultHook(Named("undeclared"), ORDER_CHECKPOINT_SAVER)]
+        if settings.save_checkpoint_secs or settings.save_checkpoint_steps:
+            hooks.append(DefaultHook(Saver(), ORDER_CHECKPOINT_SAVER, arguments=arguments))
+        return hooks
+
+
+def _same_kind_warnings(caplog):
+    return [m for m in caplog.messages if "your hooks include a" in m]
+
+
+def test_user_hook_of_a_default_hooks_kind_warns_once_naming_the_arguments(
+    graph, register_plugin, tmp_path, caplog
+):
+    monsession.get_or_create_global_step()
+    register_plugin(SaverFamily(), "savers")
+    log = []
+    with caplog.at_level(logging.WARNING, logger="monsession"):
+        for user_hooks in ([MySaver(), Named("user", log)], [Saver()]):
+            session = monsession.MonitoredTrainingSession(
+                checkpoint_dir=str(tmp_path), hooks=user_hooks
+            )
+            with session:
+                pass
+    assert _same_kind_warnings(caplog) == [
+        "MonitoredTrainingSession: your hooks include a Saver and the default Saver "
+        "(save_checkpoint_secs=600) is on too; both run, as in TensorFlow, and save the same "
+        "things twice. To keep only yours, pass save_checkpoint_secs=None, "
+        "save_checkpoint_steps=None."
+    ]
+    assert log == ["user"], "both kept; a default without arguments is not checked"
+
+
+def test_chief_only_hook_of_a_default_hooks_kind_warns_too(
+    graph, register_plugin, tmp_path, caplog
+):
+    monsession.get_or_create_global_step()
+    register_plugin(SaverFamily(), "savers")
+    with caplog.at_level(logging.WARNING, logger="monsession"):
+        with monsession.MonitoredTrainingSession(
+            checkpoint_dir=str(tmp_path), save_checkpoint_steps=5, chief_only_hooks=[Saver()]
+        ):
+            pass
+    [warning] = _same_kind_warnings(caplog)
+    assert "the default Saver (save_checkpoint_steps=5) is on too" in warning
+
+
+def test_hooks_of_other_kinds_do_not_warn(graph, register_plugin, tmp_path, caplog):
+    monsession.get_or_create_global_step()
+    register_plugin(SaverFamily(), "savers")
+    with caplog.at_level(logging.WARNING, logger="monsession"):
+        with monsession.MonitoredTrainingSession(
+            checkpoint_dir=str(tmp_path), hooks=[Named("user"), monsession.StopAtStepHook(5)]
+        ):
+            pass
+        # The default is off: a user hook of its kind is alone.
+        with monsession.MonitoredTrainingSession(
+            checkpoint_dir=str(tmp_path), save_checkpoint_secs=None, hooks=[Saver()]
+        ):
+            pass
+    assert _same_kind_warnings(caplog) == []
 
 
 def test_default_hooks_see_eager_mode(register_plugin):

@@ -6,7 +6,7 @@ loaded on first use.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from monsession._arguments import check_directory, check_interval, check_schedule
 from monsession._control_hooks import FeedFnHook, FinalOpsHook, GlobalStepWaiterHook, StopAtStepHook
@@ -48,6 +48,21 @@ _LAZY = {
     "hooks": "monsession.hooks",
 }
 
+# The names of `tf.compat.v1.train` whose classes live in hook families.
+# `monsession.NAME` resolves them through `monsession.hooks` on first use,
+# so nothing is imported until then; without the family it raises an
+# `ImportError` naming the distribution to install.
+_TF_FAMILY_NAMES = (
+    "CheckpointSaverHook",
+    "CheckpointSaverListener",
+    "LoggingTensorHook",
+    "NanLossDuringTrainingError",
+    "NanTensorHook",
+    "ProfilerHook",
+    "StepCounterHook",
+    "SummarySaverHook",
+)
+
 if TYPE_CHECKING:
     from monsession import hooks, plugins, testing
     from monsession._distributed import is_chief
@@ -69,7 +84,20 @@ if TYPE_CHECKING:
     from monsession._training_session import USE_DEFAULT, MonitoredTrainingSession
 
 
-__getattr__, __dir__ = lazy_attributes(__name__, _LAZY)
+_lazy_getattr, _lazy_dir = lazy_attributes(__name__, _LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _TF_FAMILY_NAMES:
+        from monsession import hooks
+
+        return getattr(hooks, name)
+    return _lazy_getattr(name)
+
+
+def __dir__() -> list[str]:
+    return sorted({*_lazy_dir(), *_TF_FAMILY_NAMES})
+
 
 __all__ = [
     "ORDER_CHECKPOINT_SAVER",

@@ -73,10 +73,18 @@ class DefaultHook:
     Args:
       hook: The `SessionRunHook` instance.
       order: Its position among default hooks; see the ``ORDER_*`` constants.
+      arguments: The `MonitoredTrainingSession` arguments that turn it on,
+        e.g. ``("save_summaries_steps", "save_summaries_secs")``. When the
+        user's `hooks` or `chief_only_hooks` hold an instance of the hook's
+        class (a hook of the same kind, which saves the same things again),
+        `MonitoredTrainingSession` keeps both, as TensorFlow does, and warns
+        once per process, telling the user to pass these arguments as
+        `None` to keep only their own. Empty: no such check.
     """
 
     hook: Any
     order: int = ORDER_OTHER
+    arguments: tuple[str, ...] = ()
 
 
 @hookspec
@@ -140,6 +148,7 @@ def monsession_default_hooks(settings: TrainingSettings) -> Sequence[DefaultHook
                 return None
             hook = CheckpointSaverHook(settings.checkpoint_dir,
                                        save_steps=settings.save_checkpoint_steps)
-            return [DefaultHook(hook, ORDER_CHECKPOINT_SAVER)]
+            return [DefaultHook(hook, ORDER_CHECKPOINT_SAVER,
+                                arguments=("save_checkpoint_steps",))]
     """
     return None

@@ -80,6 +80,12 @@ KNOWN_ARGUMENT_FAMILIES: dict[str, str] = {
     "log_step_count_steps": "monsession-hooks-summary",
 }
 
+# This repository's distributions: their folder in a checkout is the name
+# without "monsession-" (install hints give that form too).
+_OWN_DISTRIBUTIONS = frozenset(
+    {CORE_DISTRIBUTION, *KNOWN_HOOK_FAMILIES.values(), *KNOWN_ARGUMENT_FAMILIES.values()}
+)
+
 __all__ = [  # Re-exported types, for callers of this module.
     "ENV_DISABLED_PLUGINS",
     "ENV_DISABLE_AUTOLOAD",
@@ -112,9 +118,10 @@ class _Discovery:
     strict: bool
     warned: set[str] = dataclasses.field(default_factory=set)
 
-    def warn_once(self, message: str) -> None:
-        if message not in self.warned:
-            self.warned.add(message)
+    def warn_once(self, message: str, key: str | None = None) -> None:
+        key = message if key is None else key
+        if key not in self.warned:
+            self.warned.add(key)
             logger.warning(message)
 
     def source(self, plugin: str) -> PluginSource:
@@ -241,6 +248,19 @@ def reset_plugin_manager() -> None:
     hooks = sys.modules.get("monsession.hooks")
     if hooks is not None:
         hooks._forget_resolved()
+
+
+def warn_once(message: str, key: str | None = None) -> None:
+    """Logs `message` at WARNING on the ``monsession`` logger, once per process.
+
+    Once per plugin manager, in fact: `reset_plugin_manager` (tests) forgets
+    what was said.
+
+    Args:
+      message: The warning.
+      key: What makes two warnings the same one; `message` by default.
+    """
+    _discovery().warn_once(message, key)
 
 
 # -- Calling plugins ----------------------------------------------------------
@@ -418,16 +438,30 @@ def training_argument_owners() -> dict[str, str]:
 def _default_hook_items(items: Sequence[Any]) -> list[DefaultHook]:
     """Checks the items a plugin returned from monsession_default_hooks."""
     for item in items:
-        if not (isinstance(item, DefaultHook) and isinstance(item.order, int)):
+        if not (
+            isinstance(item, DefaultHook)
+            and isinstance(item.order, int)
+            and isinstance(item.arguments, tuple)
+            and all(isinstance(argument, str) for argument in item.arguments)
+        ):
             raise TypeError(
                 f"Returned {item!r} from monsession_default_hooks; expected DefaultHook(hook, "
-                "order) items with an int order, e.g. [DefaultHook(MyHook(), ORDER_OTHER)]."
+                "order, arguments) items with an int order and a tuple of argument names, "
+                "e.g. [DefaultHook(MyHook(), ORDER_OTHER)]."
             )
     return list(items)
 
 
 def default_hooks(settings: TrainingSettings) -> list[Any]:
     """Returns the default hooks of a `MonitoredTrainingSession` call.
+
+    The hooks of `default_hook_items`, in their order.
+    """
+    return [item.hook for item in default_hook_items(settings)]
+
+
+def default_hook_items(settings: TrainingSettings) -> list[DefaultHook]:
+    """Returns the default hooks of a `MonitoredTrainingSession` call, as `DefaultHook`s.
 
     pluggy calls every plugin once (by plugin name unless tryfirst/trylast
     say otherwise; wrappers wrap the call). A `ValueError` or `TypeError`
@@ -440,8 +474,8 @@ def default_hooks(settings: TrainingSettings) -> list[Any]:
       settings: The resolved `TrainingSettings` of the call.
 
     Returns:
-      The `SessionRunHook`s the plugins contributed, sorted stably by their
-      `DefaultHook.order`.
+      The `DefaultHook`s the plugins contributed, sorted stably by their
+      `order`.
     """
     discovery = _discovery()
     hook_name = "monsession_default_hooks"
@@ -453,7 +487,7 @@ def default_hooks(settings: TrainingSettings) -> list[Any]:
             plugin = _plugin_with_bad_default_hooks(discovery, settings)
             _failed(discovery, plugin, hook_name, error)
     items.sort(key=lambda item: item.order)
-    return [item.hook for item in items]
+    return items
 
 
 def _plugin_with_bad_default_hooks(discovery: _Discovery, settings: TrainingSettings) -> str:
@@ -491,6 +525,28 @@ def plugin_infos() -> PluginListing:
     )
 
 
+def install_commands(distribution: str, upgrade: bool = False) -> str:
+    """Returns how to install `distribution`: from the package index, and from a checkout.
+
+    The checkout form is given for this repository's own distributions (their
+    folder is the name without ``monsession-``, e.g. ``./hooks-summary``).
+
+    Args:
+      distribution: A distribution name, e.g. ``"monsession-hooks-summary"``.
+      upgrade: Whether the distribution is installed and must be upgraded.
+
+    Returns:
+      E.g. ``"pip install monsession-hooks-summary (or, from a checkout of the
+      monsession repository: pip install ./hooks-summary)"``.
+    """
+    index = f"pip install --upgrade {distribution}" if upgrade else f"pip install {distribution}"
+    if distribution not in _OWN_DISTRIBUTIONS:
+        return index
+    checkout = "an up-to-date checkout" if upgrade else "a checkout"
+    folder = distribution.removeprefix("monsession-")
+    return f"{index} (or, from {checkout} of the monsession repository: pip install ./{folder})"
+
+
 def missing_family_message(what: str, distribution: str) -> str:
     """Returns why `distribution`, which provides `what`, is unavailable, and the fix.
 
@@ -517,7 +573,7 @@ def missing_family_message(what: str, distribution: str) -> str:
     except importlib.metadata.PackageNotFoundError:
         return (
             f"{what} is provided by the distribution '{distribution}', which is not "
-            f"installed. Install it with: pip install {distribution}"
+            f"installed. Install it with: {install_commands(distribution)}"
         )
     if not discovery.autoload:
         return (
@@ -527,7 +583,7 @@ def missing_family_message(what: str, distribution: str) -> str:
         )
     return (
         f"{what} is provided by the distribution '{distribution}', which is installed "
-        f"but does not provide it; upgrade it with: pip install --upgrade {distribution}"
+        "but does not provide it; upgrade it with: " + install_commands(distribution, upgrade=True)
     )
 
 

@@ -12,7 +12,7 @@ import tensorflow as tf
 from monsession import _distributed, _plugin_manager
 from monsession._arguments import check_directory, check_hooks, check_interval
 from monsession._hook_api import SessionRunHook
-from monsession._hookspecs import TrainingSettings
+from monsession._hookspecs import DefaultHook, TrainingSettings
 from monsession._monitored_session import MonitoredSession
 from monsession._scaffold import Scaffold
 from monsession._session_creators import (
@@ -86,8 +86,19 @@ def _check_schedules(**values: Any) -> None:
             )
 
 
+# What the default hooks of each argument save, for the warning when their
+# family is missing.
+_SAVED_BY_ARGUMENT = {
+    "save_checkpoint_secs": "checkpoints",
+    "save_checkpoint_steps": "checkpoints",
+    "save_summaries_steps": "summaries",
+    "save_summaries_secs": "summaries",
+    "log_step_count_steps": "the step rate",
+}
+
+
 def _check_families_installed(settings: TrainingSettings) -> None:
-    """Raises for an explicit argument whose family is missing; logs the others."""
+    """Raises for an explicit argument whose family is missing; warns for the others."""
     served = _plugin_manager.training_argument_owners()
     skipped: dict[str, list[str]] = {}
     for argument, distribution in _plugin_manager.KNOWN_ARGUMENT_FAMILIES.items():
@@ -98,14 +109,25 @@ def _check_families_installed(settings: TrainingSettings) -> None:
         if argument in settings.explicit and value and value > 0 and directory:
             reason = _plugin_manager.missing_family_message(f"{argument}={value!r}", distribution)
             raise ImportError(f"MonitoredTrainingSession: {reason}")
-        if value and directory:
+        if value and value > 0 and directory:
             skipped.setdefault(distribution, []).append(argument)
     for distribution, arguments in skipped.items():
-        logger.info(
-            "MonitoredTrainingSession: %s is not available; skipping the default hooks for %s.",
-            distribution,
-            ", ".join(arguments),
-        )
+        _warn_not_saving(settings, distribution, arguments)
+
+
+def _warn_not_saving(settings: TrainingSettings, distribution: str, arguments: list[str]) -> None:
+    """Warns, once per process and family, that the defaults of `arguments` save nothing."""
+    saved = " and ".join(dict.fromkeys(_SAVED_BY_ARGUMENT[argument] for argument in arguments))
+    directory = settings.checkpoint_dir if "checkpoint" in arguments[0] else settings.summary_dir
+    values = ", ".join(f"{argument}={getattr(settings, argument)!r}" for argument in arguments)
+    reason = _plugin_manager.missing_family_message(f"Saving {saved}", distribution)
+    turn_off = ", ".join(f"{argument}=None" for argument in arguments)
+    _plugin_manager.warn_once(
+        f"MonitoredTrainingSession is not saving {saved} to {directory!r} ({values}, by "
+        f"default): {reason.rstrip('.')}. Pass {turn_off} to turn them off and silence "
+        "this warning.",
+        key=f"MonitoredTrainingSession: {distribution} missing",
+    )
 
 
 def MonitoredTrainingSession(  # noqa: N802 - TensorFlow's name.
@@ -151,7 +173,8 @@ def MonitoredTrainingSession(  # noqa: N802 - TensorFlow's name.
     a checkpoint saver (`save_checkpoint_secs` or `save_checkpoint_steps`,
     default every 600 seconds) from `monsession-hooks-checkpoint`. Setting one
     of these arguments when its family is not installed raises `ImportError`;
-    left at its default, it is skipped with one log line.
+    left at its default, it is skipped with a warning (once per process and
+    family) naming what is not saved and the distribution to install.
 
     Args:
       master: The TensorFlow master to use.
@@ -269,7 +292,39 @@ def _chief_hooks(
 ) -> list[Any]:
     """The chief's hooks in TensorFlow's order: chief-only, defaults, the user's."""
     _check_families_installed(settings)
-    return [*(chief_only_hooks or []), *_plugin_manager.default_hooks(settings), *(hooks or [])]
+    chief_only_hooks, hooks = list(chief_only_hooks or []), list(hooks or [])
+    defaults = _plugin_manager.default_hook_items(settings)
+    _warn_same_kind(settings, defaults, [*chief_only_hooks, *hooks])
+    return [*chief_only_hooks, *(item.hook for item in defaults), *hooks]
+
+
+def _warn_same_kind(
+    settings: TrainingSettings, defaults: list[DefaultHook], user_hooks: list[Any]
+) -> None:
+    """Warns, once per process and class, of a user hook of a default hook's kind.
+
+    Both run, as in TensorFlow (so both save: checkpoints twice, summaries
+    and the step rate twice); the warning names the arguments that turn the
+    default hook off. Only default hooks that declare their `arguments` are
+    checked.
+    """
+    for item in defaults:
+        kind = type(item.hook)
+        if not item.arguments or not any(isinstance(hook, kind) for hook in user_hooks):
+            continue
+        values = [
+            f"{argument}={getattr(settings, argument)!r}"
+            for argument in item.arguments
+            if getattr(settings, argument, None)
+        ]
+        turned_on = f" ({', '.join(values)})" if values else ""
+        turn_off = ", ".join(f"{argument}=None" for argument in item.arguments)
+        _plugin_manager.warn_once(
+            f"MonitoredTrainingSession: your hooks include a {kind.__name__} and the default "
+            f"{kind.__name__}{turned_on} is on too; both run, as in TensorFlow, and save the "
+            f"same things twice. To keep only yours, pass {turn_off}.",
+            key=f"MonitoredTrainingSession: same kind as {kind.__module__}.{kind.__qualname__}",
+        )
 
 
 def _save_steps_for_collectives(settings: TrainingSettings, strategy_name: str) -> TrainingSettings:

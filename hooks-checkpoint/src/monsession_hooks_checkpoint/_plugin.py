@@ -81,7 +81,7 @@ def monsession_default_hooks(settings: TrainingSettings) -> list[DefaultHook] | 
         scaffold=settings.scaffold,
         save_graph_def=settings.save_graph_def,
     )
-    return [DefaultHook(hook, ORDER_CHECKPOINT_SAVER)]
+    return [DefaultHook(hook, ORDER_CHECKPOINT_SAVER, arguments=_TRAINING_ARGUMENTS)]
 
 
 def _worker_hooks(settings: TrainingSettings, save_steps: Any) -> list[DefaultHook]:

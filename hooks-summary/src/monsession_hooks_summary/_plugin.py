@@ -18,6 +18,7 @@ from monsession import (
 )
 
 _PACKAGE = "monsession_hooks_summary"
+_SUMMARY_ARGUMENTS = ("save_summaries_steps", "save_summaries_secs")
 
 
 @monsession.hookimpl
@@ -51,7 +52,9 @@ def monsession_default_hooks(settings: TrainingSettings) -> Sequence[DefaultHook
         step_counter = StepCounterHook(
             output_dir=settings.summary_dir, every_n_steps=int(log_steps)
         )
-        hooks.append(DefaultHook(step_counter, ORDER_STEP_COUNTER))
+        hooks.append(
+            DefaultHook(step_counter, ORDER_STEP_COUNTER, arguments=("log_step_count_steps",))
+        )
     save_steps = _positive(settings.save_summaries_steps)
     save_secs = _positive(settings.save_summaries_secs)
     if save_steps is not None or save_secs is not None:
@@ -61,5 +64,5 @@ def monsession_default_hooks(settings: TrainingSettings) -> Sequence[DefaultHook
             save_secs=save_secs,
             output_dir=settings.summary_dir,
         )
-        hooks.append(DefaultHook(summary_saver, ORDER_SUMMARY_SAVER))
+        hooks.append(DefaultHook(summary_saver, ORDER_SUMMARY_SAVER, arguments=_SUMMARY_ARGUMENTS))
     return hooks

@@ -50,8 +50,15 @@ def _thread_switch() -> Any:
     return switch
 
 
+def _set_switch(on: bool, force: bool = False) -> None:
+    """Sets this thread's recording switch (no op when unchanged, unless `force`)."""
+    if force or getattr(_thread_state, "on", None) != on:
+        _thread_switch().assign(on)
+        _thread_state.on = on
+
+
 def _open_recordings() -> list[Recording]:
-    """This thread's open recordings, oldest first."""
+    """This thread's open recordings, oldest first; the newest is the active one."""
     if not hasattr(_thread_state, "open"):
         _thread_state.open = []
     recordings: list[Recording] = _thread_state.open
@@ -60,6 +67,14 @@ def _open_recordings() -> list[Recording]:
 
 class Recording:
     """Routes and gates the step's `tf.summary` calls while open.
+
+    Several recordings may be open in a thread (two `SummarySaverHook`s in
+    one session): the newest is the *active* one, whose writer is the
+    default and whose `record` decides; the others wait. Only the active
+    recording has TensorFlow's summary state entered, so recordings can be
+    closed in any order (hooks end in list order, not in reverse): closing
+    the active one restores the state from before it and activates the next
+    newest; closing a waiting one only forgets it.
 
     Args:
       writer: The `tf.summary.SummaryWriter` to make the default.
@@ -70,34 +85,46 @@ class Recording:
     def __init__(self, writer: Any, step: Any) -> None:
         self._writer = writer
         self._step = step
-        self._contexts: contextlib.ExitStack | None = None
+        self._contexts: contextlib.ExitStack | None = None  # Entered while active.
         self._session: Any = None
-        self._on = False
+        self._open = False
 
     @property
     def is_open(self) -> bool:
-        return self._contexts is not None
+        return self._open
 
     def open(self) -> None:
         """Makes the writer the default and starts with recording off."""
         recordings = _open_recordings()
-        while recordings and recordings[-1].is_stale():
-            recordings[-1].close()
+        for stale in [recording for recording in recordings if recording.is_stale()]:
+            stale.close()
         if recordings:
             logger.warning(
                 "SummarySaverHook: another SummarySaverHook already records this thread's "
                 "tf.summary calls; in eager mode the newest one decides, and the step's "
                 "summaries go to its writer only."
             )
-        self._switch = _thread_switch()
-        self._switch.assign(False)
-        self._on = False
+            recordings[-1]._deactivate()
         self._session = None
+        self._open = True
+        recordings.append(self)
+        self._activate()
+
+    def _activate(self) -> None:
+        _set_switch(False, force=True)
         contexts = contextlib.ExitStack()
         contexts.enter_context(self._writer.as_default(step=self._step))
-        contexts.enter_context(tf.summary.record_if(self._switch))
+        contexts.enter_context(tf.summary.record_if(_thread_switch()))
         self._contexts = contexts
-        recordings.append(self)
+
+    def _deactivate(self) -> None:
+        contexts, self._contexts = self._contexts, None
+        if contexts is None:
+            return
+        try:
+            _set_switch(False)
+        finally:
+            contexts.close()
 
     def attach(self, session: Any) -> None:
         """Remembers the session this recording serves (to spot it stale later)."""
@@ -108,20 +135,21 @@ class Recording:
         return self._session is not None and bool(getattr(self._session, "closed", False))
 
     def record(self, on: bool) -> None:
-        """Turns recording on or off for the coming step (no op when unchanged)."""
-        if on != self._on:
-            self._switch.assign(on)
-            self._on = on
+        """Turns recording on or off for the coming step, if this recording is active."""
+        if self._contexts is not None:
+            _set_switch(on)
 
     def close(self) -> None:
-        """Turns recording off and restores the previous writer and condition."""
-        contexts, self._contexts = self._contexts, None
-        if contexts is None:
+        """Turns recording off and restores the state from before it was active."""
+        if not self._open:
             return
+        self._open = False
         recordings = _open_recordings()
+        was_active = bool(recordings) and recordings[-1] is self
         if self in recordings:
             recordings.remove(self)
         try:
-            self.record(False)
+            self._deactivate()
         finally:
-            contexts.close()
+            if was_active and recordings:
+                recordings[-1]._activate()
