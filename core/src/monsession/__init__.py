@@ -42,13 +42,14 @@ _LAZY = {
     "check_scalar": "monsession._fetches",
     "TensorNotFoundError": "monsession._fetches",
     "testing": "monsession.testing",
+    "tf_logging": "monsession.tf_logging",
     "plugins": "monsession.plugins",
     "is_chief": "monsession._distributed",
     "hooks": "monsession.hooks",
 }
 
 if TYPE_CHECKING:
-    from monsession import hooks, plugins, testing
+    from monsession import hooks, plugins, testing, tf_logging
     from monsession._distributed import is_chief
     from monsession._eager import EagerSession
     from monsession._fetches import TensorNotFoundError, check_scalar, resolve_fetch
@@ -108,4 +109,5 @@ __all__ = [
     "require_global_step",
     "resolve_fetch",
     "testing",
+    "tf_logging",
 ]
