@@ -170,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.reconfigure(line_buffering=True)
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
     logging.getLogger("monsession").setLevel(logging.INFO)
+    tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.INFO)  # The hooks' lines.
     directory = pathlib.Path(args.dir).resolve() / ("graph" if args.graph else "eager")
     directory.mkdir(parents=True, exist_ok=True)
     latest = tf.train.latest_checkpoint(str(directory))

@@ -216,7 +216,7 @@ def test_async_saving_of_plain_variables_stays_asynchronous(tmp_path, caplog):
 
     checkpoint = tf.train.Checkpoint(weights=weights, step=global_step)
     hook = CheckpointSaverHook(str(tmp_path), save_steps=1, saver=checkpoint, async_save=True)
-    with caplog.at_level("WARNING", logger="monsession"):
+    with caplog.at_level("WARNING", logger="tensorflow"):
         with monsession.SingularMonitoredSession(
             hooks=[hook], checkpoint_dir=str(tmp_path)
         ) as sess:

@@ -34,7 +34,7 @@ def test_wrap_times_each_hook_and_reports_the_slow_one(mode, caplog):
         hooks = HookTimingHook.wrap([nan, slow], every_n_steps=2)
         reporter = hooks[-1]
         assert isinstance(reporter, HookTimingHook)
-        with caplog.at_level(logging.INFO, logger="monsession.debug"):
+        with caplog.at_level(logging.INFO, logger="tensorflow"):
             with monsession.MonitoredSession(hooks=hooks) as sess:
                 for _ in range(5):
                     sess.run(program.step)

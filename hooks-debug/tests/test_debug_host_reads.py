@@ -82,7 +82,7 @@ def test_nan_hook_every_n_steps_still_finds_the_divergence_at_its_check():
 def test_profiler_hook_reads_nothing_on_steps_it_does_not_trace(tmp_path, caplog):
     program = eager_program(lr=STABLE_LR)
     hook = ProfilerHook(save_steps=3, output_dir=str(tmp_path), trace_steps=2)
-    with caplog.at_level(logging.INFO, logger="monsession.debug"):
+    with caplog.at_level(logging.INFO, logger="tensorflow"):
         counts = host_reads_per_step([hook], program.step, 8)
     # The TF2 profiler and the step service's host count need no read either,
     # so the traced steps (3 and 4) cost nothing as well.

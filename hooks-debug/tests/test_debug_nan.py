@@ -71,7 +71,7 @@ def test_graph_stop_side_by_side_with_tensorflow(caplog):
     tf_runs, tf_error = _graph_run(
         tf.compat.v1.train, tf.compat.v1.train.NanTensorHook, fail_on_nan_loss=False
     )
-    with caplog.at_level(logging.WARNING, logger="monsession.debug"):
+    with caplog.at_level(logging.WARNING, logger="tensorflow"):
         our_runs, our_error = _graph_run(monsession, NanTensorHook, fail_on_nan_loss=False)
     assert tf_error is None and our_error is None
     assert tf_runs == our_runs == NAN_STEP
@@ -141,7 +141,7 @@ def test_eager_raise_names_the_first_bad_step(every):
 def test_eager_stop_requests_a_stop(every, caplog):
     program = eager_program()
     hook = NanTensorHook("loss", fail_on_nan_loss=False, check_every_n_steps=every)
-    with caplog.at_level(logging.WARNING, logger="monsession.debug"):
+    with caplog.at_level(logging.WARNING, logger="tensorflow"):
         with monsession.MonitoredSession(hooks=[hook]) as sess:
             runs = run_until_stopped(sess, hook.watch(program.step))
     assert runs == -(-NAN_STEP // every) * every
@@ -210,7 +210,7 @@ def test_deferred_mode_checks_what_is_left_at_the_end(caplog):
     program = eager_program()
     logging_only = NanTensorHook("loss", fail_on_nan_loss=False, check_every_n_steps=100)
     step_fn = logging_only.watch(program.step)
-    with caplog.at_level(logging.WARNING, logger="monsession.debug"):
+    with caplog.at_level(logging.WARNING, logger="tensorflow"):
         with monsession.MonitoredSession(hooks=[logging_only]) as sess:
             for _ in range(NAN_STEP + 2):
                 sess.run(step_fn)

@@ -212,7 +212,7 @@ def test_eager_skips_a_trigger_while_another_profiler_runs(tmp_path, caplog):
     program = eager_program(lr=STABLE_LR)
     tf.profiler.experimental.start(str(tmp_path / "other"))
     try:
-        with caplog.at_level(logging.WARNING, logger="monsession.debug"):
+        with caplog.at_level(logging.WARNING, logger="tensorflow"):
             with monsession.MonitoredSession(
                 hooks=[ProfilerHook(save_steps=2, output_dir=str(tmp_path / "ours"))]
             ) as sess:

@@ -17,7 +17,7 @@ import monsession.testing
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-LOGGER = "monsession.logging"
+LOGGER = "tensorflow"
 MODES = ["graph", "eager"]
 
 
@@ -103,9 +103,25 @@ def host_reads_per_step(program: Program, hooks: list[Any], steps: int) -> list[
     return counts
 
 
+_TENSORFLOW_DIR = os.path.dirname(tf.__file__)
+
+
 def messages(caplog: Any, logger: str = LOGGER) -> list[str]:
-    """The messages logged so far on `logger`."""
-    return [r.getMessage() for r in caplog.records if r.name == logger]
+    """The messages logged so far on `logger` by hooks, not by TensorFlow itself.
+
+    TensorFlow's session machinery logs on the same logger ("Running
+    local_init_op."); those records come from TensorFlow's files other than
+    its hooks' module.
+    """
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == logger and not _from_tensorflow_session(r.pathname)
+    ]
+
+
+def _from_tensorflow_session(path: str) -> bool:
+    return path.startswith(_TENSORFLOW_DIR) and not path.endswith("basic_session_run_hooks.py")
 
 
 def capture_info(caplog: Any) -> None:

@@ -169,12 +169,10 @@ def test_eager_at_end_alone_cannot_log_a_step_output():
 
 
 def test_eager_at_end_alone_logs_variables(caplog):
-    caplog.set_level("INFO", logger="monsession.logging")
+    caplog.set_level("INFO", logger="tensorflow")
     with program_in("eager") as program:
         train(program, [LoggingTensorHook({"w": program.weight}, at_end=True)], steps=2)
-    assert [r.getMessage() for r in caplog.records if r.name == "monsession.logging"] == [
-        "w = 2.56"
-    ]
+    assert [r.getMessage() for r in caplog.records if r.name == "tensorflow"] == ["w = 2.56"]
 
 
 def test_eager_unsupported_target_fails_in_begin():

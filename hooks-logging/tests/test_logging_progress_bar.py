@@ -60,7 +60,9 @@ def test_plain_lines_show_step_total_rate_eta_and_values(caplog, mode):
     losses = expected_losses(12)
     lines = messages(caplog)
     assert len(lines) == 4, lines
-    for line, step in zip(lines[:3], [1, 6, 11], strict=True):
+    # The rate is measured from the end of the first step: the first line has none.
+    assert lines[0] == "step 1/12 (8%), loss = 16"
+    for line, step in zip(lines[1:3], [6, 11], strict=True):
         pattern = rf"step {step}/12 \({100 * step / 12:.0f}%\), [\d.e+]+ steps/sec, ETA \d\d:\d\d, "
         assert re.fullmatch(pattern + r"loss = (.*)", line), line
         assert line.endswith("loss = " + short_format({"l": losses[step - 1]})["l"])
@@ -124,7 +126,7 @@ def test_explicit_last_step_counts_from_the_restored_step(caplog):
         bar = ProgressBarHook(last_step=40, every_n_iter=100, file=io.StringIO())
         _run_until_stop(program, [monsession.StopAtStepHook(last_step=40), bar])
     lines = messages(caplog)
-    assert lines[0].startswith("step 31/40 (78%), ")
+    assert lines[0] == "step 31/40 (78%)"
     assert lines[-1].startswith("step 40/40 (100%), ")
 
 
@@ -251,18 +253,16 @@ def test_terminal_shows_a_bar_and_a_pipe_shows_plain_lines(tmp_path):
     assert frames[-1][0] == "40"
     assert any(0 < int(n) < 40 for n, *_ in frames), "no intermediate frame"
     assert "\r" in terminal
-    assert "monsession.logging|" not in terminal
+    assert "tensorflow|" not in terminal
 
     # Pipe: no bar, plain periodic lines on the logger, and the final one.
     lines = [
-        line.split("| ", 1)[1]
-        for line in piped.splitlines()
-        if line.startswith("monsession.logging|")
+        line.split("| ", 1)[1] for line in piped.splitlines() if line.startswith("tensorflow|")
     ]
     assert "\r" not in piped
     assert "step/s" not in piped
     assert len(lines) >= 3, piped
-    assert re.fullmatch(r"step 1/40 \(2%\), [\d.e+]+ steps/sec, ETA \d\d:\d\d, loss = 16", lines[0])
+    assert lines[0] == "step 1/40 (2%), loss = 16"
     assert any(re.match(r"step ([2-9]|[1-3]\d)/40 .*ETA \d\d:\d\d, loss = ", x) for x in lines)
     assert re.fullmatch(r"step 40/40 \(100%\), [\d.e+]+ steps/sec, loss = [\d.e+-]+", lines[-1])
 
@@ -291,3 +291,47 @@ def _raw_session(mode):
     sess = tf.compat.v1.Session()
     sess.run(tf.compat.v1.global_variables_initializer())
     return sess
+
+
+# A hook logs every 4 steps (to TensorFlow's logger, on stderr) while the bar
+# is drawn on the same terminal.
+_LOGGING_SCRIPT = """
+import sys, time
+import tensorflow as tf
+import monsession
+from monsession.hooks import LoggingTensorHook, ProgressBarHook
+
+tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.INFO)
+global_step = monsession.get_or_create_global_step()
+weight = tf.Variable(4.0)
+
+@tf.function(autograph=False)
+def step():
+    loss = tf.square(weight)
+    weight.assign_sub(0.2 * weight)
+    global_step.assign_add(1)
+    return {"loss": loss}
+
+stop = monsession.StopAtStepHook(num_steps=24)
+hooks = [stop, ProgressBarHook(["loss"], every_n_iter=1, stop_hook=stop),
+         LoggingTensorHook(["loss"], every_n_iter=4)]
+with monsession.MonitoredSession(hooks=hooks) as session:
+    while not session.should_stop():
+        session.run(step)
+        time.sleep(0.02)
+"""
+
+
+def test_log_lines_and_the_bar_do_not_share_a_terminal_line(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(_LOGGING_SCRIPT))
+    process, primary = _start_with_terminal_stderr(script)
+    terminal = _read_pty(primary)
+    assert process.wait(timeout=120) == 0, terminal
+    # What a terminal shows on each line: the text after its last carriage return.
+    shown = [line.rsplit("\r", 1)[-1] for line in terminal.replace("\r\n", "\n").split("\n")]
+    logged = [line for line in shown if "loss = " in line]
+    assert len(logged) == 6, terminal  # Local steps 0, 4, ..., 20.
+    for line in logged:
+        assert re.fullmatch(r"INFO:tensorflow:loss = [\d.e+-]+( \(\d+\.\d{3} sec\))?", line), line
+    assert re.search(r"24/24 \[", terminal)

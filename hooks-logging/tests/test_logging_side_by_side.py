@@ -4,7 +4,7 @@ Each scenario builds the same program twice, runs it once under TensorFlow's
 MonitoredSession with TensorFlow's hook and once under ours with our hook,
 and compares what was logged: the values handed to a recording formatter
 (the same triggering logic) and the default lines (TensorFlow's from the
-"tensorflow" logger, ours from "monsession.logging").
+"tensorflow" logger, where ours log too).
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """LoggingTensorHook: which steps log, what values, at_end, formatter, in both modes.
 
 The first tests follow TensorFlow's own LoggingTensorHookTest (graph mode,
-driving the hook through `monsession.testing.hooked_session`), reading the lines from the
-"monsession.logging" logger with caplog instead of patching `tf_logging.info`.
+driving the hook through `monsession.testing.hooked_session`), reading the lines from
+TensorFlow's "tensorflow" logger with caplog; the hook logs there as TensorFlow's does, so
+patching `tf_logging.info` as TensorFlow's tests do sees them too (tested in both modes).
 """
 
 from __future__ import annotations
@@ -24,12 +25,27 @@ from logging_hooks_testing import (
     program_in,
     train,
 )
+from tensorflow.python.platform import tf_logging
 
 import monsession
 import monsession.testing
 from monsession_hooks_logging import LoggingTensorHook
 
 MOCK_START_TIME = 1484695987.209386
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_patched_tensorflow_logger_sees_the_lines(mode):
+    """TensorFlow's own pattern: ``mock.patch.object(tf_logging, "info")``."""
+    with program_in(mode) as program, mock.patch.object(tf_logging, "info") as mock_log:
+        hook = LoggingTensorHook({"loss": program.loss}, every_n_iter=2)
+        train(program, [hook], steps=3)
+    lines = [call.args[0] % call.args[1:] for call in mock_log.call_args_list]
+    lines = [line for line in lines if line.startswith("loss")]
+    assert len(lines) == 2
+    assert lines[0] == "loss = 16.0"
+    value = re.fullmatch(r"loss = ([\d.]+) \(\d+\.\d{3} sec\)", lines[1]).group(1)
+    assert float(value) == pytest.approx(expected_losses(3)[2])
 
 
 # --- TensorFlow's LoggingTensorHookTest, on our hook --------------------------------------

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import logging
+import os
+import re
+import subprocess
+import sys
 import time
 
 import pytest
@@ -15,6 +19,7 @@ from summary_testing import (
     steps_of,
     summaries,
 )
+from tensorflow.python.platform import tf_logging
 
 import monsession
 from monsession_hooks_summary import StepCounterHook, SummarySaverHook
@@ -123,17 +128,16 @@ def test_eager_rate_is_written_on_steps_the_summary_saver_skips(tmp_path):
 def step_warnings(monkeypatch):
     """The "not increased" warnings the hook logs, as (current, previous) values.
 
-    Each call still reaches TensorFlow's own `log_first_n`.
+    Patches `tf_logging.log_first_n` as TensorFlow's own StepCounterHook test
+    does, so the hook's warnings are seen where TensorFlow's are.
     """
     warnings = []
-    real_log_first_n = tf.compat.v1.logging.log_first_n
 
     def spy(level, msg, n, *args):
         if "has not been increased" in msg:
             warnings.append(args)
-        real_log_first_n(level, msg, n, *args)
 
-    monkeypatch.setattr(tf.compat.v1.logging, "log_first_n", spy)
+    monkeypatch.setattr(tf_logging, "log_first_n", spy)
     return warnings
 
 
@@ -188,12 +192,12 @@ def test_without_writer_it_only_logs(tmp_path, monkeypatch, caplog):
     clock = FakeClock()
     monkeypatch.setattr(time, "time", clock)
     program = eager_program()
-    with caplog.at_level(logging.INFO, logger="monsession.summary"):
+    with caplog.at_level(logging.INFO, logger="tensorflow"):
         with monsession.MonitoredSession(hooks=[StepCounterHook(every_n_steps=2)]) as session:
             for _ in range(3):
                 clock.advance(0.5)
                 session.run(program.step)
-    assert [r.getMessage() for r in caplog.records if r.name == "monsession.summary"] == [
+    assert [r.getMessage() for r in caplog.records if r.name == "tensorflow"] == [
         "global_step/sec: 2"
     ]
     assert list(tmp_path.iterdir()) == []
@@ -222,3 +226,75 @@ def test_missing_global_step_is_a_runtime_error():
     with tf.Graph().as_default():
         with pytest.raises(RuntimeError, match="created to use StepCounterHook"):
             StepCounterHook().begin()
+
+
+def _racing_graph_program():
+    """A training program whose global-step increment races TensorFlow's read tensor.
+
+    The increment does not wait for the update, so TensorFlow runs the
+    global-step read fetched with the step before or after it (measured: in
+    about one run in five). A check based on that fetched value sees the
+    same value twice in a row now and then and warns; the step service
+    knows the step either way.
+    """
+    global_step = tf.compat.v1.train.get_or_create_global_step()
+    weight = tf.compat.v1.get_variable("w", initializer=tf.ones([20, 20]))
+    loss = tf.reduce_sum(tf.matmul(weight, weight))
+    update = tf.compat.v1.train.GradientDescentOptimizer(1e-9).minimize(loss)
+    return tf.group(update, global_step.assign_add(1))
+
+
+def test_a_normally_training_graph_never_warns(step_warnings):
+    for _ in range(5):
+        with tf.Graph().as_default():
+            train_op = _racing_graph_program()
+            hook = StepCounterHook(every_n_steps=5)
+            with monsession.MonitoredSession(hooks=[hook]) as session:
+                for _ in range(20):
+                    session.run(train_op)
+    assert step_warnings == []
+
+
+@pytest.mark.parametrize("api_name", ["monsession", "tensorflow"])
+def test_a_stuck_graph_warns_with_the_default_schedule(step_warnings, api_name):
+    api, hook = (
+        (monsession, StepCounterHook) if api_name == "monsession" else (TF, TF.StepCounterHook)
+    )
+    with tf.Graph().as_default():
+        monsession.get_or_create_global_step()
+        stuck = tf.no_op()
+        with api.MonitoredSession(hooks=[hook()]) as session:
+            for _ in range(6):
+                session.run(stuck)
+    assert step_warnings
+    assert set(step_warnings) == {(0, 0)}
+
+
+_VERBOSITY_SCRIPT = """
+import tensorflow as tf
+import monsession
+from monsession.hooks import StepCounterHook
+
+tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.INFO)
+global_step = monsession.get_or_create_global_step()
+step = tf.function(lambda: global_step.assign_add(1))
+with monsession.MonitoredSession(hooks=[StepCounterHook(every_n_steps=2)]) as session:
+    for _ in range(5):
+        session.run(step)
+"""
+
+
+def test_set_verbosity_info_alone_shows_the_rate_on_stderr():
+    """What a TF1 script does to see TensorFlow's hooks: nothing else is configured."""
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    result = subprocess.run(
+        [sys.executable, "-c", _VERBOSITY_SCRIPT],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    rates = re.findall(r"^INFO:tensorflow:global_step/sec: [\d.e+-]+$", result.stderr, re.M)
+    assert len(rates) == 2, result.stderr  # Global steps 3 and 5.

@@ -43,6 +43,7 @@ _LAZY = {
     "check_scalar": "monsession._fetches",
     "TensorNotFoundError": "monsession._fetches",
     "testing": "monsession.testing",
+    "tf_logging": "monsession.tf_logging",
     "plugins": "monsession.plugins",
     "is_chief": "monsession._distributed",
     "hooks": "monsession.hooks",
@@ -64,7 +65,7 @@ _TF_FAMILY_NAMES = (
 )
 
 if TYPE_CHECKING:
-    from monsession import hooks, plugins, testing
+    from monsession import hooks, plugins, testing, tf_logging
     from monsession._distributed import is_chief
     from monsession._eager import EagerSession
     from monsession._fetches import TensorNotFoundError, check_scalar, resolve_fetch
@@ -140,4 +141,5 @@ __all__ = [
     "require_global_step",
     "resolve_fetch",
     "testing",
+    "tf_logging",
 ]

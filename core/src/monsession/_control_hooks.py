@@ -2,26 +2,18 @@
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable
 from typing import Any
 
+from monsession import tf_logging
 from monsession._arguments import check_interval
 from monsession._hook_api import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
-
-logger = logging.getLogger("monsession")
 
 
 def _check_non_negative(hook: str, name: str, value: Any) -> None:
     if value is not None:
         check_interval(hook, name, value, "steps", allow_zero=True)
-
-
-def _tf_logging() -> Any:
-    from monsession._tf_compat import tf_logging
-
-    return tf_logging()
 
 
 def _require_global_step(hook: str) -> None:
@@ -129,7 +121,7 @@ class FinalOpsHook(SessionRunHook):
                 self._final_ops, feed_dict=self._final_ops_feed_dict
             )
         except (errors.OutOfRangeError, StopIteration):
-            _tf_logging().warning(
+            tf_logging.warning(
                 "FinalOpsHook: evaluating final_ops raised OutOfRangeError or StopIteration: "
                 "the final ops have a dependency back to some input source (for example a "
                 "metric's update op instead of its value op). They should only read variables."
@@ -162,7 +154,9 @@ class GlobalStepWaiterHook(SessionRunHook):
         if (run_context.global_step or 0) >= self._wait_until_step:
             self._worker_is_started = True
             return None
-        logger.info("Waiting for global step %d before starting training.", self._wait_until_step)
+        tf_logging.info(
+            "Waiting for global step %d before starting training.", self._wait_until_step
+        )
         last_logged_step = 0
         while True:
             current_step = _read_global_step(run_context.session)
@@ -170,7 +164,7 @@ class GlobalStepWaiterHook(SessionRunHook):
                 self._worker_is_started = True
                 return None
             if current_step - last_logged_step > 1000:
-                logger.info(
+                tf_logging.info(
                     "Waiting for global step %d before starting training. Current step is %d.",
                     self._wait_until_step,
                     current_step,

@@ -273,12 +273,12 @@ def test_without_global_step_counts_runs(mode: str) -> None:
     assert (hook.best, hook.best_step) == (BEST, BEST_STEP)
 
 
-def test_logs_the_stop_on_the_earlystop_logger(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.DEBUG, logger="monsession.earlystop")
+def test_logs_the_stop_on_tensorflows_logger(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="tensorflow")
     with mode_context("eager"):
         program = make_program("eager")
         train(program, [EarlyStoppingHook("loss", patience=3, every_n_steps=2)])
-    records = [r for r in caplog.records if r.name == "monsession.earlystop"]
+    records = [r for r in caplog.records if r.module == "_early_stopping"]
     assert [r.levelname for r in records] == ["DEBUG"] * 8 + ["INFO"]
     assert records[-1].getMessage() == (
         "Early stopping at global step 16: loss did not improve by more than 0 in 3 "
@@ -288,11 +288,11 @@ def test_logs_the_stop_on_the_earlystop_logger(caplog: pytest.LogCaptureFixture)
 
 
 def test_logs_a_baseline_that_was_never_beaten(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="monsession.earlystop")
+    caplog.set_level(logging.INFO, logger="tensorflow")
     with mode_context("graph"):
         program = make_program("graph")
         train(program, [EarlyStoppingHook("loss", patience=2, every_n_steps=3, baseline=0.5)])
-    assert [r.getMessage() for r in caplog.records if r.name == "monsession.earlystop"] == [
+    assert [r.getMessage() for r in caplog.records if r.module == "_early_stopping"] == [
         "Early stopping at global step 6: loss did not improve by more than 0 in 2 "
         "evaluations (every 3 steps); best: none beat baseline 0.5."
     ]

@@ -157,12 +157,12 @@ def test_plugin_implements_two_hookspecs() -> None:
 def test_monitored_training_session_adds_the_hook_when_asked(
     mode: str, plugin_env: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="monsession.earlystop")
+    caplog.set_level(logging.INFO, logger="tensorflow")
     for name, value in EARLYSTOP_ON.items():
         plugin_env.setenv(name, value)
     with mode_context(mode):
         assert train(make_program(mode), []) == STOP_STEP
-    assert [r.getMessage() for r in caplog.records if r.name == "monsession.earlystop"] == [
+    assert [r.getMessage() for r in caplog.records if r.module == "_early_stopping"] == [
         f"Early stopping at global step {STOP_STEP}: loss did not improve by more than 0 in "
         f"3 evaluations (every 2 steps); best: {BEST:g} at global step {BEST_STEP}."
     ]
@@ -172,11 +172,11 @@ def test_monitored_training_session_adds_the_hook_when_asked(
 def test_monitored_training_session_adds_nothing_by_default(
     mode: str, plugin_env: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.DEBUG, logger="monsession.earlystop")
+    caplog.set_level(logging.DEBUG, logger="tensorflow")
     plugin_env.setenv("MONSESSION_EARLYSTOP_PATIENCE", "3")  # Without a monitor: ignored.
     with mode_context(mode):
         assert train(make_program(mode), []) == SAFETY_LAST_STEP
-    assert not [r for r in caplog.records if r.name == "monsession.earlystop"]
+    assert not [r for r in caplog.records if r.module == "_early_stopping"]
 
 
 def test_every_setting_reaches_the_hook(plugin_env: pytest.MonkeyPatch) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Iterable
 from typing import Any
@@ -18,13 +17,12 @@ from monsession import (
     check_schedule,
     read_global_step,
     require_global_step,
+    tf_logging,
 )
 from monsession_hooks_checkpoint._directory import ensure_writable_directory
 from monsession_hooks_checkpoint._eager_saving import check_manager_directory, is_object_checkpoint
 from monsession_hooks_checkpoint._listener import LISTENER_METHODS, CheckpointSaverListener
 from monsession_hooks_checkpoint._saving import Saving, make_saving
-
-logger = logging.getLogger("monsession.checkpoint")
 
 _HOOK = "CheckpointSaverHook"
 
@@ -123,7 +121,7 @@ class CheckpointSaverHook(SessionRunHook):
         max_to_keep: int | None = 5,
         async_save: bool = False,
     ) -> None:
-        logger.info("Create CheckpointSaverHook.")
+        tf_logging.info("Create CheckpointSaverHook.")
         if saver is not None and scaffold is not None:
             raise ValueError(
                 f"{_HOOK}: You cannot provide both saver and scaffold. Pass the saver as "
@@ -176,7 +174,9 @@ class CheckpointSaverHook(SessionRunHook):
         self._saving.after_create_session(session)
         if self._already_saved(global_step):
             # Just restored from it: rewriting it in place could only lose it.
-            logger.info("Checkpoint for step %d already saved; not writing it again.", global_step)
+            tf_logging.info(
+                "Checkpoint for step %d already saved; not writing it again.", global_step
+            )
         else:
             self._save(session, global_step)
         self._timer.update_last_triggered_step(global_step)
@@ -207,16 +207,16 @@ class CheckpointSaverHook(SessionRunHook):
         """Saves a checkpoint for `step`; returns whether a listener asked to stop."""
         assert self._saving is not None
         self._saving.wait()  # The previous checkpoint is complete before listeners see a new one.
-        logger.info("Calling checkpoint listeners before saving checkpoint %d...", step)
+        tf_logging.info("Calling checkpoint listeners before saving checkpoint %d...", step)
         for listener in self._listeners:
             listener.before_save(session, step)
-        logger.info("Saving checkpoints for %d into %s.", step, self._save_path)
+        tf_logging.info("Saving checkpoints for %d into %s.", step, self._save_path)
         self._saving.save(session, step)
-        logger.info("Calling checkpoint listeners after saving checkpoint %d...", step)
+        tf_logging.info("Calling checkpoint listeners after saving checkpoint %d...", step)
         should_stop = False
         for listener in self._listeners:
             if listener.after_save(session, step):
-                logger.info(
+                tf_logging.info(
                     "A CheckpointSaverListener requested that training be stopped. listener: %r",
                     listener,
                 )

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import logging
 import os
 from typing import Any
 
 import tensorflow as tf
 
-logger = logging.getLogger("monsession.checkpoint")
+from monsession import tf_logging
 
 
 def is_object_checkpoint(saver: Any) -> bool:
@@ -107,7 +106,7 @@ class EagerSaving:
             # TensorFlow's asynchronous saver copies every variable to the host
             # inside a tf.function; objects whose copy creates new variables
             # there (Keras 3 variables, as of Keras 3.15) cannot take part.
-            logger.warning(
+            tf_logging.warning(
                 "CheckpointSaverHook: asynchronous saving failed (%s); saving synchronously "
                 "from now on.",
                 str(error).strip().splitlines()[-1],

@@ -11,7 +11,6 @@ the process exits after an error).
 
 from __future__ import annotations
 
-import logging
 import os
 import shutil
 import tempfile
@@ -20,10 +19,9 @@ from typing import Any
 
 import tensorflow as tf
 
+from monsession import tf_logging
 from monsession_hooks_checkpoint._checkpoint_saver import CheckpointSaverHook
 from monsession_hooks_checkpoint._directory import same_checkpoint
-
-logger = logging.getLogger("monsession.checkpoint")
 
 
 def _remove(directory: str) -> None:
@@ -83,4 +81,4 @@ class WorkerCheckpointSaverHook(CheckpointSaverHook):
             super().end(session)
         finally:
             self._cleanup()
-            logger.info("Removed this worker's temporary checkpoints %s.", self._temp_dir)
+            tf_logging.info("Removed this worker's temporary checkpoints %s.", self._temp_dir)

@@ -15,15 +15,18 @@ Nothing here imports TensorFlow.
 from __future__ import annotations
 
 import dataclasses
-import logging
 import time
 from collections.abc import Iterable
 from typing import Any
 
 import monsession
-from monsession import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
-
-logger = logging.getLogger("monsession.debug")
+from monsession import (
+    SessionRunArgs,
+    SessionRunContext,
+    SessionRunHook,
+    SessionRunValues,
+    tf_logging,
+)
 
 _HOOK = "HookTimingHook"
 METHODS = ("begin", "after_create_session", "before_run", "after_run", "end")
@@ -141,8 +144,8 @@ class HookTimingHook(SessionRunHook):
     """Measures the wall time other hooks spend in each method and reports it.
 
     Wrap the hooks to measure with `time()` (or build everything with
-    `wrap()`) and put this hook after them. It logs a table (to the
-    ``monsession.debug`` logger, at INFO) every `every_n_steps` calls of
+    `wrap()`) and put this hook after them. It logs a table (to TensorFlow's
+    logger, at INFO) every `every_n_steps` calls of
     `run()`, and at the end.
 
     The time a hook's fetches add to the step itself (its share of the merged
@@ -235,7 +238,7 @@ class HookTimingHook(SessionRunHook):
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
         self._runs += 1
         if self._every_n_steps and self._runs % self._every_n_steps == 0:
-            logger.info("%s", self.report())
+            tf_logging.info("%s", self.report())
 
     def end(self, session: Any) -> None:
-        logger.info("%s", self.report())
+        tf_logging.info("%s", self.report())

@@ -17,7 +17,6 @@ Two ways to watch the loss (see `_loss_checks`):
 from __future__ import annotations
 
 import functools
-import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -25,15 +24,19 @@ import numpy as np
 import tensorflow as tf
 
 import monsession
-from monsession import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
+from monsession import (
+    SessionRunArgs,
+    SessionRunContext,
+    SessionRunHook,
+    SessionRunValues,
+    tf_logging,
+)
 from monsession_hooks_debug._loss_checks import (
     Divergence,
     EveryStepCheck,
     KeptLossCheck,
     LossCheck,
 )
-
-logger = logging.getLogger("monsession.debug")
 
 _HOOK = "NanTensorHook"
 _ARGUMENT = "loss_tensor"
@@ -199,12 +202,12 @@ class NanTensorHook(SessionRunHook):
         at = f" at global step {found.step}" if found.step is not None else ""
         message = f"Model diverged with loss = {kind}{at}{found.detail}."
         if self._fail_on_nan_loss:
-            logger.error(message)
+            tf_logging.error(message)
             prefix = "NaN" if kind == "NaN" else "Inf"
             raise NanLossDuringTrainingError(
                 f"{prefix} loss during training: {message}", step=found.step, loss=found.loss
             )
-        logger.warning(message)
+        tf_logging.warning(message)
         if run_context is not None:
             run_context.request_stop()
 

@@ -8,7 +8,6 @@ which mode it runs in.
 
 from __future__ import annotations
 
-import logging
 import os
 import time
 from typing import Any, Protocol
@@ -16,10 +15,8 @@ from typing import Any, Protocol
 import tensorflow as tf
 
 import monsession
-from monsession import SessionRunArgs, SessionRunContext, SessionRunValues
+from monsession import SessionRunArgs, SessionRunContext, SessionRunValues, tf_logging
 from monsession_hooks_debug import _tf_compat
-
-logger = logging.getLogger("monsession.debug")
 
 _HOOK = "ProfilerHook"
 
@@ -88,7 +85,7 @@ class TimelineTracer:
         step = run_context.global_step_after()
         assert step is not None  # ProfilerHook.begin() requires a global step.
         path = self._output_file.format(step)
-        logger.info("Saving timeline for %d into '%s'.", step, path)
+        tf_logging.info("Saving timeline for %d into '%s'.", step, path)
         metadata = run_values.run_metadata
         with tf.io.gfile.GFile(path, "w") as handle:
             handle.write(
@@ -132,7 +129,7 @@ class ProfilerTracer:
         try:
             tf.profiler.experimental.start(self._output_dir)
         except tf.errors.AlreadyExistsError:
-            logger.warning(
+            tf_logging.warning(
                 "%s: another profiler session is running; skipping the trace at step %d.",
                 _HOOK,
                 step,
@@ -160,11 +157,11 @@ class ProfilerTracer:
         try:
             tf.profiler.experimental.stop()
         except tf.errors.UnavailableError:  # Stopped by someone else; not a preemption.
-            logger.warning("%s: the profiler was stopped by someone else.", _HOOK)
+            tf_logging.warning("%s: the profiler was stopped by someone else.", _HOOK)
             return
         finally:
             self._last_export_second = int(time.time())
-        logger.info(
+        tf_logging.info(
             "Saved the profile of steps %d to %d into '%s'.",
             self._first_step,
             last_step,

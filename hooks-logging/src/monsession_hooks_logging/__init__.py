@@ -2,8 +2,8 @@
 
 `LoggingTensorHook` is TensorFlow's hook of the same name, for graph and
 eager mode; `ProgressBarHook` draws a tqdm bar (plain log lines when the
-output is not a terminal). Both log through the Python logger
-``"monsession.logging"``. Users usually reach them as
+output is not a terminal). Both log through TensorFlow's logger
+(`monsession.tf_logging`), as TensorFlow's hooks do. Users usually reach them as
 ``monsession.hooks.LoggingTensorHook`` and ``monsession.hooks.ProgressBarHook``.
 """
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Hashable
 from typing import Any
 
@@ -13,11 +12,10 @@ from monsession import (
     SessionRunHook,
     SessionRunValues,
     check_schedule,
+    tf_logging,
 )
 from monsession_hooks_logging import _tensors
 from monsession_hooks_logging._tensors import Formatter
-
-logger = logging.getLogger("monsession.logging")
 
 _HOOK = "LoggingTensorHook"
 
@@ -25,7 +23,7 @@ _HOOK = "LoggingTensorHook"
 class LoggingTensorHook(SessionRunHook):
     """Logs the values of tensors every N local steps, every N seconds, or at the end.
 
-    Lines go to the Python logger ``"monsession.logging"`` at level INFO, as
+    Lines go to TensorFlow's logger (``"tensorflow"``) at level INFO, as
     ``"tag = value, tag = value (0.123 sec)"``: the seconds since the previous
     line (left out on the first one). Values are fetched only on the steps
     that log. Steps are counted by the hook itself (the number of `run()`
@@ -127,7 +125,7 @@ class LoggingTensorHook(SessionRunHook):
         pairs = list(zip(self._watched.tags, self._fetches, strict=True))
         runnable = [(tag, fetch) for tag, fetch in pairs if not _tensors.is_step_output(fetch)]
         if len(runnable) < len(pairs) and not self._last_values:
-            logger.info("%s: no step ran, so there are no values to log at the end.", _HOOK)
+            tf_logging.info("%s: no step ran, so there are no values to log at the end.", _HOOK)
             return
         values = dict(self._last_values)
         if runnable:
@@ -141,10 +139,10 @@ class LoggingTensorHook(SessionRunHook):
         if self._timer is not None:
             elapsed_secs, _ = self._timer.update_last_triggered_step(self._iter_count)
         if self._formatter is not None:
-            logger.info(self._formatter(values))
+            tf_logging.info(self._formatter(values))
         elif elapsed_secs is None:
-            logger.info("%s", _tensors.default_format(self._watched.tags, values))
+            tf_logging.info("%s", _tensors.default_format(self._watched.tags, values))
         else:
-            logger.info(
+            tf_logging.info(
                 "%s (%.3f sec)", _tensors.default_format(self._watched.tags, values), elapsed_secs
             )

@@ -25,7 +25,7 @@ class ProgressBarHook(SessionRunHook):
 
     On a terminal it draws a tqdm bar ``"37/100 [00:04<00:07, 8.9step/s,
     loss=0.25]"``. Otherwise (a pipe, a file, a notebook log) it falls back to
-    plain lines on the Python logger ``"monsession.logging"`` at most every
+    plain lines on TensorFlow's logger (``"tensorflow"``) at most every
     `log_every_n_secs` seconds, and one at the end.
 
     The bar moves by one on every step without reading anything back. Only

@@ -8,14 +8,17 @@ values), `show` on a step whose global step and values were fetched, and
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import sys
 import time
 from collections.abc import Mapping
 from typing import IO, Any
 
 from tqdm import tqdm
+from tqdm.contrib.logging import logging_redirect_tqdm
 
-logger = logging.getLogger("monsession.logging")
+from monsession import tf_logging
 
 
 def is_terminal(file: IO[str]) -> bool:
@@ -26,8 +29,32 @@ def is_terminal(file: IO[str]) -> bool:
         return False
 
 
+def _console_loggers() -> list[logging.Logger]:
+    """The loggers with a handler writing to `sys.stdout` or `sys.stderr`.
+
+    The root logger, TensorFlow's (created first, so that the handler
+    TensorFlow adds to it when the root logger has none is there) and
+    ``"monsession"``; only those with such a handler, since each logger
+    handed to `logging_redirect_tqdm` gets a handler of its own.
+    """
+    import tensorflow as tf
+
+    candidates = [logging.getLogger(), tf.get_logger(), logging.getLogger("monsession")]
+    return [logger for logger in candidates if any(map(_is_console, logger.handlers))]
+
+
+def _is_console(handler: logging.Handler) -> bool:
+    stream = getattr(handler, "stream", None)
+    return isinstance(handler, logging.StreamHandler) and stream in (sys.stdout, sys.stderr)
+
+
 class BarDisplay:
     """A tqdm progress bar: steps, steps/sec, ETA and the latest values.
+
+    While the bar is shown, the console handlers of the root, ``"tensorflow"``
+    and ``"monsession"`` loggers write through `tqdm.write`: the bar is
+    cleared, the record written on a line of its own, and the bar redrawn
+    below it, so log lines and the bar never share a terminal line.
 
     Args:
       file: Where the bar is drawn.
@@ -38,9 +65,13 @@ class BarDisplay:
         self._file = file
         self._desc = desc
         self._bar: Any = None
+        self._redirect: contextlib.ExitStack | None = None
 
     def start(self, position: int, total: int | None) -> None:
         if self._bar is None:
+            redirect = contextlib.ExitStack()
+            redirect.enter_context(logging_redirect_tqdm(_console_loggers()))
+            self._redirect = redirect
             self._bar = tqdm(
                 total=total,
                 initial=position,
@@ -67,6 +98,9 @@ class BarDisplay:
         self.show(position, total, None)
         self._bar.close()
         self._bar = None
+        if self._redirect is not None:
+            self._redirect.close()
+            self._redirect = None
 
 
 class LineDisplay:
@@ -75,7 +109,10 @@ class LineDisplay:
     A line is logged on the first step whose values were fetched, then on
     such steps at most once every `every_secs` seconds, and once more by
     `finish`:
-    ``"step 20/50 (40%), 9.8 steps/sec, ETA 00:03, loss = 0.25"``.
+    ``"step 20/50 (40%), 9.8 steps/sec, ETA 00:03, loss = 0.25"``. Rates
+    (and so the ETA) are measured from the end of the first step of a
+    session, so that tracing and warm-up do not count: the first line has
+    none.
 
     Args:
       every_secs: Seconds between lines (0: a line on every fetch).
@@ -88,18 +125,28 @@ class LineDisplay:
         self._values: Mapping[str, str] = {}
         self._line_time: float | None = None
         self._line_position = 0
+        self._position = 0
         self._lines = 0
 
     def start(self, position: int, total: int | None) -> None:
-        self._line_time = time.time()
-        self._line_position = position
+        self._line_time = None  # Set when the first step is over.
+        self._position = position
+
+    def _first_step_over(self, position: int) -> None:
+        """Starts measuring the rate after the session's first step."""
+        self._position = position
+        if self._line_time is None:
+            self._line_time = time.time()
+            self._line_position = position
 
     def advance(self) -> None:
-        """Nothing to do: lines are written only when values were fetched."""
+        """Counts the step; lines are written only when values were fetched."""
+        self._first_step_over(self._position + 1)
 
     def show(self, position: int, total: int | None, values: Mapping[str, str] | None) -> None:
         if values is not None:
             self._values = values
+        self._first_step_over(position)
         assert self._line_time is not None
         if self._lines == 0 or time.time() - self._line_time >= self._every_secs:
             self._write(position, total)
@@ -108,10 +155,12 @@ class LineDisplay:
         self._write(position, total)
 
     def _write(self, position: int, total: int | None) -> None:
-        assert self._line_time is not None
         now = time.time()
+        if self._line_time is None:  # No step ran in this session.
+            self._line_time, self._line_position = now, position
         elapsed = now - self._line_time
-        rate = (position - self._line_position) / elapsed if elapsed > 0 else None
+        steps = position - self._line_position
+        rate = steps / elapsed if elapsed > 0 and steps > 0 else None
         parts = [f"step {position}"]
         if total:
             parts[0] += f"/{total} ({100.0 * position / total:.0f}%)"
@@ -120,7 +169,7 @@ class LineDisplay:
             if total and rate > 0 and position < total:
                 parts.append(f"ETA {tqdm.format_interval((total - position) / rate)}")
         parts.extend(f"{tag} = {value}" for tag, value in self._values.items())
-        logger.info("%s%s", self._prefix, ", ".join(parts))
+        tf_logging.info("%s%s", self._prefix, ", ".join(parts))
         self._line_time = now
         self._line_position = position
         self._lines += 1

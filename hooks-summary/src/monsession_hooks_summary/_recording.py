@@ -21,15 +21,13 @@ session that fails to be created leaves nothing open.
 from __future__ import annotations
 
 import contextlib
-import logging
 import threading
 from typing import Any
 
 import tensorflow as tf
 
+from monsession import tf_logging
 from monsession_hooks_summary import _tf_compat
-
-logger = logging.getLogger("monsession.summary")
 
 _thread_state = threading.local()
 
@@ -99,7 +97,7 @@ class Recording:
         for stale in [recording for recording in recordings if recording.is_stale()]:
             stale.close()
         if recordings:
-            logger.warning(
+            tf_logging.warning(
                 "SummarySaverHook: another SummarySaverHook already records this thread's "
                 "tf.summary calls; in eager mode the newest one decides, and the step's "
                 "summaries go to its writer only."

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import logging
 import os
 from typing import Any
-
-import tensorflow as tf
 
 from monsession import (
     SecondOrStepTimer,
@@ -17,10 +14,9 @@ from monsession import (
     check_directory,
     check_schedule,
     require_global_step,
+    tf_logging,
 )
 from monsession_hooks_summary._sinks import EagerSink, GraphSink, open_sink
-
-logger = logging.getLogger("monsession.summary")
 
 _NAME = "StepCounterHook"
 
@@ -98,7 +94,7 @@ class StepCounterHook(SessionRunHook):
         steps_per_sec = elapsed_steps / elapsed_time
         if self._sink is not None:
             self._sink.scalar(self._summary_tag, steps_per_sec, global_step)
-        logger.info("%s: %g", self._summary_tag, steps_per_sec)
+        tf_logging.info("%s: %g", self._summary_tag, steps_per_sec)
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
         global_step = run_context.global_step_after(self._timer.should_trigger_for_step)
@@ -112,8 +108,8 @@ class StepCounterHook(SessionRunHook):
         if self._step_before is not None and self._step_before == self._last_global_step:
             # Some optimizers (e.g. SyncReplicasOptimizer on workers) do not
             # advance the global step on every run, hence only the first few.
-            tf.compat.v1.logging.log_first_n(
-                tf.compat.v1.logging.WARN,
+            tf_logging.log_first_n(
+                tf_logging.WARN,
                 "StepCounterHook: it seems that the global step (tf.train.get_global_step) "
                 "has not been increased. Current value (could be stable): %s vs previous "
                 "value: %s. Increase it in the step, e.g. by passing the global step to "

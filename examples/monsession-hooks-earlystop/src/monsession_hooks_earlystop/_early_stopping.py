@@ -21,7 +21,6 @@ It uses only the public API of core, as any third-party hook package can.
 
 from __future__ import annotations
 
-import logging
 import math
 import numbers
 from typing import Any
@@ -30,9 +29,13 @@ import numpy as np
 import tensorflow as tf
 
 import monsession
-from monsession import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
-
-logger = logging.getLogger("monsession.earlystop")
+from monsession import (
+    SessionRunArgs,
+    SessionRunContext,
+    SessionRunHook,
+    SessionRunValues,
+    tf_logging,
+)
 
 _HOOK = "EarlyStoppingHook"
 _MODES = ("min", "max")
@@ -233,10 +236,10 @@ class EarlyStoppingHook(SessionRunHook):
     def _evaluate(self, value: float, step: int, run_context: SessionRunContext) -> None:
         if self._is_improvement(value):
             self._best, self._best_step, self._wait = value, step, 0
-            logger.debug("%s = %g at global step %d: improved.", self._name, value, step)
+            tf_logging.debug("%s = %g at global step %d: improved.", self._name, value, step)
             return
         self._wait += 1
-        logger.debug(
+        tf_logging.debug(
             "%s = %g at global step %d: no improvement (%d of %d).",
             self._name,
             value,
@@ -254,7 +257,7 @@ class EarlyStoppingHook(SessionRunHook):
                 )
             else:
                 best = f"{self._best:g} at global step {self._best_step}"
-            logger.info(
+            tf_logging.info(
                 "Early stopping at global step %d: %s did not improve by more than %g "
                 "in %d evaluations (every %d steps); best: %s.",
                 step,

@@ -1,0 +1,94 @@
+"""Hook output through TensorFlow's logger, as `tf.compat.v1.train`'s hooks log.
+
+monsession's rule, in both modes: what a *hook* logs (its values, rates,
+saves, warnings) goes to TensorFlow's logger (``tf.get_logger()``, the
+Python logger ``"tensorflow"``), exactly where `tf.compat.v1.train`'s hooks
+write; what the *session and the plugin machinery* log about themselves
+goes to the Python logger ``"monsession"`` (and ``"monsession.<family>"``).
+So ``tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.INFO)`` alone
+shows the hooks' lines, and tests that patch
+`tensorflow.python.platform.tf_logging` (as TensorFlow's own hook tests do)
+see them.
+
+```python
+from monsession import tf_logging
+
+tf_logging.info("%s: %g", "global_step/sec", 12.5)
+tf_logging.log_first_n(tf_logging.WARN, "The step did not move: %s.", 5, 7)
+```
+
+Each function is TensorFlow's own (`tf_logging.info`, ...), looked up
+every time it is reached as an attribute of this module: call it as
+``tf_logging.info(...)`` (not ``from monsession.tf_logging import info``)
+so that a patch applied later is seen. Since TensorFlow's function is
+called directly from your code, records carry your file and line, and
+`log_first_n` counts exactly as it does for TensorFlow's hooks (TensorFlow
+keys the count on the first calling frame outside the calling file).
+Importing this module does not import TensorFlow; the first call does.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+__all__ = [
+    "DEBUG",
+    "ERROR",
+    "INFO",
+    "WARN",
+    "debug",
+    "error",
+    "info",
+    "log",
+    "log_every_n",
+    "log_first_n",
+    "warning",
+]
+
+DEBUG = logging.DEBUG
+INFO = logging.INFO
+WARN = logging.WARN
+ERROR = logging.ERROR
+
+_FORWARDED = frozenset({"debug", "info", "warning", "error", "log", "log_every_n", "log_first_n"})
+
+if TYPE_CHECKING:
+
+    def debug(msg: str, *args: Any) -> None:
+        """Logs `msg % args` at DEBUG (`tf_logging.debug`)."""
+
+    def info(msg: str, *args: Any) -> None:
+        """Logs `msg % args` at INFO (`tf_logging.info`)."""
+
+    def warning(msg: str, *args: Any) -> None:
+        """Logs `msg % args` at WARNING (`tf_logging.warning`)."""
+
+    def error(msg: str, *args: Any) -> None:
+        """Logs `msg % args` at ERROR (`tf_logging.error`)."""
+
+    def log(level: int, msg: str, *args: Any) -> None:
+        """Logs `msg % args` at `level`, a `logging` level (`tf_logging.log`)."""
+
+    def log_every_n(level: int, msg: str, n: int, *args: Any) -> None:
+        """Logs `msg % args` at `level` once every `n` calls (TensorFlow's count)."""
+
+    def log_first_n(level: int, msg: str, n: int, *args: Any) -> None:
+        """Logs `msg % args` at `level` for the first `n` calls (TensorFlow's count)."""
+
+
+def __getattr__(name: str) -> Any:
+    """TensorFlow's logging function `name`, as it is now (patches included).
+
+    Raises:
+      AttributeError: If `name` is not one of this module's functions.
+    """
+    if name not in _FORWARDED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from monsession._tf_compat import tf_logging
+
+    return getattr(tf_logging(), name)
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_FORWARDED})
