@@ -14,7 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 CHILD = os.path.join(os.path.dirname(__file__), "checkpoint_kill_child.py")
-DEADLINE_SECS = 25
+DEADLINE_SECS = 120  # Bounds a hung child; a loaded machine may need long.
 MODES = {
     "graph": ("global_step", [f"w{i}" for i in range(4)]),
     "eager-async": (
