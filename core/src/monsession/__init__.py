@@ -45,10 +45,14 @@ _LAZY = {
     "plugins": "monsession.plugins",
     "is_chief": "monsession._distributed",
     "hooks": "monsession.hooks",
+    "DamagedCheckpointError": "monsession._checkpoint_files",
+    "DirectoryLockedError": "monsession._directory_lock",
 }
 
 if TYPE_CHECKING:
     from monsession import hooks, plugins, testing
+    from monsession._checkpoint_files import DamagedCheckpointError
+    from monsession._directory_lock import DirectoryLockedError
     from monsession._distributed import is_chief
     from monsession._eager import EagerSession
     from monsession._fetches import TensorNotFoundError, check_scalar, resolve_fetch
@@ -77,7 +81,9 @@ __all__ = [
     "ORDER_SUMMARY_SAVER",
     "USE_DEFAULT",
     "ChiefSessionCreator",
+    "DamagedCheckpointError",
     "DefaultHook",
+    "DirectoryLockedError",
     "EagerSession",
     "FeedFnHook",
     "FinalOpsHook",
