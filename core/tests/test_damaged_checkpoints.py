@@ -100,8 +100,12 @@ def test_damaged_latest_falls_back_to_the_newest_readable(tmp_path, caplog, mode
     assert str(tmp_path / bad_file) in warnings
     # The state file now names the restored checkpoint; nothing was deleted.
     assert tf.train.latest_checkpoint(str(tmp_path)) == str(tmp_path / f"model.ckpt-{expected}")
-    assert tf.train.load_checkpoint(str(tmp_path / "model.ckpt-5")).get_tensor("w" if mode ==
-        "graph" else "w/.ATTRIBUTES/VARIABLE_VALUE")[0] == 5.0
+    assert (
+        tf.train.load_checkpoint(str(tmp_path / "model.ckpt-5")).get_tensor(
+            "w" if mode == "graph" else "w/.ATTRIBUTES/VARIABLE_VALUE"
+        )[0]
+        == 5.0
+    )
 
 
 @pytest.mark.parametrize("mode", ["graph", "eager"])
@@ -125,7 +129,9 @@ def test_lone_data_file_is_not_a_fresh_start(tmp_path, mode):
         (tmp_path / name).unlink()
     for data in tmp_path.glob("model.ckpt-5.data-*"):
         data.unlink()
-    with pytest.raises(monsession.DamagedCheckpointError, match="model.ckpt-10.index is missing"):
+    with pytest.raises(
+        monsession.DamagedCheckpointError, match=r"model\.ckpt-10\.index is missing"
+    ):
         _restore(mode, tmp_path)
 
 

@@ -83,8 +83,11 @@ def _read_state(directory: str) -> tuple[list[str], str | None]:
         return [], None
     try:
         state = tf.train.get_checkpoint_state(directory)
-    except Exception as error:  # noqa: BLE001 - e.g. UnicodeDecodeError for binary garbage.
-        return [], f"{state_path}: unreadable state file ({type(error).__name__}: {_first_line(error)})"
+    except Exception as error:
+        return (
+            [],
+            f"{state_path}: unreadable state file ({type(error).__name__}: {_first_line(error)})",
+        )
     if state is None:
         return [], f"{state_path}: unreadable state file (not a CheckpointState text proto)"
     if not state.model_checkpoint_path:
@@ -138,7 +141,9 @@ def unreadable_reason(prefix: str, read_tensors: bool = True) -> str | None:
         return f"{index} is missing ({present})"
     if not data:
         return f"{prefix}.data-00000-of-NNNNN is missing (index {index} is present)"
-    shards = {int(m.group("shards")) for m in map(_DATA_FILE.match, map(os.path.basename, data)) if m}
+    shards = {
+        int(m.group("shards")) for m in map(_DATA_FILE.match, map(os.path.basename, data)) if m
+    }
     if len(shards) != 1 or len(data) != next(iter(shards)):
         return f"data shards of {prefix} are missing or mixed: found {', '.join(data)}"
     if not read_tensors:
@@ -147,7 +152,7 @@ def unreadable_reason(prefix: str, read_tensors: bool = True) -> str | None:
         reader = tf.train.load_checkpoint(prefix)
         for name in reader.get_variable_to_dtype_map():
             reader.get_tensor(name)
-    except Exception as error:  # noqa: BLE001 - TensorFlow raises OpError, IndexError, ValueError...
+    except Exception as error:
         return (
             f"{prefix} ({index}, {', '.join(data)}) cannot be read: "
             f"{type(error).__name__}: {_first_line(error)}"
@@ -209,16 +214,22 @@ def choose_checkpoint(directory: str) -> CheckpointChoice:
     # Only checkpoints the state file manages are handed on to be managed
     # (and in time deleted) by a Saver or CheckpointManager, as TensorFlow does.
     managed = [os.path.normpath(p) for p in in_state]
-    older = [
-        p
-        for p in in_state[:-1]
-        if os.path.normpath(p) != os.path.normpath(chosen)
-        and managed.index(os.path.normpath(p)) < managed.index(os.path.normpath(chosen))
-        and unreadable_reason(p, read_tensors=False) is None
-    ] if os.path.normpath(chosen) in managed else []
+    older = (
+        [
+            p
+            for p in in_state[:-1]
+            if os.path.normpath(p) != os.path.normpath(chosen)
+            and managed.index(os.path.normpath(p)) < managed.index(os.path.normpath(chosen))
+            and unreadable_reason(p, read_tensors=False) is None
+        ]
+        if os.path.normpath(chosen) in managed
+        else []
+    )
     readable = (*older, chosen)
-    state_ok = not state_problem and latest_in_state is not None and (
-        os.path.normpath(latest_in_state) == os.path.normpath(chosen)
+    state_ok = (
+        not state_problem
+        and latest_in_state is not None
+        and (os.path.normpath(latest_in_state) == os.path.normpath(chosen))
     )
     return CheckpointChoice(directory, chosen, readable, tuple(damaged), state_ok)
 

@@ -239,7 +239,8 @@ class CheckpointSaverHook(SessionRunHook):
         """Saves a checkpoint for `step`; returns whether a listener asked to stop."""
         assert self._saving is not None
         with self._save_errors("the previous asynchronous checkpoint"):
-            self._saving.wait()  # The previous checkpoint is complete before listeners see a new one.
+            # The previous checkpoint is complete before listeners see a new one.
+            self._saving.wait()
         logger.info("Calling checkpoint listeners before saving checkpoint %d...", step)
         for listener in self._listeners:
             listener.before_save(session, step)
