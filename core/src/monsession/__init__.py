@@ -47,6 +47,8 @@ _LAZY = {
     "plugins": "monsession.plugins",
     "is_chief": "monsession._distributed",
     "hooks": "monsession.hooks",
+    "DamagedCheckpointError": "monsession._checkpoint_files",
+    "DirectoryLockedError": "monsession._directory_lock",
 }
 
 # The names of `tf.compat.v1.train` whose classes live in hook families.
@@ -66,6 +68,8 @@ _TF_FAMILY_NAMES = (
 
 if TYPE_CHECKING:
     from monsession import hooks, plugins, testing, tf_logging
+    from monsession._checkpoint_files import DamagedCheckpointError
+    from monsession._directory_lock import DirectoryLockedError
     from monsession._distributed import is_chief
     from monsession._eager import EagerSession
     from monsession._fetches import TensorNotFoundError, check_scalar, resolve_fetch
@@ -107,7 +111,9 @@ __all__ = [
     "ORDER_SUMMARY_SAVER",
     "USE_DEFAULT",
     "ChiefSessionCreator",
+    "DamagedCheckpointError",
     "DefaultHook",
+    "DirectoryLockedError",
     "EagerSession",
     "FeedFnHook",
     "FinalOpsHook",

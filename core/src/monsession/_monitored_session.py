@@ -84,6 +84,7 @@ class _MonitoredSession:
         stop_grace_period_secs: float = 120,
     ) -> None:
         self._eager = tf.executing_eagerly()
+        self._on_close: list[Callable[[], None]] = []
         self._graph_was_finalized = (
             True if self._eager else tf.compat.v1.get_default_graph().finalized
         )
@@ -185,6 +186,8 @@ class _MonitoredSession:
                 self._coordinated_creator.coord = None
                 if not self._graph_was_finalized:
                     unfinalize_graph(tf.compat.v1.get_default_graph())
+                while self._on_close:
+                    self._on_close.pop()()
 
     def _is_closed(self) -> bool:
         """Whether the session is closed (for tests)."""

@@ -8,6 +8,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from monsession._checkpoint_files import choose_checkpoint, report_and_repair
 from monsession._eager import EagerSession
 from monsession._scaffold import Scaffold
 
@@ -59,12 +60,21 @@ class ChiefSessionCreator(_ScaffoldedCreator):
     (or `CheckpointManager`) restores the latest checkpoint, otherwise the
     scaffold's `init_fn` runs.
 
+    In both modes the checkpoint restored from `checkpoint_dir` is the newest
+    one that reads back whole: a damaged latest checkpoint is skipped with a
+    WARNING naming its files, and the state file is rewritten to name the
+    restored one.
+
     Args:
       scaffold: A `Scaffold`; a default one when `None`.
       master: The TensorFlow master to connect to (graph mode).
       config: A `tf.compat.v1.ConfigProto` for the session (graph mode).
       checkpoint_dir: Directory whose latest checkpoint is restored.
       checkpoint_filename_with_path: A checkpoint file to restore instead.
+
+    Raises (from `create_session`):
+      DamagedCheckpointError: If `checkpoint_dir` holds checkpoint files but
+        none can be read.
     """
 
     def __init__(
@@ -83,18 +93,32 @@ class ChiefSessionCreator(_ScaffoldedCreator):
         self._scaffold.finalize()
         if tf.executing_eagerly():
             return create_eager_session(
-                self._scaffold, self._checkpoint_dir, self._checkpoint_filename_with_path
+                self._scaffold,
+                self._checkpoint_dir,
+                self._checkpoint_filename_with_path,
+                repair_state_file=True,
             )
-        return self._get_session_manager().prepare_session(
+        path = self._checkpoint_filename_with_path
+        choice = None
+        if path is None and self._checkpoint_dir and self._scaffold.saver is not None:
+            choice = choose_checkpoint(self._checkpoint_dir)
+            path = choice.path
+        session = self._get_session_manager().prepare_session(
             self._master,
             saver=self._scaffold.saver,
-            checkpoint_dir=self._checkpoint_dir,
-            checkpoint_filename_with_path=self._checkpoint_filename_with_path,
+            checkpoint_filename_with_path=path,
             config=self._config,
             init_op=self._scaffold.init_op,
             init_feed_dict=self._scaffold.init_feed_dict,
             init_fn=self._scaffold.init_fn,
         )
+        if choice is not None and choice.path is not None:
+            report_and_repair(choice, repair=True)
+            # As SessionManager does: the saver manages (and in time deletes)
+            # the checkpoints of the state file, now only readable ones.
+            self._scaffold.saver.recover_last_checkpoints(list(choice.readable))
+            logger.info("Restored checkpoint %s.", choice.path)
+        return session
 
 
 class WorkerSessionCreator(_ScaffoldedCreator):
@@ -135,11 +159,19 @@ class WorkerSessionCreator(_ScaffoldedCreator):
 
 
 def create_eager_session(
-    scaffold: Scaffold, checkpoint_dir: str | None, checkpoint_path: str | None = None
+    scaffold: Scaffold,
+    checkpoint_dir: str | None,
+    checkpoint_path: str | None = None,
+    repair_state_file: bool = False,
 ) -> EagerSession:
-    """An `EagerSession` whose state is restored, or initialized by `scaffold.init_fn`."""
+    """An `EagerSession` whose state is restored, or initialized by `scaffold.init_fn`.
+
+    `repair_state_file`: see `restore_eager_checkpoint` (the chief only).
+    """
     session = EagerSession()
-    if not restore_eager_checkpoint(scaffold.saver, checkpoint_dir, checkpoint_path):
+    if not restore_eager_checkpoint(
+        scaffold.saver, checkpoint_dir, checkpoint_path, repair_state_file=repair_state_file
+    ):
         init_fn = scaffold.init_fn
         if init_fn is not None:
             init_fn(session)
@@ -147,25 +179,36 @@ def create_eager_session(
 
 
 def restore_eager_checkpoint(
-    saver: Any, checkpoint_dir: str | None, checkpoint_path: str | None = None
+    saver: Any,
+    checkpoint_dir: str | None,
+    checkpoint_path: str | None = None,
+    repair_state_file: bool = False,
 ) -> bool:
-    """Restores the latest eager checkpoint into `saver`; returns whether one was.
+    """Restores the newest readable eager checkpoint into `saver`; returns whether one was.
 
     Args:
       saver: A `tf.train.Checkpoint`, a `tf.train.CheckpointManager` or `None`.
       checkpoint_dir: Directory to take the latest checkpoint from. Defaults
         to the manager's directory for a `CheckpointManager`.
       checkpoint_path: A checkpoint prefix to restore instead.
+      repair_state_file: Whether to rewrite the directory's state file when
+        its latest checkpoint was damaged (the chief, which owns it).
 
     Raises:
       ValueError: If there is a checkpoint to restore but no `tf.train.Checkpoint`
         to restore it into.
+      DamagedCheckpointError: If `checkpoint_dir` holds checkpoint files but
+        none can be read.
     """
     checkpoint = saver
     if isinstance(saver, tf.train.CheckpointManager):
         checkpoint = saver.checkpoint
         checkpoint_dir = checkpoint_dir or saver.directory
-    path = checkpoint_path or (checkpoint_dir and tf.train.latest_checkpoint(checkpoint_dir))
+    choice = None
+    path = checkpoint_path
+    if not path and checkpoint_dir:
+        choice = choose_checkpoint(checkpoint_dir)
+        path = choice.path
     if not path:
         return False
     if not isinstance(checkpoint, tf.train.Checkpoint):
@@ -175,5 +218,7 @@ def restore_eager_checkpoint(
             "Scaffold(saver=tf.train.Checkpoint(model=..., optimizer=..., step=global_step))."
         )
     checkpoint.restore(path).assert_existing_objects_matched()
+    if choice is not None:
+        report_and_repair(choice, repair=repair_state_file)
     logger.info("Restored checkpoint %s.", path)
     return True

@@ -285,13 +285,23 @@ class _HookedSession(_WrappedSession):
         run_options = empty_options if options is None else options
         metadata = empty_metadata if run_metadata is None else run_metadata
         no_results = SessionRunValues(None, run_options, metadata)
-        for hook in self._after_hooks:
-            if hook in hook_results:
-                hook.after_run(
-                    run_context, SessionRunValues(hook_results[hook], run_options, metadata)
-                )
-            else:
-                hook.after_run(run_context, no_results)
+        hook = None
+        try:
+            for hook in self._after_hooks:
+                if hook in hook_results:
+                    hook.after_run(
+                        run_context, SessionRunValues(hook_results[hook], run_options, metadata)
+                    )
+                else:
+                    hook.after_run(run_context, no_results)
+        except (tf.errors.OutOfRangeError, StopIteration) as error:
+            # E.g. a checkpoint or event file write failing with EFBIG, which
+            # TensorFlow reports as OutOfRangeError: not the end of the data.
+            raise RuntimeError(
+                f"{type(hook).__name__}.after_run() failed with {type(error).__name__}: "
+                f"{error}. An error of a hook is not the end of the input data: training "
+                "stops with this error."
+            ) from error
 
     def _call_before_run(
         self, run_context: SessionRunContext, user_feeds: Any, options: Any

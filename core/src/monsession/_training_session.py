@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import tensorflow as tf
 
 from monsession import _distributed, _plugin_manager
 from monsession._arguments import check_directory, check_hooks, check_interval
+from monsession._directory_lock import lock_directory
 from monsession._hook_api import SessionRunHook
 from monsession._hookspecs import DefaultHook, TrainingSettings
 from monsession._monitored_session import MonitoredSession
@@ -256,8 +257,15 @@ def MonitoredTrainingSession(  # noqa: N802 - TensorFlow's name.
     )
     strategy = _distributed.multi_worker_strategy() if settings.eager else None
     if strategy is not None:
-        return _session_in_strategy(
-            strategy, settings, hooks, chief_only_hooks, stop_grace_period_secs
+        if not _distributed.is_chief(strategy):
+            return _session_in_strategy(
+                strategy, settings, hooks, chief_only_hooks, stop_grace_period_secs
+            )
+        return _holding_directory_lock(
+            settings,
+            lambda: _session_in_strategy(
+                strategy, settings, hooks, chief_only_hooks, stop_grace_period_secs
+            ),
         )
     if not is_chief:
         worker_creator: SessionCreator
@@ -278,11 +286,37 @@ def MonitoredTrainingSession(  # noqa: N802 - TensorFlow's name.
     chief_creator = ChiefSessionCreator(
         scaffold=scaffold, checkpoint_dir=checkpoint_dir, master=master, config=config
     )
-    return MonitoredSession(
-        session_creator=chief_creator,
-        hooks=all_hooks,
-        stop_grace_period_secs=stop_grace_period_secs,
+    return _holding_directory_lock(
+        settings,
+        lambda: MonitoredSession(
+            session_creator=chief_creator,
+            hooks=all_hooks,
+            stop_grace_period_secs=stop_grace_period_secs,
+        ),
     )
+
+
+def _holding_directory_lock(
+    settings: TrainingSettings, make_session: Callable[[], MonitoredSession]
+) -> MonitoredSession:
+    """The chief's session, holding the lock of `checkpoint_dir` until it closes.
+
+    Only a chief that saves checkpoints locks the directory: a second one
+    fails fast with `DirectoryLockedError` naming the holder.
+    """
+    saves = settings.save_checkpoint_secs or settings.save_checkpoint_steps
+    if not (settings.checkpoint_dir and saves):
+        return make_session()
+    lock = lock_directory(settings.checkpoint_dir)
+    if lock is None:
+        return make_session()
+    try:
+        session = make_session()
+    except BaseException:
+        lock.release()
+        raise
+    session._on_close.append(lock.release)
+    return session
 
 
 def _chief_hooks(

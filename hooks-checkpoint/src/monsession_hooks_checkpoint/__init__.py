@@ -14,11 +14,18 @@ from monsession_hooks_checkpoint._listener import CheckpointSaverListener
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from monsession_hooks_checkpoint._checkpoint_saver import CheckpointSaverHook
+    from monsession_hooks_checkpoint._checkpoint_saver import (
+        CheckpointSaveError,
+        CheckpointSaverHook,
+    )
 
 
 __getattr__, __dir__ = lazy_attributes(
-    __name__, {"CheckpointSaverHook": "monsession_hooks_checkpoint._checkpoint_saver"}
+    __name__,
+    {
+        "CheckpointSaverHook": "monsession_hooks_checkpoint._checkpoint_saver",
+        "CheckpointSaveError": "monsession_hooks_checkpoint._checkpoint_saver",
+    },
 )
 
-__all__ = ["CheckpointSaverHook", "CheckpointSaverListener"]
+__all__ = ["CheckpointSaveError", "CheckpointSaverHook", "CheckpointSaverListener"]

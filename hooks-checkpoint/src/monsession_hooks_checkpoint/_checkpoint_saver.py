@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import tensorflow as tf
@@ -25,6 +26,20 @@ from monsession_hooks_checkpoint._listener import LISTENER_METHODS, CheckpointSa
 from monsession_hooks_checkpoint._saving import Saving, make_saving
 
 _HOOK = "CheckpointSaverHook"
+_PREEMPTION_ERRORS = (tf.errors.AbortedError, tf.errors.UnavailableError)
+
+
+class CheckpointSaveError(OSError):
+    """Writing a checkpoint failed (disk full, file too large, permission lost...).
+
+    Raised instead of TensorFlow's error, which for a file-size limit is an
+    `OutOfRangeError` that a session would take for the end of the data.
+    """
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else ""
 
 
 def _check_listeners(listeners: Iterable[Any] | None) -> list[Any]:
@@ -199,19 +214,37 @@ class CheckpointSaverHook(SessionRunHook):
         last_step = read_global_step(session)
         if last_step != self._timer.last_triggered_step():
             self._save(session, last_step)
-        self._saving.end()
+        with self._save_errors("the last asynchronous checkpoint"):
+            self._saving.end()
         for listener in self._listeners:
             listener.end(session, last_step)
+
+    @contextlib.contextmanager
+    def _save_errors(self, what: str) -> Iterator[None]:
+        """Turns a failed write into `CheckpointSaveError` naming `what` and the directory."""
+        try:
+            yield
+        except _PREEMPTION_ERRORS:
+            raise  # The session recovers from the latest checkpoint.
+        except (tf.errors.OpError, OSError) as error:
+            raise CheckpointSaveError(
+                f"{_HOOK}: writing {what} into {self._checkpoint_dir} failed: "
+                f"{type(error).__name__}: {_first_line(error)}. The previous checkpoint, "
+                f"{tf.train.latest_checkpoint(self._checkpoint_dir)}, is kept."
+            ) from error
 
     def _save(self, session: Any, step: int) -> bool:
         """Saves a checkpoint for `step`; returns whether a listener asked to stop."""
         assert self._saving is not None
-        self._saving.wait()  # The previous checkpoint is complete before listeners see a new one.
+        with self._save_errors("the previous asynchronous checkpoint"):
+            # The previous checkpoint is complete before listeners see a new one.
+            self._saving.wait()
         tf_logging.info("Calling checkpoint listeners before saving checkpoint %d...", step)
         for listener in self._listeners:
             listener.before_save(session, step)
         tf_logging.info("Saving checkpoints for %d into %s.", step, self._save_path)
-        self._saving.save(session, step)
+        with self._save_errors(f"{self._save_path}-{step}"):
+            self._saving.save(session, step)
         tf_logging.info("Calling checkpoint listeners after saving checkpoint %d...", step)
         should_stop = False
         for listener in self._listeners:

@@ -66,16 +66,14 @@ class EagerSaving:
                 "scaffold=Scaffold(saver=tf.train.Checkpoint(model=..., optimizer=..., "
                 f"step=global_step)). Got saver {state!r}."
             )
+        self._directory = checkpoint_dir
+        self._manager: Any = None
         if isinstance(state, tf.train.CheckpointManager):
             check_manager_directory(state, checkpoint_dir)
             self._manager = state
-        else:
-            self._manager = tf.train.CheckpointManager(
-                state,
-                directory=checkpoint_dir,
-                max_to_keep=max_to_keep or None,
-                checkpoint_name=checkpoint_basename,
-            )
+        self._state = state
+        self._checkpoint_basename = checkpoint_basename
+        self._max_to_keep = max_to_keep
         self._options = (
             tf.train.CheckpointOptions(experimental_enable_async_checkpoint=True)
             if async_save
@@ -83,7 +81,18 @@ class EagerSaving:
         )
 
     def after_create_session(self, session: Any) -> None:
-        """There is no graph to write in eager mode."""
+        """Creates the `CheckpointManager`, once the session has restored.
+
+        The manager reads the directory's state file, which the session may
+        just have repaired after skipping a damaged checkpoint.
+        """
+        if self._manager is None:
+            self._manager = tf.train.CheckpointManager(
+                self._state,
+                directory=self._directory,
+                max_to_keep=self._max_to_keep or None,
+                checkpoint_name=self._checkpoint_basename,
+            )
 
     def holds(self, step: int) -> bool:
         """Whether the directory's latest complete checkpoint is numbered `step`.
@@ -92,7 +101,7 @@ class EagerSaving:
         number is compared, so a given manager's own `checkpoint_name` is
         respected without reading its private state.
         """
-        latest = tf.train.latest_checkpoint(self._manager.directory)
+        latest = tf.train.latest_checkpoint(self._directory)
         return latest is not None and latest.rsplit("-", 1)[-1] == str(step)
 
     def save(self, session: Any, step: int) -> str:
@@ -116,7 +125,8 @@ class EagerSaving:
 
     def wait(self) -> None:
         """Blocks until a pending asynchronous save is written."""
-        self._manager.sync()
+        if self._manager is not None:
+            self._manager.sync()
 
     def end(self) -> None:
         """Waits for the last save."""

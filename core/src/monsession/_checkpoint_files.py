@@ -1,0 +1,287 @@
+"""Which checkpoint of a directory to restore: the newest one that can be read.
+
+Both modes restore through here. The candidates are the latest checkpoint of
+the ``checkpoint`` state file, then every checkpoint named in it or found in
+the directory (``<prefix>.index`` / ``<prefix>.data-NNNNN-of-NNNNN`` files),
+newest first. A candidate is readable when its index opens and every tensor
+of every data shard reads back whole (TensorFlow checks each tensor's
+checksum): a missing, truncated or corrupted file is found here, before any
+variable is touched, and never half-restored. This reads the checkpoint once
+more than the restore does, at session creation only.
+
+A damaged newer checkpoint is skipped with a WARNING naming its files; the
+chief then rewrites the state file so that it names the restored checkpoint
+as the latest (TensorFlow's own tools, `Saver`s and `CheckpointManager`s then
+agree, and nothing good is deleted because a newer one is bad). When
+checkpoint files exist but none is readable, `DamagedCheckpointError` names
+the directory and the files: training never silently starts over.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import re
+
+import tensorflow as tf
+
+logger = logging.getLogger("monsession")
+
+STATE_FILE = "checkpoint"
+_DATA_FILE = re.compile(r"^(?P<prefix>.+)\.data-(?P<shard>\d{5})-of-(?P<shards>\d{5})$")
+_INDEX_SUFFIX = ".index"
+_NUMBERED = re.compile(r"-(\d+)$")
+
+
+class DamagedCheckpointError(RuntimeError):
+    """Checkpoint files exist in a directory, but none of them can be restored."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointChoice:
+    """The outcome of looking at a checkpoint directory.
+
+    Attributes:
+      directory: The directory looked at.
+      path: The prefix of the newest readable checkpoint, or `None` when the
+        directory holds no checkpoint files at all.
+      readable: Every readable checkpoint prefix found, oldest first.
+      damaged: One line per unreadable file or checkpoint skipped, naming it.
+      state_file_ok: Whether the state file names `path` as its latest.
+    """
+
+    directory: str
+    path: str | None
+    readable: tuple[str, ...] = ()
+    damaged: tuple[str, ...] = ()
+    state_file_ok: bool = True
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else ""
+
+
+def _step_of(prefix: str) -> int:
+    match = _NUMBERED.search(prefix)
+    return int(match.group(1)) if match else -1
+
+
+def _mtime(path: str) -> float:
+    try:
+        return os.path.getmtime(path)
+    except OSError:
+        return 0.0
+
+
+def _read_state(directory: str) -> tuple[list[str], str | None]:
+    """The state file's checkpoint prefixes (latest last), and what is wrong with it."""
+    state_path = os.path.join(directory, STATE_FILE)
+    if not tf.io.gfile.exists(state_path):
+        return [], None
+    try:
+        state = tf.train.get_checkpoint_state(directory)
+    except Exception as error:
+        return (
+            [],
+            f"{state_path}: unreadable state file ({type(error).__name__}: {_first_line(error)})",
+        )
+    if state is None:
+        return [], f"{state_path}: unreadable state file (not a CheckpointState text proto)"
+    if not state.model_checkpoint_path:
+        return [], f"{state_path}: the state file names no checkpoint"
+
+    # TensorFlow has made relative paths relative to `directory`.
+    latest = state.model_checkpoint_path
+    paths = [p for p in state.all_model_checkpoint_paths if p != latest]
+    return [*paths, latest], None
+
+
+def _prefixes_on_disk(directory: str) -> list[str]:
+    """Prefixes of the checkpoint files (index or data) directly in `directory`."""
+    prefixes = set()
+    for name in tf.io.gfile.listdir(directory):
+        if name.endswith(_INDEX_SUFFIX):
+            prefixes.add(name[: -len(_INDEX_SUFFIX)])
+            continue
+        match = _DATA_FILE.match(name)
+        if match:
+            prefixes.add(match.group("prefix"))
+    return [os.path.join(directory, prefix) for prefix in prefixes]
+
+
+def _data_files(prefix: str) -> list[str]:
+    return sorted(tf.io.gfile.glob(f"{glob_escape(prefix)}.data-?????-of-?????"))
+
+
+def glob_escape(path: str) -> str:
+    """`path` with glob wildcards escaped (``[*?`` match themselves)."""
+    return re.sub(r"([\[\]*?])", r"[\1]", path)
+
+
+def unreadable_reason(prefix: str, read_tensors: bool = True) -> str | None:
+    """Why the checkpoint `prefix` cannot be restored, naming its files; `None` if it can.
+
+    Args:
+      prefix: The checkpoint prefix.
+      read_tensors: Whether to read every tensor back, so that a truncated or
+        corrupted data file (TensorFlow checks each tensor's checksum) is
+        found here rather than half-way through a restore. Otherwise only
+        the presence of the index and of every data shard is checked.
+
+    Returns:
+      `None`, or one line naming the files and what is wrong with them.
+    """
+    index = prefix + _INDEX_SUFFIX
+    data = _data_files(prefix)
+    if not tf.io.gfile.exists(index):
+        present = ", ".join(data) if data else "no data file either"
+        return f"{index} is missing ({present})"
+    if not data:
+        return f"{prefix}.data-00000-of-NNNNN is missing (index {index} is present)"
+    shards = {
+        int(m.group("shards")) for m in map(_DATA_FILE.match, map(os.path.basename, data)) if m
+    }
+    if len(shards) != 1 or len(data) != next(iter(shards)):
+        return f"data shards of {prefix} are missing or mixed: found {', '.join(data)}"
+    if not read_tensors:
+        return None
+    try:
+        reader = tf.train.load_checkpoint(prefix)
+        for name in reader.get_variable_to_dtype_map():
+            reader.get_tensor(name)
+    except Exception as error:
+        return (
+            f"{prefix} ({index}, {', '.join(data)}) cannot be read: "
+            f"{type(error).__name__}: {_first_line(error)}"
+        )
+    return None
+
+
+def _has_checkpoint_files(directory: str) -> bool:
+    return tf.io.gfile.exists(os.path.join(directory, STATE_FILE)) or bool(
+        _prefixes_on_disk(directory)
+    )
+
+
+def choose_checkpoint(directory: str) -> CheckpointChoice:
+    """Finds the newest readable checkpoint of `directory`.
+
+    Args:
+      directory: The checkpoint directory (it may not exist).
+
+    Returns:
+      A `CheckpointChoice`; its `path` is `None` when the directory holds no
+      checkpoint files (a fresh start).
+
+    Raises:
+      DamagedCheckpointError: If checkpoint files exist but none is readable.
+    """
+    if not tf.io.gfile.isdir(directory):
+        return CheckpointChoice(directory, None)
+    in_state, state_problem = _read_state(directory)
+    on_disk = _prefixes_on_disk(directory)
+    damaged = [state_problem] if state_problem else []
+    seen: set[str] = set()
+    candidates: list[str] = []
+    latest_in_state = in_state[-1] if in_state else None
+    others = sorted(
+        {*in_state, *on_disk}, key=lambda p: (_step_of(p), _mtime(p + _INDEX_SUFFIX)), reverse=True
+    )
+    for prefix in [*([latest_in_state] if latest_in_state else []), *others]:
+        key = os.path.normpath(prefix)
+        if key not in seen:
+            seen.add(key)
+            candidates.append(prefix)
+    if not candidates and not state_problem:
+        return CheckpointChoice(directory, None)
+    chosen = None
+    for prefix in candidates:
+        reason = unreadable_reason(prefix)
+        if reason is None:
+            chosen = prefix
+            break
+        damaged.append(reason)
+    if chosen is None:
+        raise DamagedCheckpointError(
+            f"Checkpoint files exist in {directory!r}, but none can be restored:\n  "
+            + "\n  ".join(damaged)
+            + "\nTraining does not start over while checkpoints exist: repair or move these "
+            "files, or train into another checkpoint_dir."
+        )
+    # Only checkpoints the state file manages are handed on to be managed
+    # (and in time deleted) by a Saver or CheckpointManager, as TensorFlow does.
+    managed = [os.path.normpath(p) for p in in_state]
+    older = (
+        [
+            p
+            for p in in_state[:-1]
+            if os.path.normpath(p) != os.path.normpath(chosen)
+            and managed.index(os.path.normpath(p)) < managed.index(os.path.normpath(chosen))
+            and unreadable_reason(p, read_tensors=False) is None
+        ]
+        if os.path.normpath(chosen) in managed
+        else []
+    )
+    readable = (*older, chosen)
+    state_ok = (
+        not state_problem
+        and latest_in_state is not None
+        and (os.path.normpath(latest_in_state) == os.path.normpath(chosen))
+    )
+    return CheckpointChoice(directory, chosen, readable, tuple(damaged), state_ok)
+
+
+def report_and_repair(choice: CheckpointChoice, repair: bool) -> None:
+    """Warns about the damaged files skipped; the chief repairs the state file.
+
+    Args:
+      choice: What `choose_checkpoint` found.
+      repair: Whether to rewrite the state file so that it names the restored
+        checkpoint as the latest (the chief, which owns the directory).
+    """
+    if choice.path is None:
+        return
+    if choice.damaged:
+        logger.warning(
+            "Damaged checkpoint files in %s were skipped; restoring %s, the newest readable "
+            "checkpoint:\n  %s\nThe damaged files are kept; a later save of the same step "
+            "replaces them.",
+            choice.directory,
+            choice.path,
+            "\n  ".join(choice.damaged),
+        )
+    if repair and not choice.state_file_ok:
+        _write_state_file(choice.directory, choice.path, choice.readable)
+        logger.warning(
+            "Rewrote %s: it now names %s as the latest checkpoint.",
+            os.path.join(choice.directory, STATE_FILE),
+            choice.path,
+        )
+
+
+def _write_state_file(directory: str, latest: str, paths: tuple[str, ...]) -> None:
+    """Replaces the state file in one rename, naming `latest` and `paths` (oldest first)."""
+
+    def entry(field: str, path: str) -> str:
+        relative = os.path.relpath(path, directory) if "://" not in path else path
+        if relative.startswith(".."):
+            relative = path
+        return f"{field}: {json.dumps(relative)}\n"
+
+    # Timestamps as a CheckpointManager writes them, so that it keeps managing
+    # (and in time deletes) these checkpoints rather than preserving them.
+    stamps = [_mtime(path + _INDEX_SUFFIX) for path in paths]
+    text = (
+        entry("model_checkpoint_path", latest)
+        + "".join(entry("all_model_checkpoint_paths", path) for path in paths)
+        + "".join(f"all_model_checkpoint_timestamps: {stamp!r}\n" for stamp in stamps)
+        + f"last_preserved_timestamp: {min(stamps) - 1.0!r}\n"
+    )
+    state_path = os.path.join(directory, STATE_FILE)
+    temporary = f"{state_path}.monsession-tmp-{os.getpid()}"
+    with tf.io.gfile.GFile(temporary, "w") as state_file:
+        state_file.write(text)
+    tf.io.gfile.rename(temporary, state_path, overwrite=True)
