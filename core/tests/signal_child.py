@@ -56,7 +56,9 @@ class PrintEnd(monsession.SessionRunHook):
 
 
 def _user_handler(signum, frame):
-    say("USER-HANDLER", _phase, signum)
+    # Not print(): the signal may land inside a print() of the main code, and
+    # sys.stdout cannot be entered twice. One write() of a line is safe.
+    os.write(sys.stdout.fileno(), f"USER-HANDLER {_phase} {signum}\n".encode())
 
 
 def _program(mode):

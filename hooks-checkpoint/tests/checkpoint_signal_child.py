@@ -47,7 +47,10 @@ def say(*words):
 
 
 def _user_handler(signum, frame):
-    say("USER-HANDLER", _phase, signum, tf.train.latest_checkpoint(_checkpoint_dir))
+    # Not print(): the signal may land inside a print() of the main code, and
+    # sys.stdout cannot be entered twice. One write() of a line is safe.
+    latest = tf.train.latest_checkpoint(_checkpoint_dir)
+    os.write(sys.stdout.fileno(), f"USER-HANDLER {_phase} {signum} {latest}\n".encode())
 
 
 def _program(mode):

@@ -165,7 +165,7 @@ class _MonitoredSession:
         """
         if self._sess is None:
             self._check_open("run")
-        if self._signal_stop.received is not None:
+        if self._signal_stop.stop_requested():
             self._close_on_signal("run")
         return self._sess.run(fetches, feed_dict, options, run_metadata)
 
@@ -188,15 +188,13 @@ class _MonitoredSession:
         """
         _check_step_fn(step_fn)
         self._check_open("run_step_fn")
-        if self._signal_stop.received is not None:
+        if self._signal_stop.stop_requested():
             self._close_on_signal("run_step_fn")
         return self._sess.run_step_fn(step_fn, self._tf_sess(), run_with_hooks=None)
 
     def should_stop(self) -> bool:
         """True once a hook or the coordinator asked to stop, a stop signal arrived, or closed."""
-        return (
-            self._sess is None or self._signal_stop.received is not None or self._sess.should_stop()
-        )
+        return self._sess is None or self._signal_stop.stop_requested() or self._sess.should_stop()
 
     def close(self) -> None:
         """Calls the hooks' `end()`, then closes the session.
@@ -266,6 +264,7 @@ class _MonitoredSession:
                     type(self).__name__,
                 )
             raise
+        self._signal_stop.stop_requested()  # Logs a signal that arrived while closing.
         pending = self._signal_stop.release()
         if pending is None:
             return
@@ -276,6 +275,7 @@ class _MonitoredSession:
                 signal.Signals(pending).name,
             )
             return
+        logger.info("%s: closed; handing %s on.", type(self).__name__, signal.Signals(pending).name)
         try:
             self._signal_stop.deliver(pending)
         except BaseException as raised:

@@ -97,11 +97,16 @@ class SignalStop:
 
     `install()` replaces the handlers (in the main thread only; a signal
     whose handler is `SIG_IGN`, or was not installed from Python, is left
-    alone). The first signal is recorded in `received`, for good, and is
-    pending delivery; a second one restores the previous handlers and is
+    alone). The first signal is recorded, for good (`stop_requested()`), and
+    is pending delivery; a second one restores the previous handlers and is
     delivered at once, in place of the first. `release()` restores the
     previous handlers and returns the signal still pending, which `deliver()`
     then hands to the previous handler.
+
+    The handler itself only assigns attributes: no TensorFlow op, no I/O, no
+    logging (the signal may land inside a write to the same stream, which
+    Python cannot re-enter). What it recorded is logged by the main code,
+    when the session asks.
 
     Args:
       signums: The signals to watch.
@@ -116,6 +121,7 @@ class SignalStop:
         self._installed = False
         self.received: int | None = None
         self._pending: int | None = None
+        self._announced = False
 
     @property
     def installed(self) -> bool:
@@ -154,9 +160,20 @@ class SignalStop:
             # since handed the signal down to this one: pass it on.
             self._forward(signum, frame)
             return
-        name = signal.Signals(signum).name
         if self.received is None:
             self.received = self._pending = signum
+            return
+        self._pending = None
+        self.release()
+        self.deliver(signum)
+
+    def stop_requested(self) -> bool:
+        """Whether a signal arrived; the first call that sees it logs it."""
+        if self.received is None:
+            return False
+        if not self._announced:
+            self._announced = True
+            name = signal.Signals(self.received).name
             logger.warning(
                 "%s: %s received; stopping after the current step. Closing the session runs "
                 "the hooks' end() (e.g. saving a checkpoint), then hands %s on as if "
@@ -165,11 +182,7 @@ class SignalStop:
                 name,
                 name,
             )
-            return
-        logger.warning("%s: %s received again; handing it on at once.", self._owner, name)
-        self._pending = None
-        self.release()
-        self.deliver(signum)
+        return True
 
     def release(self) -> int | None:
         """Restores the previous handlers; returns the pending signal, if any.
@@ -199,7 +212,6 @@ class SignalStop:
         (standard output and error are flushed first); a Python handler runs
         here and what it raises propagates.
         """
-        logger.info("%s: closed; handing %s on.", self._owner, signal.Signals(signum).name)
         _flush_stdio()
         signal.raise_signal(signum)
 
