@@ -161,7 +161,9 @@ class _MonitoredSession:
         on.
 
         Raises:
-          RuntimeError: If the session is closed, or a hook requested a stop.
+          RuntimeError: If the session is closed, or a hook requested a stop,
+            or it stopped on a signal whose previous handler returned (the
+            `with` block then ends cleanly).
         """
         if self._sess is None:
             self._check_open("run")
