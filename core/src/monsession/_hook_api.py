@@ -24,6 +24,12 @@ class SessionRunHook:
       fetches, feeds or run options to the call.
     * `end(session)`: once, when the monitored session closes after a clean
       exit. Not called when the `with` block raises an error.
+    * `on_failure(session, error)` (monsession only; optional): once, when the
+      `with` block exits with an error, instead of `end()`. The hooks are
+      called in list order, after the error, before the session closes. What
+      one raises is logged, and the next hook is called: the session's own
+      error propagates unchanged. Not called after a clean exit, nor for the
+      ends of data (`OutOfRangeError`, `StopIteration`) that close cleanly.
 
     Hooks are written once and run unchanged in graph and eager mode.
     """
@@ -65,6 +71,21 @@ class SessionRunHook:
 
         Args:
           session: A session-like object with `run(fetches, feed_dict=None)`.
+        """
+
+    def on_failure(self, session: Any, error: BaseException) -> None:
+        """Called once when the session fails, instead of `end()`.
+
+        The `with` block of the monitored session raised `error` (anything but
+        the `OutOfRangeError` or `StopIteration` that end it cleanly, including
+        `KeyboardInterrupt`). Hooks are called in list order, before the
+        session closes, so `session` still runs. An exception raised here is
+        logged and does not replace `error`, which propagates. Not part of
+        TensorFlow's hook API: TensorFlow's sessions never call it.
+
+        Args:
+          session: A session-like object with `run(fetches, feed_dict=None)`.
+          error: The exception the `with` block raised.
         """
 
 

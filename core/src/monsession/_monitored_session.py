@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import inspect
+import logging
+import signal
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -15,9 +17,11 @@ from monsession._session_creators import ChiefSessionCreator, SessionCreator
 from monsession._session_layers import (
     _CoordinatedSession,
     _HookedSession,
+    _overrides,
     _RecoverableSession,
     _WrappedSession,
 )
+from monsession._signal_stop import SignalStop, resolve_stop_signals
 from monsession._tf_compat import unfinalize_graph
 
 __all__ = [  # The private layers are importable from here, as in TensorFlow.
@@ -30,6 +34,12 @@ __all__ = [  # The private layers are importable from here, as in TensorFlow.
 ]
 from monsession._step_context import StepContext
 from monsession._step_context import StepContext as _StepContext
+
+logger = logging.getLogger("monsession")
+
+
+class _StoppedOnSignalError(RuntimeError):
+    """`run()` after the session closed on a signal whose previous handler returned."""
 
 
 class _CoordinatedSessionCreator(SessionCreator):
@@ -82,6 +92,7 @@ class _MonitoredSession:
         hooks: Iterable[SessionRunHook] | None,
         should_recover: bool,
         stop_grace_period_secs: float = 120,
+        stop_on_signals: bool | Iterable[int] | None = None,
     ) -> None:
         self._eager = tf.executing_eagerly()
         self._on_close: list[Callable[[], None]] = []
@@ -89,6 +100,15 @@ class _MonitoredSession:
             True if self._eager else tf.compat.v1.get_default_graph().finalized
         )
         self._hooks = check_hooks(type(self).__name__, "hooks", hooks)
+        self._signal_stop = SignalStop(
+            resolve_stop_signals(
+                stop_on_signals,
+                lambda: any(_overrides(hook, "end") for hook in self._hooks),
+                type(self).__name__,
+            ),
+            type(self).__name__,
+        )
+        self._closed_on_signal = False
         for hook in self._hooks:
             hook.begin()
         if not self._eager:
@@ -103,6 +123,9 @@ class _MonitoredSession:
             self._sess = _RecoverableSession(self._coordinated_creator)
         else:
             self._sess = self._coordinated_creator.create_session()
+        # Only now: a signal during creation (a worker may wait for hours for
+        # its chief) acts at once, as without monsession.
+        self._signal_stop.install()
 
     @property
     def graph(self) -> Any:
@@ -121,11 +144,19 @@ class _MonitoredSession:
         entries are passed to the callables as keyword arguments; the step's
         outputs are returned as they are (tensors, nothing copied to host).
 
+        If a stop signal arrived (see `stop_on_signals`), `run()` runs no
+        step: it closes the session, as `close()` does, and hands the signal
+        on.
+
         Raises:
-          RuntimeError: If the session is closed, or a hook requested a stop.
+          RuntimeError: If the session is closed, or a hook requested a stop,
+            or it stopped on a signal whose previous handler returned (the
+            `with` block then ends cleanly).
         """
         if self._sess is None:
             self._check_open("run")
+        if self._signal_stop.stop_requested():
+            self._close_on_signal("run")
         return self._sess.run(fetches, feed_dict, options, run_metadata)
 
     def run_step_fn(self, step_fn: Callable[[_StepContext], Any]) -> Any:
@@ -147,30 +178,102 @@ class _MonitoredSession:
         """
         _check_step_fn(step_fn)
         self._check_open("run_step_fn")
+        if self._signal_stop.stop_requested():
+            self._close_on_signal("run_step_fn")
         return self._sess.run_step_fn(step_fn, self._tf_sess(), run_with_hooks=None)
 
     def should_stop(self) -> bool:
-        """True when a hook or the coordinator asked to stop, or once closed."""
-        return self._sess is None or self._sess.should_stop()
+        """True once a hook or the coordinator asked to stop, a stop signal arrived, or closed."""
+        return self._sess is None or self._signal_stop.stop_requested() or self._sess.should_stop()
 
     def close(self) -> None:
-        """Calls the hooks' `end()`, then closes the session."""
+        """Calls the hooks' `end()`, then closes the session.
+
+        If a stop signal arrived, it is then handed on to the handler that was
+        installed before the session (`KeyboardInterrupt` for SIGINT; the
+        default action of SIGTERM ends the process).
+        """
         self._close_internal()
 
     def __enter__(self) -> _MonitoredSession:
         return self
 
     def __exit__(self, exception_type: Any, exception_value: Any, traceback: Any) -> bool:
+        if self._sess is None and self._closed_on_signal:
+            # run() already closed the session and handed the signal on.
+            return exception_type is _StoppedOnSignalError
         if exception_type in (tf.errors.OutOfRangeError, StopIteration):
             exception_type = None
+        if exception_type is not None:
+            self._notify_failure(exception_value)
         self._close_internal(exception_type)
         return exception_type is None
+
+    def _notify_failure(self, error: BaseException) -> None:
+        """Calls `on_failure(session, error)` of the hooks that have one, in order."""
+        session = self._coordinated_creator.tf_sess
+        if self._sess is None or session is None:
+            return
+        for hook in self._hooks:
+            on_failure = getattr(hook, "on_failure", None)
+            if not callable(on_failure):
+                continue
+            try:
+                on_failure(session, error)
+            except Exception:
+                logger.exception(
+                    "%s.on_failure() raised; the session's own error (%s: %s) propagates.",
+                    type(hook).__name__,
+                    type(error).__name__,
+                    error,
+                )
+
+    def _close_on_signal(self, method: str) -> None:
+        """Closes the session and hands the pending signal on (from `run()`)."""
+        received = self._signal_stop.received
+        assert received is not None
+        name = signal.Signals(received).name
+        self._closed_on_signal = True
+        self._close_internal()
+        raise _StoppedOnSignalError(
+            f"{type(self).__name__}.{method}() called after the session stopped on {name}: "
+            "it is closed. Check should_stop() before each step."
+        )
 
     def _check_open(self, method: str) -> None:
         if self._sess is None:
             raise RuntimeError(f"{type(self).__name__}.{method}() called after close().")
 
     def _close_internal(self, exception_type: Any = None) -> None:
+        try:
+            self._close_layers(exception_type)
+        except BaseException:
+            if self._signal_stop.release() is not None:
+                logger.warning(
+                    "%s: closing failed; the error propagates instead of the stop signal.",
+                    type(self).__name__,
+                )
+            raise
+        self._signal_stop.stop_requested()  # Logs a signal that arrived while closing.
+        pending = self._signal_stop.release()
+        if pending is None:
+            return
+        if exception_type:
+            logger.warning(
+                "%s: a %s arrived, but the session failed; the error propagates instead.",
+                type(self).__name__,
+                signal.Signals(pending).name,
+            )
+            return
+        logger.info("%s: closed; handing %s on.", type(self).__name__, signal.Signals(pending).name)
+        try:
+            self._signal_stop.deliver(pending)
+        except BaseException as raised:
+            raised.__suppress_context__ = True  # Whatever was being handled is not its cause.
+            raise
+
+    def _close_layers(self, exception_type: Any) -> None:
+        """Calls the hooks' `end()` (after a clean exit), then closes every layer."""
         try:
             if not exception_type:
                 for hook in self._hooks:
@@ -208,9 +311,17 @@ class MonitoredSession(_MonitoredSession):
     the caller's results. `AbortedError` and `UnavailableError` re-create the
     session (restoring the latest checkpoint) and retry. `close()` calls `end()`
     and closes the session; as a context manager it also ends cleanly on
-    `OutOfRangeError` and `StopIteration`, and skips `end()` on other errors.
+    `OutOfRangeError` and `StopIteration`, and skips `end()` on other errors,
+    calling the hooks' optional `on_failure(session, error)` instead.
 
     Works in graph mode and, with the same hooks, in eager mode (see `run()`).
+
+    On SIGTERM or SIGINT (see `stop_on_signals`) the step in progress
+    finishes, `should_stop()` becomes true, and closing the session calls the
+    hooks' `end()` (a `CheckpointSaverHook` saves the step reached) before the
+    signal is handed on to the handler installed before the session:
+    `KeyboardInterrupt` for SIGINT, the end of the process for SIGTERM, or
+    the user's own handler.
 
     Args:
       session_creator: A `SessionCreator`; `ChiefSessionCreator()` by default.
@@ -218,11 +329,17 @@ class MonitoredSession(_MonitoredSession):
         `tf.compat.v1.train.SessionRunHook` and objects with the five hook
         methods are accepted too.
       stop_grace_period_secs: Seconds given to threads to stop on `close()`.
+      stop_on_signals: Keyword only; not in TensorFlow. Whether SIGTERM and
+        SIGINT stop the session at a step boundary: `True`, `False`, or an
+        iterable of signal numbers to use instead. `None` (the default):
+        `True` when some hook overrides `end()` (has work to do at a clean
+        stop, e.g. saving a checkpoint), else `False`.
 
     Raises:
       TypeError: If `hooks` is not an iterable of hook instances (an item is
-        `None`, a hook class, or lacks a hook method); the message names the
-        item's index.
+        `None`, a hook class, or lacks a hook method; the message names the
+        item's index), or `stop_on_signals` has the wrong type.
+      ValueError: If `stop_on_signals` names no signal that can be caught.
     """
 
     def __init__(
@@ -230,12 +347,15 @@ class MonitoredSession(_MonitoredSession):
         session_creator: SessionCreator | None = None,
         hooks: Iterable[SessionRunHook] | None = None,
         stop_grace_period_secs: float = 120,
+        *,
+        stop_on_signals: bool | Iterable[int] | None = None,
     ) -> None:
         super().__init__(
             session_creator,
             hooks,
             should_recover=True,
             stop_grace_period_secs=stop_grace_period_secs,
+            stop_on_signals=stop_on_signals,
         )
 
 
@@ -253,9 +373,11 @@ class SingularMonitoredSession(_MonitoredSession):
       checkpoint_dir: Directory whose latest checkpoint is restored.
       stop_grace_period_secs: Seconds given to threads to stop on `close()`.
       checkpoint_filename_with_path: A checkpoint file to restore instead.
+      stop_on_signals: Keyword only, as for `MonitoredSession`.
 
     Raises:
-      TypeError: If `hooks` is not an iterable of hook instances.
+      TypeError: If `hooks` is not an iterable of hook instances, or
+        `stop_on_signals` has the wrong type.
       ValueError: If `checkpoint_dir` is a file or lies under a file.
     """
 
@@ -268,6 +390,8 @@ class SingularMonitoredSession(_MonitoredSession):
         checkpoint_dir: str | None = None,
         stop_grace_period_secs: float = 120,
         checkpoint_filename_with_path: str | None = None,
+        *,
+        stop_on_signals: bool | Iterable[int] | None = None,
     ) -> None:
         checked_hooks = check_hooks(type(self).__name__, "hooks", hooks)
         if checkpoint_dir is not None:
@@ -284,6 +408,7 @@ class SingularMonitoredSession(_MonitoredSession):
             checked_hooks,
             should_recover=False,
             stop_grace_period_secs=stop_grace_period_secs,
+            stop_on_signals=stop_on_signals,
         )
 
     def raw_session(self) -> Any:

@@ -148,6 +148,8 @@ def MonitoredTrainingSession(  # noqa: N802 - TensorFlow's name.
     save_checkpoint_steps: Any = USE_DEFAULT,
     summary_dir: str | None = None,
     save_graph_def: bool = True,
+    *,
+    stop_on_signals: Any = USE_DEFAULT,
 ) -> MonitoredSession:
     """Creates a `MonitoredSession` for training, with TensorFlow's default hooks.
 
@@ -177,6 +179,15 @@ def MonitoredTrainingSession(  # noqa: N802 - TensorFlow's name.
     left at its default, it is skipped with a warning (once per process and
     family) naming what is not saved and the distribution to install.
 
+    SIGTERM and SIGINT stop training at a step boundary (`stop_on_signals`):
+    the step in progress finishes, `should_stop()` becomes true, and closing
+    the session runs the hooks' `end()` (the checkpoint saver saves the step
+    reached, summaries are flushed) before the signal is handed on to the
+    handler installed before the session (`KeyboardInterrupt` for SIGINT,
+    the end of the process for SIGTERM, or the user's own handler). Under a
+    multi-worker `tf.distribute` strategy this is off by default: the
+    workers would stop at different steps, and saving may need all of them.
+
     Args:
       master: The TensorFlow master to use.
       is_chief: Whether this process is the chief.
@@ -195,6 +206,10 @@ def MonitoredTrainingSession(  # noqa: N802 - TensorFlow's name.
       save_checkpoint_steps: Steps between checkpoints (`None` or 0: off).
       summary_dir: Directory for summaries; `checkpoint_dir` by default.
       save_graph_def: Whether checkpoints also write the graph.
+      stop_on_signals: Keyword only; not in TensorFlow. `True` (the default
+        outside multi-worker strategies) stops at a step boundary on SIGTERM
+        and SIGINT, `False` leaves signals alone, an iterable of signal
+        numbers names other signals (e.g. `[signal.SIGTERM, signal.SIGUSR1]`).
 
     Returns:
       A `MonitoredSession`.
@@ -203,8 +218,9 @@ def MonitoredTrainingSession(  # noqa: N802 - TensorFlow's name.
       ImportError: If an argument set here needs a hook family that is not
         installed.
       TypeError: If `hooks` or `chief_only_hooks` is not an iterable of hook
-        instances (the message names the argument and the item's index), or a
-        schedule argument is not a number (steps: an int; never a `bool`).
+        instances (the message names the argument and the item's index), a
+        schedule argument is not a number (steps: an int; never a `bool`), or
+        `stop_on_signals` has the wrong type.
       ValueError: If a schedule argument is negative, both arguments of a
         schedule are positive, `checkpoint_dir` or `summary_dir` is a file, or
         `is_chief=False` is passed on the chief of the current multi-worker
@@ -257,16 +273,21 @@ def MonitoredTrainingSession(  # noqa: N802 - TensorFlow's name.
     )
     strategy = _distributed.multi_worker_strategy() if settings.eager else None
     if strategy is not None:
-        if not _distributed.is_chief(strategy):
+        signals = _stop_signals_in_strategy(strategy, stop_on_signals)
+
+        def in_strategy() -> MonitoredSession:
             return _session_in_strategy(
-                strategy, settings, hooks, chief_only_hooks, stop_grace_period_secs
+                strategy, settings, hooks, chief_only_hooks, stop_grace_period_secs, signals
             )
+
+        if not _distributed.is_chief(strategy):
+            return in_strategy()
         return _holding_directory_lock(
             settings,
-            lambda: _session_in_strategy(
-                strategy, settings, hooks, chief_only_hooks, stop_grace_period_secs
-            ),
+            in_strategy,
         )
+    if stop_on_signals is USE_DEFAULT:
+        stop_on_signals = True
     if not is_chief:
         worker_creator: SessionCreator
         if settings.eager:
@@ -281,6 +302,7 @@ def MonitoredTrainingSession(  # noqa: N802 - TensorFlow's name.
             session_creator=worker_creator,
             hooks=hooks or [],
             stop_grace_period_secs=stop_grace_period_secs,
+            stop_on_signals=stop_on_signals,
         )
     all_hooks = _chief_hooks(settings, chief_only_hooks, hooks)
     chief_creator = ChiefSessionCreator(
@@ -292,6 +314,7 @@ def MonitoredTrainingSession(  # noqa: N802 - TensorFlow's name.
             session_creator=chief_creator,
             hooks=all_hooks,
             stop_grace_period_secs=stop_grace_period_secs,
+            stop_on_signals=stop_on_signals,
         ),
     )
 
@@ -374,12 +397,40 @@ def _save_steps_for_collectives(settings: TrainingSettings, strategy_name: str) 
     return dataclasses.replace(settings, save_checkpoint_secs=None, save_checkpoint_steps=1000)
 
 
+def _stop_signals_in_strategy(strategy: Any, stop_on_signals: Any) -> Any:
+    """`stop_on_signals` under a multi-worker strategy: off unless asked for.
+
+    A signal reaches each worker at its own moment, so each would stop after
+    a different step; under collective ops a worker that stops leaves the
+    others waiting in the next collective (TensorFlow's answer is
+    `tf.distribute.experimental.PreemptionCheckpointHandler`, which agrees on
+    a step through the cluster's coordination service).
+    """
+    if stop_on_signals is USE_DEFAULT:
+        logger.info(
+            "MonitoredTrainingSession: under %s, SIGTERM and SIGINT are not handled "
+            "(stop_on_signals=False); see tf.distribute.experimental."
+            "PreemptionCheckpointHandler.",
+            _distributed.describe(strategy),
+        )
+        return False
+    if stop_on_signals not in (False, None) and _distributed.uses_collectives(strategy):
+        logger.warning(
+            "MonitoredTrainingSession: stop_on_signals under %s: every worker must receive "
+            "the signal during the same step, or the others wait for it in their next "
+            "collective op.",
+            _distributed.describe(strategy),
+        )
+    return stop_on_signals
+
+
 def _session_in_strategy(
     strategy: Any,
     settings: TrainingSettings,
     hooks: Iterable[SessionRunHook] | None,
     chief_only_hooks: Iterable[SessionRunHook] | None,
     stop_grace_period_secs: float,
+    stop_on_signals: Any,
 ) -> MonitoredSession:
     """An eager session on one worker of a multi-worker `tf.distribute` strategy.
 
@@ -422,5 +473,8 @@ def _session_in_strategy(
         "the chief" if chief else "not the chief",
     )
     return MonitoredSession(
-        session_creator=creator, hooks=all_hooks, stop_grace_period_secs=stop_grace_period_secs
+        session_creator=creator,
+        hooks=all_hooks,
+        stop_grace_period_secs=stop_grace_period_secs,
+        stop_on_signals=stop_on_signals,
     )

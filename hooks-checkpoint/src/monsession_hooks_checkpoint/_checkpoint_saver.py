@@ -54,6 +54,19 @@ def _check_listeners(listeners: Iterable[Any] | None) -> list[Any]:
     return checked
 
 
+def _unsafe_to_save(error: BaseException) -> str | None:
+    """Why saving after `error` could lose or spoil work, or `None` when it is safe."""
+    if not isinstance(error, Exception):
+        return "an interruption, not an error"
+    if isinstance(error, (tf.errors.AbortedError, tf.errors.UnavailableError)):
+        return "a preemption error: the session is being recovered or is gone"
+    # TensorFlow's and monsession-hooks-debug's class: raised after the update
+    # that made the loss NaN, so the variables hold it.
+    if any(cls.__name__ == "NanLossDuringTrainingError" for cls in type(error).__mro__):
+        return "the variables hold the update that made the loss NaN"
+    return None
+
+
 def _check_max_to_keep(max_to_keep: int | None) -> None:
     if max_to_keep is not None and (
         isinstance(max_to_keep, bool) or not isinstance(max_to_keep, int) or max_to_keep < 0
@@ -101,7 +114,14 @@ class CheckpointSaverHook(SessionRunHook):
         own setting; in graph mode the `Saver` decides.
       async_save: Eager mode: write checkpoints in a background thread, so
         training continues while the files are written. The pending write is
-        waited for before the next save and at `end()`.
+        waited for before the next save, at `end()` and in `on_failure()`.
+      save_on_failure: Also save when the session fails (in `on_failure()`,
+        which monsession calls instead of `end()` when the `with` block
+        raises), if the step reached is not saved yet. Never for an error of
+        this hook's own saving, for TensorFlow's preemption errors
+        (`AbortedError`, `UnavailableError`), for a NaN loss
+        (`NanLossDuringTrainingError`) or for interruptions that are not
+        `Exception`s (`KeyboardInterrupt`, `SystemExit`).
 
     Raises:
       ValueError: If not exactly one of `save_secs` and `save_steps` is given,
@@ -109,8 +129,8 @@ class CheckpointSaverHook(SessionRunHook):
         given, if `checkpoint_dir` is a file (or lies under one), or if a
         `CheckpointManager` saves into another directory.
       TypeError: If `save_steps` is not an int or `save_secs` not a number
-        (a `bool` or a string never is), or `checkpoint_dir`, `saver` or a
-        listener has the wrong type.
+        (a `bool` or a string never is), or `checkpoint_dir`, `saver`, a
+        listener or `save_on_failure` has the wrong type.
       PermissionError: If `checkpoint_dir` cannot be created or written to.
 
     `checkpoint_dir` is checked at construction, before TensorFlow touches
@@ -135,6 +155,7 @@ class CheckpointSaverHook(SessionRunHook):
         *,
         max_to_keep: int | None = 5,
         async_save: bool = False,
+        save_on_failure: bool = False,
     ) -> None:
         tf_logging.info("Create CheckpointSaverHook.")
         if saver is not None and scaffold is not None:
@@ -166,7 +187,11 @@ class CheckpointSaverHook(SessionRunHook):
         self._save_graph_def = save_graph_def
         self._max_to_keep = max_to_keep
         self._async_save = bool(async_save)
+        if not isinstance(save_on_failure, bool):
+            raise TypeError(f"{_HOOK}: save_on_failure must be a bool, got {save_on_failure!r}.")
+        self._save_on_failure = save_on_failure
         self._saving: Saving | None = None
+        self._save_error: BaseException | None = None
 
     def begin(self) -> None:
         ensure_writable_directory(self._checkpoint_dir, _HOOK)
@@ -233,8 +258,45 @@ class CheckpointSaverHook(SessionRunHook):
                 f"{tf.train.latest_checkpoint(self._checkpoint_dir)}, is kept."
             ) from error
 
+    def on_failure(self, session: Any, error: BaseException) -> None:
+        """Completes what was saved; with `save_on_failure`, saves the step reached.
+
+        A pending asynchronous write is waited for and (graph mode) the event
+        file flushed, as in `end()`. Listeners see `before_save`/`after_save`
+        for a save made here, but no `end()`.
+        """
+        assert self._saving is not None, "begin() must be called first."
+        reason = _unsafe_to_save(error) if self._save_error is None else "this hook's save failed"
+        if reason is not None:
+            if self._save_on_failure:
+                tf_logging.warning(
+                    "%s: not saving after %s: %s.", _HOOK, type(error).__name__, reason
+                )
+            return
+        if self._save_on_failure:
+            step = read_global_step(session)
+            if step == self._timer.last_triggered_step():
+                tf_logging.info("%s: the session failed; step %d is already saved.", _HOOK, step)
+            else:
+                tf_logging.warning(
+                    "%s: the session failed (%s: %s); saving step %d.",
+                    _HOOK,
+                    type(error).__name__,
+                    error,
+                    step,
+                )
+                self._save(session, step)
+        self._saving.end()
+
     def _save(self, session: Any, step: int) -> bool:
         """Saves a checkpoint for `step`; returns whether a listener asked to stop."""
+        try:
+            return self._save_and_notify(session, step)
+        except BaseException as error:
+            self._save_error = error
+            raise
+
+    def _save_and_notify(self, session: Any, step: int) -> bool:
         assert self._saving is not None
         with self._save_errors("the previous asynchronous checkpoint"):
             # The previous checkpoint is complete before listeners see a new one.

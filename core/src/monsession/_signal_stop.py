@@ -1,0 +1,225 @@
+"""Stopping at a step boundary on SIGTERM and SIGINT, then handing the signal back.
+
+A `SignalStop` replaces the handlers of some signals while a monitored
+session is open. Its handler runs no TensorFlow op: it only records the
+signal. The session then finishes the step in progress, `should_stop()`
+becomes true, and closing the session (hooks' `end()`: the checkpoint saver
+saves the step reached, summary writers flush) restores the previous handlers
+and delivers the signal again, so the process then does what it would have
+done without monsession: `KeyboardInterrupt` for SIGINT, death by SIGTERM
+(exit status 143 in a shell) for SIGTERM, or the user's own handler.
+
+Nothing here imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterable
+from types import FrameType
+from typing import Any
+
+logger = logging.getLogger("monsession")
+
+DEFAULT_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGINT)
+
+_UNCATCHABLE = frozenset(
+    getattr(signal, name) for name in ("SIGKILL", "SIGSTOP") if hasattr(signal, name)
+)
+
+
+def _signal_names(signums: Iterable[int]) -> str:
+    return ", ".join(signal.Signals(signum).name for signum in signums)
+
+
+def resolve_stop_signals(
+    value: Any, has_end_work: Callable[[], bool], owner: str
+) -> tuple[signal.Signals, ...]:
+    """The signals a session stops on, from its `stop_on_signals` argument.
+
+    Args:
+      value: `True` (SIGTERM and SIGINT), `False` (none), `None` (SIGTERM and
+        SIGINT when `has_end_work()`, else none), or an iterable of signal
+        numbers.
+      has_end_work: Whether some hook has work to do in `end()`.
+      owner: The session class, for error messages.
+
+    Returns:
+      The signals, in order, without repeats.
+
+    Raises:
+      TypeError: If `value` is of another type.
+      ValueError: If it names an unknown signal, SIGKILL or SIGSTOP.
+    """
+    if value is None:
+        return DEFAULT_SIGNALS if has_end_work() else ()
+    if isinstance(value, bool):
+        return DEFAULT_SIGNALS if value else ()
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise TypeError(
+            f"{owner}: stop_on_signals must be True, False, None or an iterable of signal "
+            f"numbers (e.g. [signal.SIGTERM, signal.SIGUSR1]), got {value!r}."
+        )
+    resolved: list[signal.Signals] = []
+    for item in value:
+        try:
+            if isinstance(item, bool) or not isinstance(item, int):
+                raise ValueError
+            signum = signal.Signals(item)
+        except ValueError:
+            raise ValueError(
+                f"{owner}: stop_on_signals holds {item!r}, which is not a signal number "
+                "(use the constants of the signal module, e.g. signal.SIGTERM)."
+            ) from None
+        if signum in _UNCATCHABLE:
+            raise ValueError(
+                f"{owner}: stop_on_signals holds {signum.name}, which no process can catch."
+            )
+        if signum not in resolved:
+            resolved.append(signum)
+    return tuple(resolved)
+
+
+def _flush_stdio() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):
+            pass  # A closed or broken stream: nothing more to save.
+
+
+class SignalStop:
+    """Turns some signals into a stop request while a session is open.
+
+    `install()` replaces the handlers (in the main thread only; a signal
+    whose handler is `SIG_IGN`, or was not installed from Python, is left
+    alone). The first signal is recorded, for good (`stop_requested()`), and
+    is pending delivery; a second one restores the previous handlers and is
+    delivered at once, in place of the first. `release()` restores the
+    previous handlers and returns the signal still pending, which `deliver()`
+    then hands to the previous handler.
+
+    The handler itself only assigns attributes: no TensorFlow op, no I/O, no
+    logging (the signal may land inside a write to the same stream, which
+    Python cannot re-enter). What it recorded is logged by the main code,
+    when the session asks.
+
+    Args:
+      signums: The signals to watch.
+      owner: The session class, for log lines.
+    """
+
+    def __init__(self, signums: Iterable[int], owner: str) -> None:
+        self._signums = tuple(signums)
+        self._owner = owner
+        self._previous: dict[int, Any] = {}  # What signal.getsignal() gave.
+        self._handler = self._handle  # One object, to recognise it later.
+        self._installed = False
+        self.received: int | None = None
+        self._pending: int | None = None
+        self._announced = False
+
+    @property
+    def installed(self) -> bool:
+        """Whether this object's handler is in place for some signal."""
+        return self._installed
+
+    def install(self) -> None:
+        """Installs the handler for each signal that can take it."""
+        if not self._signums:
+            return
+        if threading.current_thread() is not threading.main_thread():
+            logger.info(
+                "%s: created outside the main thread; %s will not stop it at a step boundary "
+                "(Python handles signals in the main thread only).",
+                self._owner,
+                _signal_names(self._signums),
+            )
+            return
+        for signum in self._signums:
+            previous = signal.getsignal(signum)
+            if previous is signal.SIG_IGN or previous is None:
+                logger.info(
+                    "%s: %s is %s in this process; leaving it so.",
+                    self._owner,
+                    signal.Signals(signum).name,
+                    "ignored" if previous is signal.SIG_IGN else "handled outside Python",
+                )
+                continue
+            self._previous[signum] = previous
+            signal.signal(signum, self._handler)
+        self._installed = bool(self._previous)
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if not self._installed:
+            # Released while another session's handler was on top, which has
+            # since handed the signal down to this one: pass it on.
+            self._forward(signum, frame)
+            return
+        if self.received is None:
+            self.received = self._pending = signum
+            return
+        self._pending = None
+        self.release()
+        self.deliver(signum)
+
+    def stop_requested(self) -> bool:
+        """Whether a signal arrived; the first call that sees it logs it."""
+        if self.received is None:
+            return False
+        if not self._announced:
+            self._announced = True
+            name = signal.Signals(self.received).name
+            logger.warning(
+                "%s: %s received; stopping after the current step. Closing the session runs "
+                "the hooks' end() (e.g. saving a checkpoint), then hands %s on as if "
+                "monsession were not there. Send it again to hand it on at once.",
+                self._owner,
+                name,
+                name,
+            )
+        return True
+
+    def release(self) -> int | None:
+        """Restores the previous handlers; returns the pending signal, if any.
+
+        A handler that someone installed after ours is left in place.
+        """
+        if self._installed:
+            self._installed = False
+            for signum, previous in self._previous.items():
+                try:
+                    if signal.getsignal(signum) is self._handler:
+                        signal.signal(signum, previous)
+                except ValueError:  # Not the main thread: cannot restore here.
+                    logger.warning(
+                        "%s: closed outside the main thread; the %s handler stays installed "
+                        "and passes signals on.",
+                        self._owner,
+                        signal.Signals(signum).name,
+                    )
+        pending, self._pending = self._pending, None
+        return pending
+
+    def deliver(self, signum: int) -> None:
+        """Delivers `signum` to the handler that was installed before ours.
+
+        Call after `release()`. A default disposition terminates the process
+        (standard output and error are flushed first); a Python handler runs
+        here and what it raises propagates.
+        """
+        _flush_stdio()
+        signal.raise_signal(signum)
+
+    def _forward(self, signum: int, frame: FrameType | None) -> None:
+        previous = self._previous.get(signum, signal.SIG_DFL)
+        if callable(previous):
+            previous(signum, frame)
+            return
+        signal.signal(signum, previous)
+        _flush_stdio()
+        signal.raise_signal(signum)
