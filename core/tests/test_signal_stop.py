@@ -13,9 +13,9 @@ import threading
 
 import pytest
 import tensorflow as tf
-from signal_testing import run_phases
 
 import monsession
+import monsession.testing
 
 CHILD = os.path.join(os.path.dirname(__file__), "signal_child.py")
 WATCHED = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
@@ -25,7 +25,7 @@ PHASES = ["graph-user", "eager-for-loop", "graph-off", "eager-sigint-caught", "g
 @pytest.fixture(scope="module")
 def child_run():
     """One child through every phase (one TensorFlow import for all)."""
-    return run_phases(CHILD, PHASES)
+    return monsession.testing.run_signal_phases(CHILD, PHASES)
 
 
 @pytest.mark.parametrize("phase", ["graph-user", "eager-for-loop"])

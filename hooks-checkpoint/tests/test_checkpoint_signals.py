@@ -15,9 +15,10 @@ import signal
 import numpy as np
 import pytest
 import tensorflow as tf
-from checkpoint_signal_testing import run_phases
 from checkpoint_testing import checkpoint_steps
 from tensorboard.backend.event_processing import event_file_loader
+
+import monsession.testing
 
 CHILD = os.path.join(os.path.dirname(__file__), "checkpoint_signal_child.py")
 CHILDREN = {
@@ -37,7 +38,8 @@ def runs(tmp_path_factory):
     root = str(tmp_path_factory.mktemp("signals"))
     with concurrent.futures.ThreadPoolExecutor(len(CHILDREN)) as pool:
         futures = {
-            name: pool.submit(run_phases, CHILD, phases, root) for name, phases in CHILDREN.items()
+            name: pool.submit(monsession.testing.run_signal_phases, CHILD, phases, root)
+            for name, phases in CHILDREN.items()
         }
         by_child = {name: future.result() for name, future in futures.items()}
     return {
