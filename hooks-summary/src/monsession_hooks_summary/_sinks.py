@@ -42,8 +42,8 @@ class SummaryWriteError(OSError):
 
     Raised instead of TensorFlow's error, which for a file-size limit is an
     `OutOfRangeError` (eager) or an `IndexError` (graph): a session would take
-    the former for the end of the data. `filename` is the log directory (or a
-    description of the user's writer when its directory is not known).
+    the former for the end of the data. The message names the hook and the
+    log directory (or the user's writer when its directory is not known).
     """
 
 
