@@ -18,9 +18,11 @@ _LAZY = {
     "SummarySaverHook": "monsession_hooks_summary._summary_saver",
     "StepCounterHook": "monsession_hooks_summary._step_counter",
     "SummaryWriterCache": "monsession_hooks_summary._writer_cache",
+    "SummaryWriteError": "monsession_hooks_summary._sinks",
 }
 
 if TYPE_CHECKING:
+    from monsession_hooks_summary._sinks import SummaryWriteError
     from monsession_hooks_summary._step_counter import StepCounterHook
     from monsession_hooks_summary._summary_saver import SummarySaverHook
     from monsession_hooks_summary._writer_cache import SummaryWriterCache
@@ -28,4 +30,4 @@ if TYPE_CHECKING:
 
 __getattr__, __dir__ = lazy_attributes(__name__, _LAZY)
 
-__all__ = ["StepCounterHook", "SummarySaverHook", "SummaryWriterCache"]
+__all__ = ["StepCounterHook", "SummarySaverHook", "SummaryWriteError", "SummaryWriterCache"]

@@ -16,8 +16,10 @@ The hooks choose both once, in `begin()`, with `open_sink` and
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
+from collections.abc import Iterator
 from typing import Any, Protocol
 
 import tensorflow as tf
@@ -28,6 +30,48 @@ from monsession_hooks_summary._recording import Recording
 from monsession_hooks_summary._writer_cache import SummaryWriterCache
 
 _START = tf.compat.v1.SessionLog.START
+
+# What a failing write raises: TensorFlow's errors (eager), and the builtins
+# its C++ bindings map statuses to (graph mode's event writer: `IndexError`
+# for OUT_OF_RANGE such as "File too large", `RuntimeError` for most others).
+_WRITE_ERRORS = (tf.errors.OpError, OSError, IndexError, RuntimeError)
+
+
+class SummaryWriteError(OSError):
+    """Writing or flushing summaries failed (disk full, file too large, permission lost...).
+
+    Raised instead of TensorFlow's error, which for a file-size limit is an
+    `OutOfRangeError` (eager) or an `IndexError` (graph): a session would take
+    the former for the end of the data. The message names the hook and the
+    log directory (or the user's writer when its directory is not known).
+    """
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else "(no message)"
+
+
+@contextlib.contextmanager
+def _writing(hook_name: str, location: str) -> Iterator[None]:
+    """Turns a failed summary write into a `SummaryWriteError` naming `location`."""
+    try:
+        yield
+    except _WRITE_ERRORS as error:
+        raise SummaryWriteError(
+            f"{hook_name}: writing summaries to {location} failed: "
+            f"{type(error).__name__}: {_first_line(error)}",
+        ) from error
+
+
+def _location_of(writer: Any, logdir: str | os.PathLike[str] | None) -> str:
+    """The directory a writer writes to, for error messages."""
+    get_logdir = getattr(writer, "get_logdir", None)
+    if callable(get_logdir):
+        return os.fspath(get_logdir())
+    if logdir:
+        return os.fspath(logdir)
+    return f"the event file of summary_writer {writer!r}"
 
 
 class Sink(Protocol):
@@ -43,41 +87,75 @@ class Sink(Protocol):
 
 
 class GraphSink:
-    """Writes protos through anything with TensorFlow's `FileWriter` methods."""
+    """Writes protos through anything with TensorFlow's `FileWriter` methods.
 
-    def __init__(self, writer: Any) -> None:
+    Every write and flush raises `SummaryWriteError` naming `location` when
+    the writer fails.
+
+    Args:
+      writer: The writer.
+      hook_name: The hook's class name, for error messages.
+      location: The writer's directory, for error messages.
+    """
+
+    def __init__(self, writer: Any, hook_name: str, location: str) -> None:
         self.writer = writer
+        self._hook_name = hook_name
+        self._location = location
 
     def scalar(self, tag: str, value: float, step: int) -> None:
         value_proto = tf.compat.v1.Summary.Value(tag=tag, simple_value=value)
-        self.writer.add_summary(tf.compat.v1.Summary(value=[value_proto]), step)
+        self.add_summary(tf.compat.v1.Summary(value=[value_proto]), step)
+
+    def add_summary(self, summary: Any, step: int) -> None:
+        """Writes a `Summary` proto (or its serialization) at `step`."""
+        with _writing(self._hook_name, self._location):
+            self.writer.add_summary(summary, step)
 
     def session_start(self, step: int) -> None:
-        self.writer.add_session_log(tf.compat.v1.SessionLog(status=_START), step)
+        with _writing(self._hook_name, self._location):
+            self.writer.add_session_log(tf.compat.v1.SessionLog(status=_START), step)
 
     def flush(self) -> None:
-        self.writer.flush()
+        with _writing(self._hook_name, self._location):
+            self.writer.flush()
 
 
 class EagerSink:
-    """Writes through a `tf.summary.SummaryWriter`, whatever records are on."""
+    """Writes through a `tf.summary.SummaryWriter`, whatever records are on.
 
-    def __init__(self, writer: Any) -> None:
+    Every write and flush raises `SummaryWriteError` naming `location` when
+    the writer fails.
+
+    Args:
+      writer: The writer.
+      hook_name: The hook's class name, for error messages.
+      location: The writer's directory, for error messages.
+    """
+
+    def __init__(self, writer: Any, hook_name: str, location: str) -> None:
         self.writer = writer
+        self._hook_name = hook_name
+        self._location = location
 
     def scalar(self, tag: str, value: float, step: int) -> None:
-        with self.writer.as_default(), tf.summary.record_if(True):
+        with (
+            _writing(self._hook_name, self._location),
+            self.writer.as_default(),
+            tf.summary.record_if(True),
+        ):
             tf.summary.scalar(tag, value, step=step)
 
     def session_start(self, step: int) -> None:
         event = tf.compat.v1.Event(
             wall_time=time.time(), step=step, session_log=tf.compat.v1.SessionLog(status=_START)
         )
-        with self.writer.as_default():
+        with _writing(self._hook_name, self._location), self.writer.as_default():
             _tf_compat.import_event(tf.constant(event.SerializeToString()))
 
     def flush(self) -> None:
-        self.writer.flush()
+        with _writing(self._hook_name, self._location):
+            self.writer.flush()
 
 
 def open_sink(
@@ -97,24 +175,27 @@ def open_sink(
     Raises:
       TypeError: If `summary_writer` is not a writer of the current mode.
     """
+    logdir = None
     if summary_writer is None:
         if not output_dir:
             return None
+        logdir = output_dir
         summary_writer = SummaryWriterCache.get(output_dir)
+    location = _location_of(summary_writer, logdir)
     if tf.executing_eagerly():
         if not isinstance(summary_writer, tf.summary.SummaryWriter):
             raise TypeError(
                 f"{hook_name}: in eager mode summary_writer must be a tf.summary.SummaryWriter "
                 f"(e.g. tf.summary.create_file_writer(logdir)), got {summary_writer!r}."
             )
-        return EagerSink(summary_writer)
+        return EagerSink(summary_writer, hook_name, location)
     if not hasattr(summary_writer, "add_summary"):
         raise TypeError(
             f"{hook_name}: in graph mode summary_writer must be a tf.compat.v1.summary."
             f"FileWriter (or have its add_summary/add_session_log/flush methods), got "
             f"{summary_writer!r}."
         )
-    return GraphSink(summary_writer)
+    return GraphSink(summary_writer, hook_name, location)
 
 
 class SummaryRecorder(Protocol):
@@ -181,7 +262,7 @@ class GraphRecorder:
         if first:
             self._sink.session_start(step)
         for summary in results or ():
-            self._sink.writer.add_summary(summary, step)
+            self._sink.add_summary(summary, step)
 
     def close(self) -> None:
         self._sink.flush()

@@ -78,3 +78,52 @@ def import_event(serialized_event: Any) -> Any:
         "writing SessionLog events through a tf.summary writer",
     )
     return write(serialized_event)
+
+
+def file_writer_cache_get_or_add(logdir: str, create: Any) -> Any:
+    """The writer `tf.compat.v1.summary.FileWriterCache` holds for `logdir`, else `create()`'s.
+
+    `FileWriterCache._lock` and `FileWriterCache._cache` (class attributes of
+    a public class). `FileWriterCache.get(logdir)` creates a `FileWriter`
+    whose event file is named by seconds and host only, so two processes on
+    one host starting in the same second write one file and corrupt it; the
+    cache has no public way to create a writer with a `filename_suffix`.
+    Putting our writer into TensorFlow's cache keeps one writer, and one event
+    file, per directory per process: TensorFlow's own hooks and the other
+    families (the checkpoint family's `CHECKPOINT` session log) that ask
+    `FileWriterCache.get(logdir)` afterwards get the same writer.
+
+    Args:
+      logdir: The cache key (TensorFlow keys by the string as given).
+      create: Called without arguments, under the cache's lock, when the
+        cache holds no writer for `logdir`; returns the writer to cache.
+
+    Returns:
+      The cached writer of `logdir`.
+    """
+    import tensorflow as tf
+
+    cache_class = tf.compat.v1.summary.FileWriterCache
+    lock = _private_attribute(cache_class, "_lock", "the FileWriterCache lock")
+    with lock:
+        # clear() replaces the dict, so read it under the lock each time.
+        cache = _private_attribute(cache_class, "_cache", "the FileWriterCache dictionary")
+        writer = cache.get(logdir)
+        if writer is None:
+            writer = create()
+            cache[logdir] = writer
+        return writer
+
+
+def _private_attribute(owner: Any, name: str, purpose: str) -> Any:
+    """`owner.name`, or a `TensorFlowAPIMissingError` that says what it was for."""
+    try:
+        return getattr(owner, name)
+    except AttributeError as error:
+        import tensorflow as tf
+
+        raise TensorFlowAPIMissingError(
+            f"monsession-hooks-summary needs {owner.__module__}.{owner.__qualname__}.{name} "
+            f"({purpose}), which TensorFlow {tf.__version__} does not have: {error}. Please "
+            "report it, with your TensorFlow version."
+        ) from error
