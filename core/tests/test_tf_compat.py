@@ -95,6 +95,19 @@ def check_checkpoint_saveables() -> None:
     assert saveables
 
 
+def check_file_writer_cache_get_or_add() -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as logdir, tf.Graph().as_default():
+        created = tf.compat.v1.summary.FileWriter(logdir, filename_suffix=".mine")
+        try:
+            assert _tf_compat.file_writer_cache_get_or_add(logdir, lambda: created) is created
+            assert tf.compat.v1.summary.FileWriterCache.get(logdir) is created
+            assert _tf_compat.file_writer_cache_get_or_add(logdir, lambda: None) is created
+        finally:
+            tf.compat.v1.summary.FileWriterCache.clear()
+
+
 def check_tf_logging() -> None:
     logging = _tf_compat.tf_logging()
     for name in ("info", "warning", "error", "log_every_n"):
@@ -127,6 +140,7 @@ CHECKS: dict[str, Callable[[], None]] = {
     ),
     "tensorflow.python.ops.resources": check_resources_module,
     "graph_view.ObjectGraphView.frozen_saveable_objects": check_checkpoint_saveables,
+    "FileWriterCache._lock, FileWriterCache._cache": check_file_writer_cache_get_or_add,
     "tensorflow.python.platform.tf_logging": check_tf_logging,
     "ops._EagerTensorBase._numpy": check_eager_tensor_base_class,
     "ResourceVariable._caching_device, raw_ops.ReadVariableOp": check_read_variable_to_host,

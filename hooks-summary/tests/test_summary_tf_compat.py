@@ -41,15 +41,3 @@ def test_a_missing_symbol_is_named_in_the_error():
     message = str(raised.value)
     assert "tensorflow.python.ops.summary_ops_v2.gone (a test)" in message
     assert tf.__version__ in message
-
-
-def test_file_writer_cache_get_or_add_fills_tensorflows_cache(tmp_path):
-    logdir = str(tmp_path)
-    with tf.Graph().as_default():
-        created = tf.compat.v1.summary.FileWriter(logdir, filename_suffix=".mine")
-        try:
-            assert _tf_compat.file_writer_cache_get_or_add(logdir, lambda: created) is created
-            assert tf.compat.v1.summary.FileWriterCache.get(logdir) is created
-            assert _tf_compat.file_writer_cache_get_or_add(logdir, lambda: None) is created
-        finally:
-            tf.compat.v1.summary.FileWriterCache.clear()

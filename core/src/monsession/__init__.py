@@ -35,6 +35,7 @@ _LAZY = {
     "ChiefSessionCreator": "monsession._session_creators",
     "WorkerSessionCreator": "monsession._session_creators",
     "EagerSession": "monsession._eager",
+    "event_file_writer": "monsession._event_files",
     "get_or_create_global_step": "monsession._global_step",
     "get_global_step": "monsession._global_step",
     "require_global_step": "monsession._global_step",
@@ -72,6 +73,7 @@ if TYPE_CHECKING:
     from monsession._directory_lock import DirectoryLockedError
     from monsession._distributed import is_chief
     from monsession._eager import EagerSession
+    from monsession._event_files import event_file_writer
     from monsession._fetches import TensorNotFoundError, check_scalar, resolve_fetch
     from monsession._global_step import (
         get_global_step,
@@ -136,6 +138,7 @@ __all__ = [
     "check_interval",
     "check_scalar",
     "check_schedule",
+    "event_file_writer",
     "get_global_step",
     "get_or_create_global_step",
     "hookimpl",

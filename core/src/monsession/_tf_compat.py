@@ -126,6 +126,36 @@ def checkpoint_saveables(checkpoint: Any) -> Any:
     return graph_view.ObjectGraphView(checkpoint).frozen_saveable_objects()
 
 
+# -- Summaries ------------------------------------------------------------------
+
+
+def file_writer_cache_get_or_add(logdir: str, create: Any) -> Any:
+    """The writer `tf.compat.v1.summary.FileWriterCache` holds for `logdir`, else `create()`'s.
+
+    `FileWriterCache._lock` and `FileWriterCache._cache` (class attributes
+    of a public class). `FileWriterCache.get(logdir)` creates a `FileWriter`
+    whose event file is named by seconds and host only, so two processes on
+    one host starting in the same second write one file and corrupt it; the
+    cache has no public way to create a writer with a `filename_suffix`.
+    Putting our writer into TensorFlow's cache keeps one writer, and one
+    event file, per directory per process, shared with TensorFlow's hooks.
+
+    Args:
+      logdir: The cache key (TensorFlow keys by the string as given).
+      create: Called without arguments, under the cache's lock, when the
+        cache holds no writer for `logdir`; returns the writer to cache.
+    """
+    cache_class = tf.compat.v1.summary.FileWriterCache
+    with cache_class._lock:
+        # clear() replaces the dict, so read it under the lock each time.
+        cache = cache_class._cache
+        writer = cache.get(logdir)
+        if writer is None:
+            writer = create()
+            cache[logdir] = writer
+        return writer
+
+
 # -- Logging --------------------------------------------------------------------
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import tensorflow as tf
 
+import monsession
 from monsession_hooks_checkpoint._directory import same_checkpoint
 from monsession_hooks_checkpoint._eager_saving import is_object_checkpoint
 
@@ -54,7 +55,7 @@ class GraphSaving:
         self._saver = saver
         self._scaffold = scaffold
         self._save_graph_def = save_graph_def
-        self._summary_writer = _v1.summary.FileWriterCache.get(checkpoint_dir)
+        self._summary_writer = monsession.event_file_writer(checkpoint_dir)
 
     def _resolved_saver(self) -> Any:
         """The saver: the given one, the scaffold's, or the graph's only one.

@@ -67,7 +67,7 @@ class TimelineTracer:
         self._output_file = os.path.join(output_dir, "timeline-{}.json")
         self._show_dataflow = show_dataflow
         self._show_memory = show_memory
-        self._writer = tf.compat.v1.summary.FileWriterCache.get(output_dir)
+        self._writer = monsession.event_file_writer(output_dir)
         options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
         self._request = SessionRunArgs(None, options=options)
         self.tracing = False

@@ -8,17 +8,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from monsession_hooks_summary import _tf_compat
-
-
-def process_suffix() -> str:
-    """The event file name suffix of this process: `.<pid>`.
-
-    TensorFlow names a graph-mode event file `events.out.tfevents.<secs>.<host>`;
-    two processes on one host starting in the same second would write one
-    file. TensorBoard reads every file matching `*tfevents*`.
-    """
-    return f".{os.getpid()}"
+import monsession
 
 
 class SummaryWriterCache:
@@ -28,9 +18,8 @@ class SummaryWriterCache:
     gets the same `tf.compat.v1.summary.FileWriter` here, in TensorFlow's own
     hooks and in any other code (for example the checkpoint family's
     `CHECKPOINT` session log) that asks TensorFlow's cache: one event file per
-    directory per process. When this cache creates the writer, its event file
-    name ends with `.<pid>` (`filename_suffix`), so processes never share a
-    file; a writer TensorFlow's cache created first is used as it is.
+    directory per process, made by `monsession.event_file_writer` (its event
+    file name ends with `.<pid>`, so processes never share a file).
 
     Eager mode: keeps one `tf.summary.create_file_writer(logdir)` per
     directory; TensorFlow already names its event file with the process id.
@@ -54,12 +43,7 @@ class SummaryWriterCache:
         """
         key = os.fspath(logdir)
         if not tf.executing_eagerly():
-            return _tf_compat.file_writer_cache_get_or_add(
-                key,
-                lambda: tf.compat.v1.summary.FileWriter(
-                    key, graph=tf.compat.v1.get_default_graph(), filename_suffix=process_suffix()
-                ),
-            )
+            return monsession.event_file_writer(key)
         with SummaryWriterCache._lock:
             writer = SummaryWriterCache._eager_writers.get(key)
             if writer is None:

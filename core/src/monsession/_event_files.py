@@ -1,0 +1,35 @@
+"""The graph-mode event writer of a directory, shared by every hook that writes there."""
+
+from __future__ import annotations
+
+import os
+
+import tensorflow as tf
+
+from monsession import _tf_compat
+
+
+def event_file_writer(logdir: str | os.PathLike[str]) -> tf.compat.v1.summary.FileWriter:
+    """Returns this process's `tf.compat.v1.summary.FileWriter` for `logdir` (graph mode).
+
+    One writer, and one event file, per directory per process, shared with
+    TensorFlow's own hooks through `tf.compat.v1.summary.FileWriterCache`
+    (which returns the same writer from then on). A writer created here
+    names its event file ``events.out.tfevents.<secs>.<host>.<pid>``, so two
+    processes writing into one directory never share a file (TensorFlow's
+    own name has no process id). Hook families call this instead of
+    `FileWriterCache.get` for the same reason.
+
+    Args:
+      logdir: The directory of the event file.
+
+    Returns:
+      The cached writer (it records the default graph when created).
+    """
+    key = os.fspath(logdir)
+    return _tf_compat.file_writer_cache_get_or_add(
+        key,
+        lambda: tf.compat.v1.summary.FileWriter(
+            key, graph=tf.compat.v1.get_default_graph(), filename_suffix=f".{os.getpid()}"
+        ),
+    )
