@@ -67,8 +67,13 @@ def test_sigterm_with_its_default_action_ends_the_process_after_end(child_run):
 
 @pytest.fixture
 def calls():
-    """A list that the recording handlers and hooks append to; handlers restored after."""
+    """A list that the recording handlers and hooks append to; handlers restored after.
+
+    SIGINT starts at Python's own handler, as in a program run in a terminal
+    (pytest started from a background job inherits it ignored).
+    """
     previous = {signum: signal.getsignal(signum) for signum in WATCHED}
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     yield []
     for signum, handler in previous.items():
         signal.signal(signum, handler)

@@ -114,5 +114,8 @@ def run_phase(root, phase):
 
 
 if __name__ == "__main__":
+    # As a program run in a terminal: a child of a background job (a CI
+    # runner's, say) inherits SIGINT ignored.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     for name in sys.argv[2:]:
         run_phase(sys.argv[1], name)
