@@ -94,13 +94,16 @@ def train(
     save_summaries_steps: int = 10,
     step_delay: float = 0.0,
     report_path: str | None = None,
+    stop_on_signals: bool = True,
 ) -> dict[str, Any]:
     """Trains to `last_step` under `strategy` with monsession; returns the report.
 
     The session is created inside `strategy.scope()`, so monsession sees the
     strategy: under `MultiWorkerMirroredStrategy` its cluster resolver decides
     who is chief, the other workers restore the chief's checkpoint and mirror
-    its saves into a temporary directory that is removed.
+    its saves into a temporary directory that is removed. SIGTERM or SIGINT
+    on any worker (`stop_on_signals`) stops every worker after the same step;
+    the chief saves that step, and every worker then hands the signal on.
     """
     import tensorflow as tf
 
@@ -152,6 +155,7 @@ def train(
             save_checkpoint_steps=save_checkpoint_steps,
             save_summaries_steps=save_summaries_steps,
             log_step_count_steps=save_summaries_steps,
+            stop_on_signals=stop_on_signals,
         ) as sess,
     ):
         while not sess.should_stop():
@@ -185,6 +189,12 @@ def main() -> None:
     parser.add_argument("--save-summaries-steps", type=int, default=10)
     parser.add_argument("--step-delay", type=float, default=0.0)
     parser.add_argument("--report", default=None)
+    parser.add_argument(
+        "--no-stop-on-signals",
+        dest="stop_on_signals",
+        action="store_false",
+        help="leave SIGTERM and SIGINT alone (stop_on_signals=False)",
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     train(
@@ -195,6 +205,7 @@ def main() -> None:
         save_summaries_steps=args.save_summaries_steps,
         step_delay=args.step_delay,
         report_path=args.report,
+        stop_on_signals=args.stop_on_signals,
     )
 
 

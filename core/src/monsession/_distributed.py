@@ -12,6 +12,7 @@ the cluster has no chief task (TensorFlow's rule for
 from __future__ import annotations
 
 import logging
+import signal
 from typing import Any
 
 import tensorflow as tf
@@ -156,3 +157,48 @@ class EagerReplicaSessionCreator(SessionCreator):
         if self._strategy is not None:
             wait_for_workers(self._strategy, self._max_wait_secs)
         return session
+
+
+class StopAgreement:
+    """Agrees, at each step boundary, whether some worker received a stop signal.
+
+    Under collective ops every worker must stop after the same step and take
+    part in the same final save, but a signal usually reaches one worker
+    only. After each step every worker contributes the signal it received (if
+    any) to one all-reduce of a tiny vector, one slot per signal number; all
+    of them then see the same answer, at the same step.
+
+    Args:
+      strategy: The multi-worker strategy (`MultiWorkerMirroredStrategy`).
+    """
+
+    def __init__(self, strategy: Any) -> None:
+        self._strategy = strategy
+        slots = int(signal.NSIG)
+
+        @tf.function(autograph=False)
+        def all_reduce(received: Any) -> Any:
+            votes = tf.one_hot(received, slots, dtype=tf.int32)
+            per_replica = strategy.run(lambda: tf.identity(votes))
+            return strategy.extended.reduce_to(
+                tf.distribute.ReduceOp.SUM, per_replica, destinations=per_replica
+            )
+
+        self._all_reduce = all_reduce
+
+    def agreed_signal(self, received: int | None) -> int | None:
+        """The signal the workers stop on, or `None`: every worker must call this once per step.
+
+        Args:
+          received: The signal this worker received, or `None`.
+
+        Returns:
+          The lowest-numbered signal some worker received, or `None`.
+        """
+        # one_hot(-1) is all zeros: no vote. Slot 0 is no signal number.
+        result = self._all_reduce(tf.constant(received or -1, tf.int32))
+        counts = self._strategy.experimental_local_results(result)[0].numpy()
+        for signum, count in enumerate(counts):
+            if signum and count:
+                return signum
+        return None

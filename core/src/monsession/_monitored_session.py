@@ -109,6 +109,7 @@ class _MonitoredSession:
             type(self).__name__,
         )
         self._closed_on_signal = False
+        self._stop_agreement: Any = None  # A _distributed.StopAgreement, set by the factory.
         for hook in self._hooks:
             hook.begin()
         if not self._eager:
@@ -157,7 +158,9 @@ class _MonitoredSession:
             self._check_open("run")
         if self._signal_stop.stop_requested():
             self._close_on_signal("run")
-        return self._sess.run(fetches, feed_dict, options, run_metadata)
+        results = self._sess.run(fetches, feed_dict, options, run_metadata)
+        self._agree_on_stop()
+        return results
 
     def run_step_fn(self, step_fn: Callable[[_StepContext], Any]) -> Any:
         """Runs `step_fn(step_context)`, which decides how to run the step.
@@ -180,7 +183,28 @@ class _MonitoredSession:
         self._check_open("run_step_fn")
         if self._signal_stop.stop_requested():
             self._close_on_signal("run_step_fn")
-        return self._sess.run_step_fn(step_fn, self._tf_sess(), run_with_hooks=None)
+        results = self._sess.run_step_fn(step_fn, self._tf_sess(), run_with_hooks=None)
+        self._agree_on_stop()
+        return results
+
+    def _agree_with_workers(self, agreement: Any) -> None:
+        """Stops on a signal only once the workers agree, through `agreement` after each step.
+
+        Args:
+          agreement: A `_distributed.StopAgreement` of the session's strategy.
+        """
+        # Every worker takes part, even one whose handlers could not be
+        # installed (it never votes): the all-reduce needs all of them.
+        self._signal_stop.require_agreement()
+        self._stop_agreement = agreement
+
+    def _agree_on_stop(self) -> None:
+        """After a step, under a multi-worker strategy: did some worker receive a signal?"""
+        if self._stop_agreement is None or self._signal_stop.stopped_on is not None:
+            return
+        agreed = self._stop_agreement.agreed_signal(self._signal_stop.received)
+        if agreed is not None:
+            self._signal_stop.agree(agreed)
 
     def should_stop(self) -> bool:
         """True once a hook or the coordinator asked to stop, a stop signal arrived, or closed."""
@@ -230,7 +254,7 @@ class _MonitoredSession:
 
     def _close_on_signal(self, method: str) -> None:
         """Closes the session and hands the pending signal on (from `run()`)."""
-        received = self._signal_stop.received
+        received = self._signal_stop.stopped_on
         assert received is not None
         name = signal.Signals(received).name
         self._closed_on_signal = True

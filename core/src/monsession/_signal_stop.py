@@ -122,6 +122,8 @@ class SignalStop:
         self.received: int | None = None
         self._pending: int | None = None
         self._announced = False
+        self._agreement_required = False
+        self._agreed: int | None = None
 
     @property
     def installed(self) -> bool:
@@ -167,19 +169,47 @@ class SignalStop:
         self.release()
         self.deliver(signum)
 
+    @property
+    def stopped_on(self) -> int | None:
+        """The signal the session stops on: received (and agreed, if required), or `None`."""
+        return self._agreed if self._agreement_required else self.received
+
+    def require_agreement(self) -> None:
+        """Makes `stop_requested()` wait for `agree()`: the workers of a job stop together.
+
+        A signal is then only recorded, as before, until the caller has agreed
+        with the other workers (at a step boundary) that some worker received one.
+        """
+        self._agreement_required = True
+
+    def agree(self, signum: int) -> None:
+        """Records that the workers agreed to stop on `signum`, received here or elsewhere.
+
+        A worker that received no signal itself hands `signum` on when it
+        closes, so that every worker of the job exits the same way.
+        """
+        if self._agreed is not None:
+            return
+        self._agreed = signum
+        if self.received is None and self._pending is None:
+            self._pending = signum
+
     def stop_requested(self) -> bool:
-        """Whether a signal arrived; the first call that sees it logs it."""
-        if self.received is None:
+        """Whether a signal arrived (and was agreed, if required); the first call logs it."""
+        signum = self.stopped_on
+        if signum is None:
             return False
         if not self._announced:
             self._announced = True
-            name = signal.Signals(self.received).name
+            name = signal.Signals(signum).name
+            where = "received" if self.received is not None else "received by another worker"
             logger.warning(
-                "%s: %s received; stopping after the current step. Closing the session runs "
+                "%s: %s %s; stopping after the current step. Closing the session runs "
                 "the hooks' end() (e.g. saving a checkpoint), then hands %s on as if "
                 "monsession were not there. Send it again to hand it on at once.",
                 self._owner,
                 name,
+                where,
                 name,
             )
         return True

@@ -21,6 +21,7 @@ from monsession._session_creators import (
     SessionCreator,
     WorkerSessionCreator,
 )
+from monsession._signal_stop import resolve_stop_signals
 
 logger = logging.getLogger("monsession")
 
@@ -184,9 +185,11 @@ def MonitoredTrainingSession(  # noqa: N802 - TensorFlow's name.
     the session runs the hooks' `end()` (the checkpoint saver saves the step
     reached, summaries are flushed) before the signal is handed on to the
     handler installed before the session (`KeyboardInterrupt` for SIGINT,
-    the end of the process for SIGTERM, or the user's own handler). Under a
-    multi-worker `tf.distribute` strategy this is off by default: the
-    workers would stop at different steps, and saving may need all of them.
+    the end of the process for SIGTERM, or the user's own handler). Under
+    `MultiWorkerMirroredStrategy` the workers agree after each step whether
+    one of them received a signal: all stop after the same step, all take
+    part in the final save, and all hand the signal on. Under other
+    multi-worker strategies this is off by default.
 
     Args:
       master: The TensorFlow master to use.
@@ -206,10 +209,11 @@ def MonitoredTrainingSession(  # noqa: N802 - TensorFlow's name.
       save_checkpoint_steps: Steps between checkpoints (`None` or 0: off).
       summary_dir: Directory for summaries; `checkpoint_dir` by default.
       save_graph_def: Whether checkpoints also write the graph.
-      stop_on_signals: Keyword only; not in TensorFlow. `True` (the default
-        outside multi-worker strategies) stops at a step boundary on SIGTERM
-        and SIGINT, `False` leaves signals alone, an iterable of signal
-        numbers names other signals (e.g. `[signal.SIGTERM, signal.SIGUSR1]`).
+      stop_on_signals: Keyword only; not in TensorFlow. `True` (the default,
+        except under multi-worker strategies without collective ops) stops
+        at a step boundary on SIGTERM and SIGINT, `False` leaves signals
+        alone, an iterable of signal numbers names other signals (e.g.
+        `[signal.SIGTERM, signal.SIGUSR1]`).
 
     Returns:
       A `MonitoredSession`.
@@ -398,29 +402,29 @@ def _save_steps_for_collectives(settings: TrainingSettings, strategy_name: str) 
 
 
 def _stop_signals_in_strategy(strategy: Any, stop_on_signals: Any) -> Any:
-    """`stop_on_signals` under a multi-worker strategy: off unless asked for.
+    """`stop_on_signals` under a multi-worker strategy.
 
-    A signal reaches each worker at its own moment, so each would stop after
-    a different step; under collective ops a worker that stops leaves the
-    others waiting in the next collective (TensorFlow's answer is
-    `tf.distribute.experimental.PreemptionCheckpointHandler`, which agrees on
-    a step through the cluster's coordination service).
+    Under collective ops (`MultiWorkerMirroredStrategy`) SIGTERM and SIGINT
+    stop every worker by default: the workers agree after each step whether
+    one of them received a signal (`_distributed.StopAgreement`), so all stop
+    after the same step and take part in the same final save. `None` means on
+    there too, so that every worker decides alike. Under other multi-worker
+    strategies signals are left alone unless asked for.
+
+    Returns:
+      The resolved signals (a tuple) under collective ops, else `stop_on_signals`.
     """
+    if _distributed.uses_collectives(strategy):
+        if stop_on_signals is USE_DEFAULT or stop_on_signals is None:
+            stop_on_signals = True
+        return resolve_stop_signals(stop_on_signals, lambda: True, _OWNER)
     if stop_on_signals is USE_DEFAULT:
         logger.info(
             "MonitoredTrainingSession: under %s, SIGTERM and SIGINT are not handled "
-            "(stop_on_signals=False); see tf.distribute.experimental."
-            "PreemptionCheckpointHandler.",
+            "(stop_on_signals=False).",
             _distributed.describe(strategy),
         )
         return False
-    if stop_on_signals not in (False, None) and _distributed.uses_collectives(strategy):
-        logger.warning(
-            "MonitoredTrainingSession: stop_on_signals under %s: every worker must receive "
-            "the signal during the same step, or the others wait for it in their next "
-            "collective op.",
-            _distributed.describe(strategy),
-        )
     return stop_on_signals
 
 
@@ -472,9 +476,12 @@ def _session_in_strategy(
         _distributed.describe(strategy),
         "the chief" if chief else "not the chief",
     )
-    return MonitoredSession(
+    session = MonitoredSession(
         session_creator=creator,
         hooks=all_hooks,
         stop_grace_period_secs=stop_grace_period_secs,
         stop_on_signals=stop_on_signals,
     )
+    if collective and stop_on_signals:
+        session._agree_with_workers(_distributed.StopAgreement(strategy))
+    return session

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import sys
 from pathlib import Path
 
@@ -49,6 +50,7 @@ def _start_workers(
     run: str,
     last_step: int,
     step_delay: float = 0.0,
+    save_steps: int = 10,
 ) -> None:
     workers = addresses(free_ports(2))
     for index in (0, 1):
@@ -63,7 +65,7 @@ def _start_workers(
                 "--last-step",
                 str(last_step),
                 "--save-checkpoint-steps",
-                "10",
+                str(save_steps),
                 "--save-summaries-steps",
                 "10",
                 "--step-delay",
@@ -186,4 +188,49 @@ def test_multiworker_job_resumes_after_a_worker_is_killed(tmp_path: Path) -> Non
         assert report["final_step"] == last_step
     assert latest_checkpoint_step(out) == last_step
     assert worker_temp_dirs(tmp_path / "second-tmp1") == []
+    assert all(CHIEF_FILE.match(name) for name in files_under(out))
+
+
+def read_report_step(path: Path) -> int:
+    """The last step a worker's report recorded; 0 before its first report."""
+    try:
+        return int(read_report(path).get("step", 0))
+    except (FileNotFoundError, ValueError):
+        return 0
+
+
+def test_multiworker_sigterm_to_one_worker_stops_every_worker_after_one_step(
+    tmp_path: Path,
+) -> None:
+    """SIGTERM reaches worker 1 only (not the chief) mid-training: after the same
+    step both workers stop, take part in the final (collective) save, whose
+    checkpoint the chief writes, and die of SIGTERM; no step is lost."""
+    out = tmp_path / "out"
+    with hard_timeout(120), Processes(tmp_path / "logs") as processes:
+        # No scheduled save before the stop: the checkpoint is the one of end().
+        _start_workers(processes, tmp_path, "run", 100_000, step_delay=0.05, save_steps=100_000)
+        wait_for(
+            lambda: read_report_step(tmp_path / "run-worker1.json") >= 15,
+            timeout=90,
+            what="step 15 on worker 1",
+        )
+        os.kill(processes.pid("run-worker1"), signal.SIGTERM)
+        # Each dies of SIGTERM, as without monsession (143 in a shell).
+        assert processes.wait("run-worker1", timeout=30) == -signal.SIGTERM
+        assert processes.wait("run-worker0", timeout=30) == -signal.SIGTERM
+        chief_log = processes.log("run-worker0").read_text()
+    chief = read_report(tmp_path / "run-worker0.json")
+    worker = read_report(tmp_path / "run-worker1.json")
+
+    stopped = chief["final_step"]
+    assert stopped >= 15 and worker["final_step"] == stopped
+    # Both ran the same steps, in step, up to the one they agreed on.
+    assert len(chief["losses"]) == len(worker["losses"]) == stopped
+    assert chief["losses"] == worker["losses"]
+    assert "SIGTERM received by another worker" in chief_log
+    # The chief's checkpoint holds the step reached: nothing is lost.
+    assert latest_checkpoint_step(out) == stopped
+    assert _checkpoint_step(out / f"model.ckpt-{stopped}") == stopped
+    # The worker took part in that save (in its temporary directory, now gone).
+    assert worker_temp_dirs(tmp_path / "run-tmp1") == []
     assert all(CHIEF_FILE.match(name) for name in files_under(out))
