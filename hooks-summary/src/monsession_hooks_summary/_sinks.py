@@ -86,11 +86,9 @@ class Sink(Protocol):
     def flush(self) -> None: ...
 
 
-class GraphSink:
-    """Writes protos through anything with TensorFlow's `FileWriter` methods.
-
-    Every write and flush raises `SummaryWriteError` naming `location` when
-    the writer fails.
+class _WriterSink:
+    """A writer and what its errors name: every write and flush raises
+    `SummaryWriteError` naming `location` when the writer fails.
 
     Args:
       writer: The writer.
@@ -102,6 +100,10 @@ class GraphSink:
         self.writer = writer
         self._hook_name = hook_name
         self._location = location
+
+
+class GraphSink(_WriterSink):
+    """Writes protos through anything with TensorFlow's `FileWriter` methods."""
 
     def scalar(self, tag: str, value: float, step: int) -> None:
         value_proto = tf.compat.v1.Summary.Value(tag=tag, simple_value=value)
@@ -121,22 +123,8 @@ class GraphSink:
             self.writer.flush()
 
 
-class EagerSink:
-    """Writes through a `tf.summary.SummaryWriter`, whatever records are on.
-
-    Every write and flush raises `SummaryWriteError` naming `location` when
-    the writer fails.
-
-    Args:
-      writer: The writer.
-      hook_name: The hook's class name, for error messages.
-      location: The writer's directory, for error messages.
-    """
-
-    def __init__(self, writer: Any, hook_name: str, location: str) -> None:
-        self.writer = writer
-        self._hook_name = hook_name
-        self._location = location
+class EagerSink(_WriterSink):
+    """Writes through a `tf.summary.SummaryWriter`, whatever records are on."""
 
     def scalar(self, tag: str, value: float, step: int) -> None:
         with (
