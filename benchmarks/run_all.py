@@ -47,6 +47,7 @@ SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
     "hooks": {"full": {"steps": 300, "rounds": 61}, "quick": {"steps": 200, "rounds": 9}},
     "step_service": {"full": {"steps": 300, "rounds": 41}, "quick": {"steps": 200, "rounds": 9}},
     "debug": {"full": {"steps": 100, "rounds": 41}, "quick": {"steps": 100, "rounds": 11}},
+    "fused": {"full": {"steps": 1000, "rounds": 15}, "quick": {"steps": 1000, "rounds": 3}},
     "checkpoint": {
         "full": {"rounds": 6, "saves": 4, "megabytes": 100},
         "quick": {"rounds": 1, "saves": 3, "megabytes": 100},
@@ -140,6 +141,12 @@ TARGETS = [
         10,
         lambda r: r["hooks"]["added_us_per_step"]["eager/monsession/100"],
     ),
+    Target(
+        'eager, issue-15 set: `steps_per_execution="auto"` / hand-written 100-step fused loop',
+        "x",
+        1.5,
+        lambda r: r["fused"]["ratios"]["monsession/auto / fused100"],
+    ),
     Target("`import monsession`", "ms", 100, lambda r: r["startup"]["median_ms"]["import_ms"]),
     Target(
         "`monsession plugins` (whole process)",
@@ -179,6 +186,7 @@ def run_benchmarks(quick: bool) -> dict[str, Any]:
     import bench_checkpoint
     import bench_core
     import bench_debug
+    import bench_fused
     import bench_hooks
     import bench_step_service
     import tensorflow as tf
@@ -188,6 +196,7 @@ def run_benchmarks(quick: bool) -> dict[str, Any]:
     timed("hooks", bench_hooks.run)
     timed("step_service", bench_step_service.run)
     timed("debug", bench_debug.run)
+    timed("fused", bench_fused.run)
     timed("checkpoint", bench_checkpoint.run)
     results["seconds"] = timings
     return results
@@ -291,6 +300,21 @@ def markdown(report: dict[str, Any]) -> str:
         "steps where one does. Graph `Session` runs per step with "
         f"`CheckpointSaverHook(save_steps=50)`: TF {runs['tf/runs_per_step']:.2f}, "
         f"monsession {runs['monsession/runs_per_step']:.2f}.",
+    ]
+    fused = report["fused"]
+    fused_us = fused["median_us_per_step"]
+    orbit = (
+        f", Orbit (`steps_per_loop=100`) {fused_us['orbit']:.0f}"
+        if "orbit" in fused_us
+        else f"; Orbit {fused['orbit']}"
+    )
+    lines += [
+        "",
+        "Fused steps (issue 15: the issue-14 set through `MonitoredTrainingSession`), median "
+        f"µs per step: raw loop {fused_us['raw']:.0f}, hand-written 100-step fused loop "
+        f"{fused_us['fused100']:.0f}, monsession `steps_per_execution=1` "
+        f'{fused_us["monsession/single"]:.0f}, `"auto"` {fused_us["monsession/auto"]:.0f}'
+        f"{orbit}.",
     ]
     lines += [
         "",

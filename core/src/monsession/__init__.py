@@ -10,7 +10,13 @@ from typing import TYPE_CHECKING, Any
 
 from monsession._arguments import check_directory, check_interval, check_schedule
 from monsession._control_hooks import FeedFnHook, FinalOpsHook, GlobalStepWaiterHook, StopAtStepHook
-from monsession._hook_api import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
+from monsession._hook_api import (
+    NextAction,
+    SessionRunArgs,
+    SessionRunContext,
+    SessionRunHook,
+    SessionRunValues,
+)
 from monsession._hookspecs import (
     ORDER_CHECKPOINT_SAVER,
     ORDER_OTHER,
@@ -122,6 +128,7 @@ __all__ = [
     "GlobalStepWaiterHook",
     "MonitoredSession",
     "MonitoredTrainingSession",
+    "NextAction",
     "Scaffold",
     "SecondOrStepTimer",
     "SessionCreator",

@@ -8,7 +8,13 @@ from typing import Any
 
 from monsession import tf_logging
 from monsession._arguments import check_interval
-from monsession._hook_api import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
+from monsession._hook_api import (
+    NextAction,
+    SessionRunArgs,
+    SessionRunContext,
+    SessionRunHook,
+    SessionRunValues,
+)
 
 
 def _check_non_negative(hook: str, name: str, value: Any) -> None:
@@ -66,6 +72,10 @@ class StopAtStepHook(SessionRunHook):
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
         if run_context.global_step_after(self._reached) is not None:
             run_context.request_stop()
+
+    def next_action(self, global_step: int) -> NextAction:
+        assert self._last_step is not None, "after_create_session() sets it"
+        return NextAction(steps=self._last_step - global_step)
 
     def _reached(self, step: int) -> bool:
         assert self._last_step is not None, "after_create_session() sets it"
@@ -171,3 +181,8 @@ class GlobalStepWaiterHook(SessionRunHook):
                 )
                 last_logged_step = current_step
             time.sleep(0.5)
+
+    def next_action(self, global_step: int) -> NextAction:
+        if self._worker_is_started:
+            return NextAction()
+        return NextAction(steps=1)

@@ -84,6 +84,43 @@ class EagerBackend:
             return None
         return value
 
+    def counts_steps(self) -> bool:
+        """Whether the host copy of the global step is kept without device reads."""
+        return self._after is not None and not self._exact
+
+    def run_silent(
+        self, loop: Callable[..., Any], max_steps: int, deadline: float
+    ) -> tuple[int, Mapping[str, Any]]:
+        """Runs a fused loop of steps (see `_fusion`) and advances the host step.
+
+        Returns:
+          How many steps ran, and the entries the loop kept.
+
+        Raises:
+          Whatever the loop raises, once the host step is read back from the
+          device (the end of the data ends the loop after the last full step).
+        """
+        assert self._variable is not None
+        try:
+            counts, kept = loop(tf.constant(max_steps, tf.int64), tf.constant(deadline, tf.float64))
+            done, after = (int(value) for value in to_numpy(counts))
+        except Exception:
+            self._after = int(to_numpy(self._variable))
+            raise
+        assert self._after is not None
+        if after != self._after + done:
+            logger.warning(
+                "The global step is %d after %d fused steps, but the session counted %d: "
+                "the step does not advance the global step by exactly one. Hooks now read it "
+                "from the device after every run (slower).",
+                after,
+                done,
+                self._after + done,
+            )
+            self._exact = True
+        self._after = after
+        return done, kept
+
     def empty_run_protos(self) -> tuple[Any, Any]:
         if self._protos is None:
             self._protos = (tf.compat.v1.RunOptions(), tf.compat.v1.RunMetadata())

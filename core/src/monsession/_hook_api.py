@@ -6,8 +6,11 @@ without paying for it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any, NamedTuple, Protocol
+
+_NOTHING_KEPT: Mapping[str, Any] = MappingProxyType({})
 
 
 class SessionRunHook:
@@ -24,6 +27,12 @@ class SessionRunHook:
       fetches, feeds or run options to the call.
     * `end(session)`: once, when the monitored session closes after a clean
       exit. Not called when the `with` block raises an error.
+    * `next_action(global_step)` (monsession only; optional): before a call
+      of `run()` in eager mode with `steps_per_execution` other than 1: when
+      the hook next acts. The session runs the steps before that without
+      calling the hook (fused into one `tf.function`). A hook that overrides
+      `before_run` or `after_run` but not this method acts on every step, and
+      the session then runs single steps.
     * `on_failure(session, error)` (monsession only; optional): once, when the
       `with` block exits with an error, instead of `end()`. The hooks are
       called in list order, after the error, before the session closes. What
@@ -73,6 +82,32 @@ class SessionRunHook:
           session: A session-like object with `run(fetches, feed_dict=None)`.
         """
 
+    def next_action(self, global_step: int) -> NextAction:
+        """When this hook next acts, for the session's fused steps (optional).
+
+        Not part of TensorFlow's hook API. Called in eager mode, with
+        `steps_per_execution` other than 1, before each call of `run()`. The
+        session may then run up to `steps - 1` steps (and until `at_time`)
+        without calling this hook, inside one `tf.function`, before the step
+        at which it calls `before_run`/`after_run` as usual. It may call them
+        earlier (another hook acts, or a cap is reached): they must then do
+        nothing, as on any step where the hook has nothing to do.
+        `SessionRunContext.silent_steps` tells how many steps ran silently.
+
+        The base class answers "on the coming run": a hook that overrides
+        `before_run` or `after_run` but not this method acts on every step.
+        A `SecondOrStepTimer` answers it for the hook, e.g.
+        ``return self._timer.next_action(global_step + 1)`` for a hook that
+        tests the global step after each run.
+
+        Args:
+          global_step: The global step before the coming run (host int).
+
+        Returns:
+          A `NextAction`.
+        """
+        return NextAction(steps=1)
+
     def on_failure(self, session: Any, error: BaseException) -> None:
         """Called once when the session fails, instead of `end()`.
 
@@ -87,6 +122,26 @@ class SessionRunHook:
           session: A session-like object with `run(fetches, feed_dict=None)`.
           error: The exception the `with` block raised.
         """
+
+
+class NextAction(NamedTuple):
+    """When a hook next acts: what `SessionRunHook.next_action()` returns.
+
+    Args:
+      steps: The hook acts at the run that many runs from now (1: the coming
+        run); `None`: at no particular step.
+      at_time: The hook acts at the first run that starts at or after this
+        `time.time()`; `None`: at no particular time. With both `None` the
+        hook does not act on any step until the next time it is asked.
+      keep: Names of entries of the mapping the step returns that the hook
+        needs from every step, including silent ones: the session stacks
+        them on the device and hands them over in
+        `SessionRunContext.silent_outputs`.
+    """
+
+    steps: int | None = None
+    at_time: float | None = None
+    keep: tuple[str, ...] = ()
 
 
 class SessionRunArgs(NamedTuple):
@@ -130,13 +185,20 @@ class SessionRunContext:
     """
 
     def __init__(
-        self, original_args: SessionRunArgs, session: Any, step_service: StepService | None = None
+        self,
+        original_args: SessionRunArgs,
+        session: Any,
+        step_service: StepService | None = None,
+        silent_steps: int = 0,
+        silent_outputs: Mapping[str, Any] | None = None,
     ) -> None:
         self._original_args = original_args
         self._session = session
         self._stop_requested = False
         self._steps = step_service
         self._ran = False
+        self._silent_steps = silent_steps
+        self._silent_outputs = silent_outputs or _NOTHING_KEPT
 
     @property
     def original_args(self) -> SessionRunArgs:
@@ -147,6 +209,24 @@ class SessionRunContext:
     def session(self) -> Any:
         """The session the step runs in."""
         return self._session
+
+    @property
+    def silent_steps(self) -> int:
+        """How many steps ran just before this one without calling the hooks.
+
+        Steps fused by `steps_per_execution` (eager mode); 0 otherwise. A hook
+        that counts runs itself adds it to its count.
+        """
+        return self._silent_steps
+
+    @property
+    def silent_outputs(self) -> Mapping[str, Any]:
+        """The entries hooks asked to `keep` (see `NextAction`), from the silent steps.
+
+        Each name maps to one tensor stacking the entry of every silent step
+        along a new first axis, in step order; empty when no step ran silently.
+        """
+        return self._silent_outputs
 
     @property
     def stop_requested(self) -> bool:

@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from monsession._arguments import check_directory, check_hooks
 from monsession._backend import prepare_graph
+from monsession._fusion import Fusion, check_steps_per_execution
 from monsession._hook_api import SessionRunHook
 from monsession._session_creators import ChiefSessionCreator, SessionCreator
 from monsession._session_layers import (
@@ -46,11 +47,16 @@ class _CoordinatedSessionCreator(SessionCreator):
     """Creates the raw session, starts queue runners and notifies the hooks."""
 
     def __init__(
-        self, session_creator: SessionCreator, hooks: list[Any], stop_grace_period_secs: float
+        self,
+        session_creator: SessionCreator,
+        hooks: list[Any],
+        stop_grace_period_secs: float,
+        fusion: Fusion | None = None,
     ) -> None:
         self._session_creator = session_creator
         self._hooks = hooks
         self._stop_grace_period_secs = stop_grace_period_secs
+        self._fusion = fusion
         self.coord: Any = None
         self.tf_sess: Any = None
 
@@ -64,7 +70,9 @@ class _CoordinatedSessionCreator(SessionCreator):
         for hook in self._hooks:
             hook.after_create_session(self.tf_sess, self.coord)
         return _CoordinatedSession(
-            _HookedSession(self.tf_sess, self._hooks), self.coord, self._stop_grace_period_secs
+            _HookedSession(self.tf_sess, self._hooks, self._fusion),
+            self.coord,
+            self._stop_grace_period_secs,
         )
 
 
@@ -93,8 +101,10 @@ class _MonitoredSession:
         should_recover: bool,
         stop_grace_period_secs: float = 120,
         stop_on_signals: bool | Iterable[int] | None = None,
+        steps_per_execution: int | str = 1,
     ) -> None:
         self._eager = tf.executing_eagerly()
+        cap = check_steps_per_execution(type(self).__name__, steps_per_execution, self._eager)
         self._on_close: list[Callable[[], None]] = []
         self._graph_was_finalized = (
             True if self._eager else tf.compat.v1.get_default_graph().finalized
@@ -116,8 +126,9 @@ class _MonitoredSession:
             prepare_graph(tf.compat.v1.get_default_graph())
         if session_creator is None:
             session_creator = ChiefSessionCreator()
+        fusion = None if cap == 1 else Fusion(type(self).__name__, cap, self._hooks)
         self._coordinated_creator = _CoordinatedSessionCreator(
-            session_creator, self._hooks, stop_grace_period_secs
+            session_creator, self._hooks, stop_grace_period_secs, fusion
         )
         self._sess: Any
         if should_recover:
@@ -358,12 +369,24 @@ class MonitoredSession(_MonitoredSession):
         iterable of signal numbers to use instead. `None` (the default):
         `True` when some hook overrides `end()` (has work to do at a clean
         stop, e.g. saving a checkpoint), else `False`.
+      steps_per_execution: Keyword only; not in TensorFlow; eager mode. 1
+        (the default): each `run(step)` runs one step. An int N > 1: a
+        `run(step)` of a `tf.function` step called without feeds runs up to
+        N steps: the steps before the next one at which a hook acts run
+        inside one `tf.function` without calling the hooks, then that step
+        runs as usual, and its outputs are returned. `"auto"`: as many as
+        the hooks allow (at most half a second per call). Needs hooks that
+        implement `next_action()` (all of monsession's do) and a step that
+        advances the global step by one; otherwise single steps, with one
+        log line saying why.
 
     Raises:
       TypeError: If `hooks` is not an iterable of hook instances (an item is
         `None`, a hook class, or lacks a hook method; the message names the
-        item's index), or `stop_on_signals` has the wrong type.
-      ValueError: If `stop_on_signals` names no signal that can be caught.
+        item's index), or `stop_on_signals` or `steps_per_execution` has the
+        wrong type.
+      ValueError: If `stop_on_signals` names no signal that can be caught,
+        or `steps_per_execution` is smaller than 1, or not 1 in graph mode.
     """
 
     def __init__(
@@ -373,6 +396,7 @@ class MonitoredSession(_MonitoredSession):
         stop_grace_period_secs: float = 120,
         *,
         stop_on_signals: bool | Iterable[int] | None = None,
+        steps_per_execution: int | str = 1,
     ) -> None:
         super().__init__(
             session_creator,
@@ -380,6 +404,7 @@ class MonitoredSession(_MonitoredSession):
             should_recover=True,
             stop_grace_period_secs=stop_grace_period_secs,
             stop_on_signals=stop_on_signals,
+            steps_per_execution=steps_per_execution,
         )
 
 
@@ -398,11 +423,13 @@ class SingularMonitoredSession(_MonitoredSession):
       stop_grace_period_secs: Seconds given to threads to stop on `close()`.
       checkpoint_filename_with_path: A checkpoint file to restore instead.
       stop_on_signals: Keyword only, as for `MonitoredSession`.
+      steps_per_execution: Keyword only, as for `MonitoredSession`.
 
     Raises:
       TypeError: If `hooks` is not an iterable of hook instances, or
-        `stop_on_signals` has the wrong type.
-      ValueError: If `checkpoint_dir` is a file or lies under a file.
+        `stop_on_signals` or `steps_per_execution` has the wrong type.
+      ValueError: If `checkpoint_dir` is a file or lies under a file, or
+        `steps_per_execution` is invalid (see `MonitoredSession`).
     """
 
     def __init__(
@@ -416,6 +443,7 @@ class SingularMonitoredSession(_MonitoredSession):
         checkpoint_filename_with_path: str | None = None,
         *,
         stop_on_signals: bool | Iterable[int] | None = None,
+        steps_per_execution: int | str = 1,
     ) -> None:
         checked_hooks = check_hooks(type(self).__name__, "hooks", hooks)
         if checkpoint_dir is not None:
@@ -433,6 +461,7 @@ class SingularMonitoredSession(_MonitoredSession):
             should_recover=False,
             stop_grace_period_secs=stop_grace_period_secs,
             stop_on_signals=stop_on_signals,
+            steps_per_execution=steps_per_execution,
         )
 
     def raw_session(self) -> Any:

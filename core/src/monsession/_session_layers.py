@@ -240,10 +240,13 @@ class _HookedSession(_WrappedSession):
     Args:
       sess: A `tf.compat.v1.Session`, an `EagerSession` or a wrapped session.
       hooks: The `SessionRunHook`s, called in this order.
+      fusion: A `_fusion.Fusion` that runs the steps before the next hook
+        action silently, or `None`.
     """
 
-    def __init__(self, sess: Any, hooks: Any) -> None:
+    def __init__(self, sess: Any, hooks: Any, fusion: Any = None) -> None:
         super().__init__(sess)
+        self._fusion = fusion
         self._hooks = list(hooks)
         self._before_hooks = [hook for hook in self._hooks if _overrides(hook, "before_run")]
         self._after_hooks = [hook for hook in self._hooks if _overrides(hook, "after_run")]
@@ -258,9 +261,12 @@ class _HookedSession(_WrappedSession):
     ) -> Any:
         if self._should_stop or self.should_stop():
             raise RuntimeError("Run called even after should_stop requested.")
+        silent, kept = (0, None)
+        if self._fusion is not None:
+            silent, kept = self._fusion.run_silent_steps(fetches, feed_dict, self._backend)
         self._backend.start_run()
         run_context = SessionRunContext(
-            SessionRunArgs(fetches, feed_dict), self._sess, self._backend
+            SessionRunArgs(fetches, feed_dict), self._sess, self._backend, silent, kept
         )
         hook_fetches, feed_dict, options, feed_owners = self._call_before_run(
             run_context, feed_dict, options

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from monsession._arguments import check_schedule
+from monsession._hook_api import NextAction
 
 
 class SecondOrStepTimer:
@@ -59,6 +60,26 @@ class SecondOrStepTimer:
             return time.time() >= self._last_triggered_time + self._every_secs
         assert self._every_steps is not None
         return step >= last_step + self._every_steps
+
+    def next_action(self, step: int) -> NextAction:
+        """When the timer next triggers, for `SessionRunHook.next_action()`.
+
+        Args:
+          step: The step the hook will test at the coming run (e.g. the
+            global step after it).
+
+        Returns:
+          A `NextAction`: the coming run before the first trigger, else the
+          run at which the step reaches `every_steps` past the last trigger,
+          or the time `every_secs` after it.
+        """
+        last_step, last_time = self._last_triggered_step, self._last_triggered_time
+        if last_step is None or last_time is None:
+            return NextAction(steps=1)
+        if self._every_secs is not None:
+            return NextAction(at_time=last_time + self._every_secs)
+        assert self._every_steps is not None
+        return NextAction(steps=max(1, last_step + self._every_steps - step + 1))
 
     def update_last_triggered_step(self, step: int) -> tuple[float | None, int | None]:
         """Records a trigger at `step`.

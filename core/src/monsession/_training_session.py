@@ -12,6 +12,7 @@ import tensorflow as tf
 from monsession import _distributed, _plugin_manager
 from monsession._arguments import check_directory, check_hooks, check_interval
 from monsession._directory_lock import lock_directory
+from monsession._fusion import check_steps_per_execution
 from monsession._hook_api import SessionRunHook
 from monsession._hookspecs import DefaultHook, TrainingSettings
 from monsession._monitored_session import MonitoredSession
@@ -151,6 +152,7 @@ def MonitoredTrainingSession(  # noqa: N802 - TensorFlow's name.
     save_graph_def: bool = True,
     *,
     stop_on_signals: Any = USE_DEFAULT,
+    steps_per_execution: int | str = 1,
 ) -> MonitoredSession:
     """Creates a `MonitoredSession` for training, with TensorFlow's default hooks.
 
@@ -214,6 +216,12 @@ def MonitoredTrainingSession(  # noqa: N802 - TensorFlow's name.
         at a step boundary on SIGTERM and SIGINT, `False` leaves signals
         alone, an iterable of signal numbers names other signals (e.g.
         `[signal.SIGTERM, signal.SIGUSR1]`).
+      steps_per_execution: Keyword only; not in TensorFlow; eager mode. How
+        many steps one `run(step)` may run, fused into one `tf.function` up
+        to the next step at which a hook acts: an int, or `"auto"` (see
+        `MonitoredSession`). Under a multi-worker strategy every worker must
+        run the same collective ops in the same order, so it stays 1 there
+        (with a warning).
 
     Returns:
       A `MonitoredSession`.
@@ -224,8 +232,9 @@ def MonitoredTrainingSession(  # noqa: N802 - TensorFlow's name.
       TypeError: If `hooks` or `chief_only_hooks` is not an iterable of hook
         instances (the message names the argument and the item's index), a
         schedule argument is not a number (steps: an int; never a `bool`), or
-        `stop_on_signals` has the wrong type.
-      ValueError: If a schedule argument is negative, both arguments of a
+        `stop_on_signals` or `steps_per_execution` has the wrong type.
+      ValueError: If `steps_per_execution` is smaller than 1 (or not 1 in
+        graph mode), a schedule argument is negative, both arguments of a
         schedule are positive, `checkpoint_dir` or `summary_dir` is a file, or
         `is_chief=False` is passed on the chief of the current multi-worker
         strategy.
@@ -234,6 +243,7 @@ def MonitoredTrainingSession(  # noqa: N802 - TensorFlow's name.
     """
     hooks = check_hooks(_OWNER, "hooks", hooks)
     chief_only_hooks = check_hooks(_OWNER, "chief_only_hooks", chief_only_hooks)
+    check_steps_per_execution(_OWNER, steps_per_execution, tf.executing_eagerly())
     _check_schedules(
         save_checkpoint_secs=save_checkpoint_secs,
         save_checkpoint_steps=save_checkpoint_steps,
@@ -278,6 +288,13 @@ def MonitoredTrainingSession(  # noqa: N802 - TensorFlow's name.
     strategy = _distributed.multi_worker_strategy() if settings.eager else None
     if strategy is not None:
         signals = _stop_signals_in_strategy(strategy, stop_on_signals)
+        if steps_per_execution != 1:
+            logger.warning(
+                "MonitoredTrainingSession: steps_per_execution=%r is not used under %s: "
+                "every worker must run the same steps; running single steps.",
+                steps_per_execution,
+                _distributed.describe(strategy),
+            )
 
         def in_strategy() -> MonitoredSession:
             return _session_in_strategy(
@@ -307,6 +324,7 @@ def MonitoredTrainingSession(  # noqa: N802 - TensorFlow's name.
             hooks=hooks or [],
             stop_grace_period_secs=stop_grace_period_secs,
             stop_on_signals=stop_on_signals,
+            steps_per_execution=steps_per_execution,
         )
     all_hooks = _chief_hooks(settings, chief_only_hooks, hooks)
     chief_creator = ChiefSessionCreator(
@@ -319,6 +337,7 @@ def MonitoredTrainingSession(  # noqa: N802 - TensorFlow's name.
             hooks=all_hooks,
             stop_grace_period_secs=stop_grace_period_secs,
             stop_on_signals=stop_on_signals,
+            steps_per_execution=steps_per_execution,
         ),
     )
 

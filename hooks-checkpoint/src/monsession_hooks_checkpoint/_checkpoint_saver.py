@@ -10,6 +10,7 @@ from typing import Any
 import tensorflow as tf
 
 from monsession import (
+    NextAction,
     SecondOrStepTimer,
     SessionRunContext,
     SessionRunHook,
@@ -233,6 +234,10 @@ class CheckpointSaverHook(SessionRunHook):
         self._timer.update_last_triggered_step(global_step)
         if self._save(run_context.session, global_step):
             run_context.request_stop()
+
+    def next_action(self, global_step: int) -> NextAction:
+        """The run at which the next save is due (for fused steps)."""
+        return self._timer.next_action(global_step + 1)
 
     def end(self, session: Any) -> None:
         assert self._saving is not None, "begin() must be called first."

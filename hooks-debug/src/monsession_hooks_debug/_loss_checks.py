@@ -19,7 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 import monsession
-from monsession import SessionRunArgs, SessionRunContext
+from monsession import NextAction, SessionRunArgs, SessionRunContext
 
 _HOOK = "NanTensorHook"
 _ARGUMENT = "loss_tensor"
@@ -55,6 +55,9 @@ class LossCheck(Protocol):
 
     def flush(self) -> Divergence | None:
         """Checks what is still kept (new session, or the end)."""
+
+    def next_action(self, global_step: int) -> NextAction:
+        """When the check next needs the hook called (for fused steps)."""
 
 
 def _check_value_type(what: str, dtype: Any, shape: Any) -> None:
@@ -97,15 +100,20 @@ class EveryStepCheck:
     def flush(self) -> None:
         return None
 
+    def next_action(self, global_step: int) -> NextAction:
+        return NextAction(steps=1)  # The loss of every step is read.
+
 
 class KeptLossCheck:
     """Eager mode: keeps each run's loss on the device and checks N at once.
 
     The step must run through `NanTensorHook.watch`, which hands its outputs
-    to `keep()`. Every `every_n` runs (and in `flush()`) the kept losses are
-    stacked on the device and read in one transfer; the first bad one is
-    reported with the global step after the run that produced it, which the
-    step service knows on the host.
+    to `keep()`. Steps fused by the session (`steps_per_execution`) hand
+    their losses over stacked, in `run_context.silent_outputs`. Every
+    `every_n` steps (and in `flush()`) the kept losses are concatenated on
+    the device and read in one transfer; the first bad one is reported with
+    the global step after the step that produced it, which the step service
+    knows on the host.
 
     Args:
       owner: The hook, whose `watch` wrapper must run the step.
@@ -119,8 +127,8 @@ class KeptLossCheck:
         self._name = name
         self._every_n = every_n
         self._detect_inf = detect_inf
-        self._losses: list[Any] = []
-        self._steps: list[int | None] = []  # The global step after each kept loss's run.
+        self._losses: list[Any] = []  # Vectors of losses, one per step.
+        self._steps: list[int | None] = []  # The global step after each kept loss's step.
         self._collecting = False
         self._runs = 0
         self._saw_watched_step = False
@@ -130,7 +138,7 @@ class KeptLossCheck:
         if not self._collecting:
             return
         try:
-            self._losses.append(outputs[self._name])
+            loss = outputs[self._name]
         except (KeyError, TypeError, IndexError):
             got = (
                 f"entries {sorted(outputs)}"
@@ -140,17 +148,39 @@ class KeptLossCheck:
             raise ValueError(
                 f"{_HOOK} watches the step's {self._name!r} entry, but the step returned {got}."
             ) from None
+        self._keep_losses(loss, loss.shape)
+
+    def _keep_losses(self, losses: Any, shape: Any) -> None:
+        """Keeps `losses` (one loss of `shape`, or several stacked) as a vector."""
+        if not self._value_checked:
+            _check_value_type(f"the step's {self._name!r} entry", losses.dtype, shape)
+            self._value_checked = True
+        self._losses.append(tf.reshape(losses, [-1]))
 
     def before_run(self, run_context: SessionRunContext) -> None:
         if not self._saw_watched_step:
             self._require_watched(run_context.original_args.fetches)
+        silent = run_context.silent_steps
+        if silent:
+            # Fused steps: their losses come stacked, after global steps up to this run's.
+            before = run_context.global_step
+            stacked = run_context.silent_outputs[self._name]
+            self._keep_losses(stacked, stacked.shape[1:])
+            self._steps.extend(
+                [None] * silent if before is None else range(before - silent + 1, before + 1)
+            )
+            self._runs += silent
         self._collecting = True
         return None
+
+    def next_action(self, global_step: int) -> NextAction:
+        return NextAction(steps=max(1, self._every_n - self._runs), keep=(self._name,))
 
     def after_run(self, run_context: SessionRunContext, results: Any) -> Divergence | None:
         self._collecting = False
         step = run_context.global_step_after()  # Known on the host: no device read.
-        self._steps.extend([step] * (len(self._losses) - len(self._steps)))
+        kept = sum(int(losses.shape[0]) for losses in self._losses)
+        self._steps.extend([step] * (kept - len(self._steps)))
         self._runs += 1
         if self._runs >= self._every_n:
             return self.flush()
@@ -162,11 +192,7 @@ class KeptLossCheck:
         self._losses, self._steps, self._runs = [], [], 0
         if not losses:
             return None
-        if not self._value_checked:
-            first = losses[0]
-            _check_value_type(f"the step's {self._name!r} entry", first.dtype, first.shape)
-            self._value_checked = True
-        values = tf.stack(losses).numpy().reshape(-1)  # The one read of a check.
+        values = tf.concat(losses, 0).numpy()  # The one read of a check.
         bad = ~np.isfinite(values) if self._detect_inf else np.isnan(values)
         if not bad.any():
             return None

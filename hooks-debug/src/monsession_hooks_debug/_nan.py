@@ -25,6 +25,7 @@ import tensorflow as tf
 
 import monsession
 from monsession import (
+    NextAction,
     SessionRunArgs,
     SessionRunContext,
     SessionRunHook,
@@ -146,6 +147,8 @@ class NanTensorHook(SessionRunHook):
             return outputs
 
         watched._monsession_watched_by = self  # type: ignore[attr-defined]
+        # Fused steps call `step_fn` directly: the wrapper keeps nothing then.
+        watched.monsession_fused_step = step_fn  # type: ignore[attr-defined]
         return watched
 
     def begin(self) -> None:
@@ -160,6 +163,12 @@ class NanTensorHook(SessionRunHook):
         if self._check is None:  # Used without begin(), as TensorFlow allows.
             self._check = self._make_check()
         return self._check.before_run(run_context)
+
+    def next_action(self, global_step: int) -> NextAction:
+        """Every step, or (kept losses) the step at which the next check is due."""
+        if self._check is None:
+            return NextAction(steps=1)
+        return self._check.next_action(global_step)
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
         assert self._check is not None

@@ -17,6 +17,7 @@ import tensorflow as tf
 
 import monsession
 from monsession import (
+    NextAction,
     SecondOrStepTimer,
     SessionRunArgs,
     SessionRunContext,
@@ -110,6 +111,13 @@ class ProfilerHook(SessionRunHook):
         if not tracer.tracing:  # The tracer is busy: skip this trigger.
             self._timer.update_last_triggered_step(step + 1)
         return request
+
+    def next_action(self, global_step: int) -> NextAction:
+        """The run at which the next trace starts, or every run while tracing."""
+        tracer = self._tracer
+        if not self._started or tracer is None or tracer.tracing:
+            return NextAction(steps=1)
+        return self._timer.next_action(global_step + 1)
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
         tracer = self._tracer

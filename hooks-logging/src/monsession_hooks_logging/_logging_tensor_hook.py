@@ -6,6 +6,7 @@ from collections.abc import Hashable
 from typing import Any
 
 from monsession import (
+    NextAction,
     SecondOrStepTimer,
     SessionRunArgs,
     SessionRunContext,
@@ -101,7 +102,14 @@ class LoggingTensorHook(SessionRunHook):
         self._iter_count = 0
         self._last_values = {}
 
+    def next_action(self, global_step: int) -> NextAction:
+        """The run at which the tensors are next logged (for fused steps)."""
+        if self._timer is None:
+            return NextAction()
+        return self._timer.next_action(self._iter_count)
+
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
+        self._iter_count += run_context.silent_steps
         self._should_trigger = self._timer is not None and self._timer.should_trigger_for_step(
             self._iter_count
         )

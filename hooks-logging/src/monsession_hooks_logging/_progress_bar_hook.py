@@ -7,6 +7,7 @@ from typing import IO, Any
 
 import monsession
 from monsession import (
+    NextAction,
     SecondOrStepTimer,
     SessionRunArgs,
     SessionRunContext,
@@ -112,6 +113,7 @@ class ProgressBarHook(SessionRunHook):
         self._display: BarDisplay | LineDisplay | None = None
         self._iter_count = 0
         self._should_trigger = False
+        self._silent_steps = 0
         self._fetches: list[Any] = []
 
     @property
@@ -144,7 +146,13 @@ class ProgressBarHook(SessionRunHook):
         self._display.start(global_step, self.last_step)
         return self._display
 
+    def next_action(self, global_step: int) -> NextAction:
+        """The run at which values are next fetched (for fused steps)."""
+        return self._timer.next_action(self._iter_count)
+
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
+        self._iter_count += run_context.silent_steps
+        self._silent_steps = run_context.silent_steps
         self._should_trigger = self._timer.should_trigger_for_step(self._iter_count)
         if not self._should_trigger or not self._fetches:
             return None
@@ -163,7 +171,7 @@ class ProgressBarHook(SessionRunHook):
                 _tensors.short_format(dict(zip(self._watched.tags, values, strict=True))),
             )
         else:
-            display.advance()
+            display.advance(self._silent_steps + 1)
         self._iter_count += 1
 
     def end(self, session: Any) -> None:

@@ -83,8 +83,8 @@ class BarDisplay:
         else:
             self.show(position, total, None)
 
-    def advance(self) -> None:
-        self._bar.update(1)
+    def advance(self, steps: int = 1) -> None:
+        self._bar.update(steps)
 
     def show(self, position: int, total: int | None, values: Mapping[str, str] | None) -> None:
         bar = self._bar
@@ -139,9 +139,9 @@ class LineDisplay:
             self._line_time = time.time()
             self._line_position = position
 
-    def advance(self) -> None:
-        """Counts the step; lines are written only when values were fetched."""
-        self._first_step_over(self._position + 1)
+    def advance(self, steps: int = 1) -> None:
+        """Counts the steps; lines are written only when values were fetched."""
+        self._first_step_over(self._position + steps)
 
     def show(self, position: int, total: int | None, values: Mapping[str, str] | None) -> None:
         if values is not None:

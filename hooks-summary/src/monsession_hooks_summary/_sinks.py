@@ -293,7 +293,11 @@ class EagerRecorder:
         return None
 
     def after_step(self, results: Any, step: int, first: bool) -> None:
-        """Nothing to write: the step's own `tf.summary` calls wrote the summaries."""
+        """Turns recording off: the step's own `tf.summary` calls wrote the summaries.
+
+        The steps that run silently (fused, no hook called) must not record.
+        """
+        self._recording.record(False)
 
     def close(self) -> None:
         try:

@@ -6,6 +6,7 @@ import os
 from typing import Any
 
 from monsession import (
+    NextAction,
     SecondOrStepTimer,
     SessionRunArgs,
     SessionRunContext,
@@ -95,6 +96,10 @@ class StepCounterHook(SessionRunHook):
         if self._sink is not None:
             self._sink.scalar(self._summary_tag, steps_per_sec, global_step)
         tf_logging.info("%s: %g", self._summary_tag, steps_per_sec)
+
+    def next_action(self, global_step: int) -> NextAction:
+        """The run at which the rate is next logged (for fused steps)."""
+        return self._timer.next_action(global_step + 1)
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
         global_step = run_context.global_step_after(self._timer.should_trigger_for_step)

@@ -6,6 +6,7 @@ import os
 from typing import Any
 
 from monsession import (
+    NextAction,
     SecondOrStepTimer,
     SessionRunArgs,
     SessionRunContext,
@@ -126,6 +127,12 @@ class SummarySaverHook(SessionRunHook):
             _expected_step(run_context)
         )
         return self._recorder.before_step(run_context, self._record, self._first)
+
+    def next_action(self, global_step: int) -> NextAction:
+        """The run at which summaries are next recorded (for fused steps)."""
+        if self._first:
+            return NextAction(steps=1)
+        return self._timer.next_action(global_step + 1)
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
         if not self._record:

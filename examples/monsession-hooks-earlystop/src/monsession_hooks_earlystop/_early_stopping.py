@@ -30,6 +30,7 @@ import tensorflow as tf
 
 import monsession
 from monsession import (
+    NextAction,
     SessionRunArgs,
     SessionRunContext,
     SessionRunHook,
@@ -205,7 +206,14 @@ class EarlyStoppingHook(SessionRunHook):
     def after_create_session(self, session: Any, coord: Any) -> None:
         self._synced = False  # A new or recovered session: take the step again.
 
+    def next_action(self, global_step: int) -> NextAction:
+        """The run at which the metric is next evaluated (for fused steps)."""
+        if not (self._synced and self._checked):
+            return NextAction(steps=1)
+        return NextAction(steps=self._every_n - global_step % self._every_n)
+
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
+        self._step += run_context.silent_steps
         if not self._synced:
             step = run_context.global_step
             if step is not None:  # Without a global step, count runs since begin().

@@ -1,0 +1,280 @@
+"""Fused steps (`steps_per_execution`, eager mode): exact hook steps, caps, fallbacks."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import pytest
+import tensorflow as tf
+
+import monsession
+
+
+@pytest.fixture(autouse=True)
+def fresh_global_step():
+    tf.compat.v1.reset_default_graph()  # Eager mode's global step lives there.
+    yield
+    tf.compat.v1.reset_default_graph()
+
+
+class Counter:
+    """A step advancing the global step once, returning the step it reached as `loss`."""
+
+    def __init__(self, data: int | None = None) -> None:
+        self.global_step = monsession.get_or_create_global_step()
+        self.traces = 0
+        self.iterator = None if data is None else iter(tf.data.Dataset.range(data))
+
+        @tf.function
+        def step():
+            self.traces += 1  # Python: runs once per trace.
+            if self.iterator is None:
+                reached = self.global_step.assign_add(1)
+            else:
+                x = next(self.iterator)
+                with tf.control_dependencies([x]):  # No step without data.
+                    reached = self.global_step.assign_add(1)
+            return {"loss": tf.cast(reached, tf.float32)}
+
+        self.step = step
+
+
+class Every(monsession.SessionRunHook):
+    """Acts when the global step after a run is a multiple of `n`."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.seen: list[tuple[int, int, int]] = []  # (step before, silent steps, step after)
+
+    def after_run(self, run_context, run_values):
+        after = run_context.global_step_after()
+        if after % self.n == 0:
+            self.seen.append((run_context.global_step, run_context.silent_steps, after))
+
+    def next_action(self, global_step):
+        return monsession.NextAction(steps=self.n - global_step % self.n)
+
+
+class PerStep(monsession.SessionRunHook):
+    """Has work on every step and no next_action()."""
+
+    def __init__(self) -> None:
+        self.runs = 0
+
+    def after_run(self, run_context, run_values):
+        self.runs += 1
+
+
+def run_until_stop(sess, step) -> int:
+    calls = 0
+    while not sess.should_stop():
+        sess.run(step)
+        calls += 1
+    return calls
+
+
+def test_hooks_act_at_exactly_their_steps_with_silent_steps_before():
+    counter = Counter()
+    every = Every(7)
+    hooks = [every, monsession.StopAtStepHook(last_step=30)]
+    with monsession.MonitoredSession(hooks=hooks, steps_per_execution="auto") as sess:
+        calls = run_until_stop(sess, counter.step)
+    assert every.seen == [(6, 6, 7), (13, 6, 14), (20, 6, 21), (27, 6, 28)]
+    assert int(counter.global_step.numpy()) == 30
+    assert calls == 5  # Ends at 7, 14, 21, 28 and the stop step 30.
+
+
+def test_same_hook_steps_as_single_steps():
+    results = {}
+    for setting in (1, "auto", 5):
+        tf.compat.v1.reset_default_graph()
+        counter = Counter()
+        every = Every(4)
+        hooks = [every, monsession.StopAtStepHook(last_step=17)]
+        with monsession.MonitoredSession(hooks=hooks, steps_per_execution=setting) as sess:
+            run_until_stop(sess, counter.step)
+        results[setting] = ([after for _, _, after in every.seen], int(counter.global_step))
+    assert results[1] == results["auto"] == results[5] == ([4, 8, 12, 16], 17)
+
+
+def test_an_int_caps_the_steps_of_one_call():
+    counter = Counter()
+    hooks = [monsession.StopAtStepHook(last_step=25)]
+    with monsession.MonitoredSession(hooks=hooks, steps_per_execution=4) as sess:
+        calls = run_until_stop(sess, counter.step)
+    assert int(counter.global_step.numpy()) == 25
+    assert calls == 7  # 6 calls of 4 steps, then 1.
+
+
+def test_the_loop_is_traced_once_not_per_count():
+    counter = Counter()
+    hooks = [Every(3), Every(5), monsession.StopAtStepHook(last_step=200)]
+    with monsession.MonitoredSession(hooks=hooks, steps_per_execution="auto") as sess:
+        for _ in range(10):
+            sess.run(counter.step)
+        traced = counter.traces
+        run_until_stop(sess, counter.step)
+    assert counter.traces == traced <= 2  # The step itself, and inside the loop.
+
+
+def test_a_hook_without_next_action_keeps_single_steps(caplog):
+    counter = Counter()
+    per_step = PerStep()
+    every = Every(3)
+    hooks = [per_step, every, monsession.StopAtStepHook(last_step=9)]
+    with caplog.at_level(logging.INFO, logger="monsession"):
+        with monsession.MonitoredSession(hooks=hooks, steps_per_execution="auto") as sess:
+            calls = run_until_stop(sess, counter.step)
+    assert calls == per_step.runs == 9
+    assert [silent for _, silent, _ in every.seen] == [0, 0, 0]
+    lines = [r.getMessage() for r in caplog.records if "steps_per_execution" in r.getMessage()]
+    assert len(lines) == 1 and "PerStep" in lines[0]
+
+
+def test_a_time_already_due_runs_single_steps():
+    counter = Counter()
+
+    class Due(Every):
+        def next_action(self, global_step):
+            return monsession.NextAction(at_time=time.time() - 1)
+
+    due = Due(1)
+    hooks = [due, monsession.StopAtStepHook(last_step=5)]
+    with monsession.MonitoredSession(hooks=hooks, steps_per_execution="auto") as sess:
+        calls = run_until_stop(sess, counter.step)
+    assert calls == 5
+    assert [silent for _, silent, _ in due.seen] == [0] * 5
+
+
+def test_feeds_run_one_step():
+    global_step = monsession.get_or_create_global_step()
+
+    @tf.function
+    def step(scale=1.0):
+        global_step.assign_add(1)
+        return {"loss": scale}
+
+    every = Every(10)
+    hooks = [every, monsession.StopAtStepHook(last_step=3)]
+    with monsession.MonitoredSession(hooks=hooks, steps_per_execution="auto") as sess:
+        calls = 0
+        while not sess.should_stop():
+            sess.run(step, feed_dict={"scale": 2.0})
+            calls += 1
+    assert calls == 3
+
+
+def test_kept_outputs_of_silent_steps_are_stacked_in_order():
+    counter = Counter()
+    kept = []
+
+    class Keeper(Every):
+        def before_run(self, run_context):
+            if run_context.silent_steps:
+                kept.append(run_context.silent_outputs["loss"].numpy().tolist())
+
+        def next_action(self, global_step):
+            return monsession.NextAction(steps=4 - global_step % 4, keep=("loss",))
+
+    hooks = [Keeper(4), monsession.StopAtStepHook(last_step=8)]
+    with monsession.MonitoredSession(hooks=hooks, steps_per_execution="auto") as sess:
+        run_until_stop(sess, counter.step)
+    assert kept == [[1.0, 2.0, 3.0], [5.0, 6.0, 7.0]]
+
+
+def test_end_of_data_inside_a_block_ends_cleanly_at_the_exact_step():
+    counter = Counter(data=23)
+    ended = []
+
+    class End(Every):
+        def end(self, session):
+            ended.append(monsession.read_global_step(session))
+
+    hooks = [End(10), monsession.StopAtStepHook(last_step=100)]
+    with monsession.MonitoredSession(hooks=hooks, steps_per_execution="auto") as sess:
+        run_until_stop(sess, counter.step)
+    assert int(counter.global_step.numpy()) == 23
+    assert ended == [23]
+
+
+def test_a_step_that_does_not_add_one_falls_back_to_single_steps(caplog):
+    global_step = monsession.get_or_create_global_step()
+
+    @tf.function
+    def twice():
+        global_step.assign_add(2)
+        return {"loss": 0.0}
+
+    every = Every(4)
+    hooks = [every, monsession.StopAtStepHook(last_step=20)]
+    with caplog.at_level(logging.WARNING, logger="monsession"):
+        with monsession.MonitoredSession(hooks=hooks, steps_per_execution="auto") as sess:
+            run_until_stop(sess, twice)
+    assert int(global_step.numpy()) == 20
+    # Exact steps from then on: every multiple of 4 reached is seen.
+    assert [after for _, _, after in every.seen][-3:] == [12, 16, 20]
+    assert any("single steps" in r.getMessage() for r in caplog.records)
+
+
+def test_recovery_keeps_fusing(tmp_path):
+    counter = Counter()
+    checkpoint = tf.train.Checkpoint(step=counter.global_step)
+    manager = tf.train.CheckpointManager(checkpoint, tmp_path, max_to_keep=2)
+    created = []
+
+    class Preempt(Every):
+        failed = False
+
+        def after_create_session(self, session, coord):
+            created.append(monsession.read_global_step(session))
+
+        def after_run(self, run_context, run_values):
+            super().after_run(run_context, run_values)
+            after = run_context.global_step_after()
+            if after == 10:
+                manager.save(checkpoint_number=after)
+            if after == 15 and not Preempt.failed:
+                Preempt.failed = True
+                raise tf.errors.AbortedError(None, None, "injected preemption")
+
+        def next_action(self, global_step):
+            return monsession.NextAction(steps=5 - global_step % 5)
+
+    creator = monsession.ChiefSessionCreator(
+        scaffold=monsession.Scaffold(saver=manager), checkpoint_dir=str(tmp_path)
+    )
+    preempt = Preempt(5)
+    hooks = [preempt, monsession.StopAtStepHook(last_step=25)]
+    with monsession.MonitoredSession(
+        session_creator=creator, hooks=hooks, steps_per_execution="auto"
+    ) as sess:
+        run_until_stop(sess, counter.step)
+    assert created == [0, 10]
+    assert [after for _, _, after in preempt.seen] == [5, 10, 15, 15, 20, 25]
+    assert [silent for _, silent, _ in preempt.seen] == [4, 4, 4, 4, 4, 4]
+    assert int(counter.global_step.numpy()) == 25
+
+
+@pytest.mark.parametrize(
+    ("value", "error", "match"),
+    [
+        (0, ValueError, "int >= 1 or 'auto'; got 0"),
+        ("fast", TypeError, "got 'fast' of type str"),
+        (True, TypeError, "of type bool"),
+        (2.0, TypeError, "of type float"),
+    ],
+)
+def test_bad_steps_per_execution_is_named(value, error, match):
+    with pytest.raises(error, match=match) as raised:
+        monsession.MonitoredSession(steps_per_execution=value)
+    assert "MonitoredSession: steps_per_execution" in str(raised.value)
+
+
+def test_graph_mode_rejects_fusion():
+    with tf.Graph().as_default():
+        monsession.get_or_create_global_step()
+        with pytest.raises(ValueError, match=r"in graph mode each Session\.run"):
+            monsession.SingularMonitoredSession(steps_per_execution="auto")
+        with monsession.SingularMonitoredSession(steps_per_execution=1) as sess:
+            assert not sess.should_stop()
