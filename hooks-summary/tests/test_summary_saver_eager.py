@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -166,3 +167,41 @@ def test_no_scaffold_or_summary_op_needed_but_timer_and_output_still_are():
         SummarySaverHook(output_dir="d")
     with pytest.raises(ValueError, match="one of output_dir or summary_writer"):
         SummarySaverHook(save_steps=1)
+
+
+def _in_new_thread(function):
+    """Runs `function` in a thread of its own (fresh summary state); returns its result."""
+    results = []
+    thread = threading.Thread(target=lambda: results.append(function()))
+    thread.start()
+    thread.join()
+    assert results, "the thread failed"
+    return results[0]
+
+
+@pytest.mark.parametrize("traced_before", [True, False])
+def test_a_step_traced_before_the_session_is_reported(tmp_path, caplog, traced_before):
+    def train():
+        tf.compat.v1.reset_default_graph()
+        global_step = monsession.get_or_create_global_step()
+
+        @tf.function
+        def step():
+            global_step.assign_add(1)
+            tf.summary.scalar("loss", 1.0, step=global_step)
+            return {}
+
+        if traced_before:
+            step()  # Traced here, without a summary writer.
+        hooks = [SummarySaverHook(save_steps=1, output_dir=str(tmp_path))]
+        with monsession.MonitoredSession(hooks=hooks) as session:
+            session.run(step)
+        return steps_of(tmp_path, "loss")
+
+    with caplog.at_level("WARNING", logger="tensorflow"):
+        recorded = _in_new_thread(train)
+    warned = [r.getMessage() for r in caplog.records if "was traced before" in r.getMessage()]
+    assert recorded == ([] if traced_before else [1])
+    assert len(warned) == (1 if traced_before else 0)
+    if traced_before:
+        assert "'step'" in warned[0] and "record nothing" in warned[0]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -108,6 +109,23 @@ def test_eager_every_n_steps(tmp_path, monkeypatch):
         (7, "global_step/sec", 4.0),
         (10, "global_step/sec", 4.0),
     ]
+
+
+@pytest.mark.parametrize("mode", ["graph", "eager"])
+def test_a_run_shorter_than_the_period_gets_its_rate_at_the_end(tmp_path, monkeypatch, mode):
+    clock = FakeClock()
+    monkeypatch.setattr(time, "time", clock)
+    hook = StepCounterHook(every_n_steps=100, output_dir=str(tmp_path))
+    with tf.Graph().as_default() if mode == "graph" else contextlib.nullcontext():
+        program = graph_program() if mode == "graph" else eager_program()
+        step = program.train_op if mode == "graph" else program.step
+        with monsession.MonitoredSession(hooks=[hook]) as session:
+            for _ in range(5):
+                clock.advance(0.5)
+                session.run(step)
+        tf.compat.v1.summary.FileWriterCache.clear()
+    # The first step starts the clock; four more steps in two seconds.
+    assert summaries(tmp_path) == [(5, "global_step/sec", 2.0)]
 
 
 def test_eager_rate_is_written_on_steps_the_summary_saver_skips(tmp_path):

@@ -41,6 +41,7 @@ _LAZY = {
     "ChiefSessionCreator": "monsession._session_creators",
     "WorkerSessionCreator": "monsession._session_creators",
     "EagerSession": "monsession._eager",
+    "Epochs": "monsession._epochs",
     "event_file_writer": "monsession._event_files",
     "get_or_create_global_step": "monsession._global_step",
     "get_global_step": "monsession._global_step",
@@ -79,6 +80,7 @@ if TYPE_CHECKING:
     from monsession._directory_lock import DirectoryLockedError
     from monsession._distributed import is_chief
     from monsession._eager import EagerSession
+    from monsession._epochs import Epochs
     from monsession._event_files import event_file_writer
     from monsession._fetches import TensorNotFoundError, check_scalar, resolve_fetch
     from monsession._global_step import (
@@ -123,6 +125,7 @@ __all__ = [
     "DefaultHook",
     "DirectoryLockedError",
     "EagerSession",
+    "Epochs",
     "FeedFnHook",
     "FinalOpsHook",
     "GlobalStepWaiterHook",

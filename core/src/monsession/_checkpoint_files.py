@@ -150,8 +150,9 @@ def unreadable_reason(prefix: str, read_tensors: bool = True) -> str | None:
         return None
     try:
         reader = tf.train.load_checkpoint(prefix)
-        for name in reader.get_variable_to_dtype_map():
-            reader.get_tensor(name)
+        for name, dtype in reader.get_variable_to_dtype_map().items():
+            if dtype != tf.variant:  # E.g. a tf.data iterator's state: no NumPy value.
+                reader.get_tensor(name)
     except Exception as error:
         return (
             f"{prefix} ({index}, {', '.join(data)}) cannot be read: "

@@ -15,6 +15,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from monsession._owned_step import advancing, owned_global_step
 from monsession._tf_compat import read_variable_to_host
 
 logger = logging.getLogger("monsession")
@@ -62,6 +63,29 @@ def _map_structure(fn: _Caller, structure: Any) -> Any:
     return fn(structure)
 
 
+class BoundStep:
+    """A step with the arguments of one `MonitoredSession.call()`.
+
+    Calling it calls the step with them (and a hook's feeds as keywords).
+    """
+
+    def __init__(self, step: _Caller, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
+        self.step = step
+        self.args = args
+        self.kwargs = kwargs
+
+    def __call__(self, **feeds: Any) -> Any:
+        return self.step(*self.args, **self.kwargs, **feeds)
+
+    @property
+    def _monsession_watched_by(self) -> Any:  # Seen through, for NanTensorHook.watch.
+        return getattr(self.step, "_monsession_watched_by", None)
+
+    @property
+    def __name__(self) -> str:
+        return _describe(self.step)
+
+
 def _describe(fn: Any) -> str:
     return getattr(fn, "__name__", None) or type(fn).__name__
 
@@ -69,8 +93,9 @@ def _describe(fn: Any) -> str:
 class _StepCaller:
     """Calls the leaves of a step structure, checking feeds once per shape."""
 
-    def __init__(self) -> None:
+    def __init__(self, owned_step: Any = None) -> None:
         self._checked: set[tuple[int, frozenset[str]]] = set()
+        self._owned_step = owned_step  # The global step, if the session advances it.
 
     def check_feeds(self, fn: _Caller, names: frozenset[str], owner_of: Mapping[str, str]) -> None:
         key = (id(fn), names)
@@ -113,7 +138,11 @@ class _StepCaller:
             )
         if names:  # Without feeds there is nothing to check.
             self.check_feeds(leaf, names, owner_of)
-        return leaf(**feeds)
+        if self._owned_step is None:
+            return leaf(**feeds)
+        if isinstance(leaf, BoundStep):
+            return advancing(leaf.step, self._owned_step)(*leaf.args, **leaf.kwargs, **feeds)
+        return advancing(leaf, self._owned_step)(**feeds)
 
 
 def _check_feed_keys(feed_dict: Mapping[Any, Any], owner_of: Mapping[Any, str]) -> None:
@@ -151,7 +180,7 @@ class EagerSession:
     sess_str = ""
 
     def __init__(self) -> None:
-        self._caller = _StepCaller()
+        self._caller = _StepCaller(owned_global_step())
         self._closed = False
 
     def run(

@@ -44,6 +44,34 @@ def _hook_name(hook: Any) -> str:
     return type(hook).__name__
 
 
+OUTPUT = "output"  # What hooks call a step output that is not a mapping.
+
+
+def _output_entry(hook: Any, name: str, outputs: Any) -> Any:
+    """The step output a hook names: a mapping's key, `"output"`, or `"output/<i>"`.
+
+    Raises:
+      ValueError: If the step returned no such entry.
+    """
+    if isinstance(outputs, Mapping):
+        if name in outputs:
+            return outputs[name]
+        got = f"entries {sorted(outputs)}"
+    else:
+        if name == OUTPUT:
+            return outputs
+        prefix, _, index = name.partition("/")
+        if prefix == OUTPUT and index.isdigit() and isinstance(outputs, (tuple, list)):
+            if int(index) < len(outputs):
+                return outputs[int(index)]
+        got = f"a {type(outputs).__name__} (name it {OUTPUT!r}"
+        got += f", its items {OUTPUT!r}/0, /1...)" if isinstance(outputs, (tuple, list)) else ")"
+    raise ValueError(
+        f"{_hook_name(hook)} fetches {name!r}, but the step returned no entry of that name. "
+        f"The step returned {got}."
+    )
+
+
 class EagerBackend:
     """`Backend` for an `EagerSession`.
 
@@ -180,18 +208,7 @@ class EagerBackend:
     @staticmethod
     def _value_of(hook: Any, leaf: Any, outputs: Any, read: dict[int, Any]) -> Any:
         if isinstance(leaf, str):
-            if not isinstance(outputs, Mapping) or leaf not in outputs:
-                available = sorted(outputs) if isinstance(outputs, Mapping) else []
-                raise ValueError(
-                    f"{_hook_name(hook)} fetches {leaf!r}, but the step returned no entry "
-                    f"of that name. The step returned "
-                    + (
-                        f"entries {available}."
-                        if isinstance(outputs, Mapping)
-                        else f"a {type(outputs).__name__}, not a mapping."
-                    )
-                )
-            leaf = outputs[leaf]
+            leaf = _output_entry(hook, leaf, outputs)
         elif _is_step_callable(leaf):
             read.clear()
             return _map_structure(to_numpy, leaf())

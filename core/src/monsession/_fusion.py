@@ -21,6 +21,7 @@ import tensorflow as tf
 from monsession._eager_backend import EagerBackend
 from monsession._global_step import get_global_step
 from monsession._hook_api import NextAction, SessionRunHook
+from monsession._owned_step import advancing, owned_global_step
 from monsession._session_layers import _overrides
 
 logger = logging.getLogger("monsession")
@@ -70,6 +71,18 @@ def check_steps_per_execution(owner: str, value: Any, eager: bool) -> int | None
 
 
 def fusable_step(fetches: Any) -> Any:
+    """The `tf.function` to fuse for `run(fetches)`, or `None` (see `_fusable`).
+
+    With a global step the session owns, the step wrapped to advance it.
+    """
+    step = _fusable(fetches)
+    owned = owned_global_step()
+    if step is None or owned is None:
+        return step
+    return advancing(step, owned)
+
+
+def _fusable(fetches: Any) -> Any:
     """The `tf.function` to fuse for `run(fetches)`, or `None`.
 
     A `tf.function`, or a wrapper that names the `tf.function` it calls in

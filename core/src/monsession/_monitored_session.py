@@ -12,8 +12,10 @@ import tensorflow as tf
 
 from monsession._arguments import check_directory, check_hooks
 from monsession._backend import prepare_graph
+from monsession._eager import BoundStep
 from monsession._fusion import Fusion, check_steps_per_execution
 from monsession._hook_api import SessionRunHook
+from monsession._owned_step import own_global_step_if_missing
 from monsession._session_creators import ChiefSessionCreator, SessionCreator
 from monsession._session_layers import (
     _CoordinatedSession,
@@ -110,6 +112,8 @@ class _MonitoredSession:
             True if self._eager else tf.compat.v1.get_default_graph().finalized
         )
         self._hooks = check_hooks(type(self).__name__, "hooks", hooks)
+        if self._eager:
+            own_global_step_if_missing()  # Before the hooks' begin(), which may need it.
         self._signal_stop = SignalStop(
             resolve_stop_signals(
                 stop_on_signals,
@@ -172,6 +176,24 @@ class _MonitoredSession:
         results = self._sess.run(fetches, feed_dict, options, run_metadata)
         self._agree_on_stop()
         return results
+
+    def call(self, step: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """Eager mode: runs `step(*args, **kwargs)` with the hooks, as `run(step)` does.
+
+        Per-batch data passes as the step's own arguments. Hooks name the
+        step's outputs as for `run()`: a mapping's keys, or `"output"` for
+        an output that is not a mapping (`"output/0"`, `"output/1"`... for
+        the items of a tuple or list). One call is one step.
+
+        Raises:
+          RuntimeError: In graph mode (use `run()`), or as `run()` raises.
+        """
+        if not self._eager:
+            raise RuntimeError(
+                f"{type(self).__name__}.call() runs a TF2 step function (eager mode); in "
+                "graph mode use run(fetches, feed_dict)."
+            )
+        return self.run(BoundStep(step, args, kwargs))
 
     def run_step_fn(self, step_fn: Callable[[_StepContext], Any]) -> Any:
         """Runs `step_fn(step_context)`, which decides how to run the step.

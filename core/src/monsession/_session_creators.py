@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from monsession._checkpoint_files import choose_checkpoint, report_and_repair
 from monsession._eager import EagerSession
+from monsession._owned_step import add_to_checkpoint
 from monsession._scaffold import Scaffold
 
 logger = logging.getLogger("monsession")
@@ -204,6 +205,7 @@ def restore_eager_checkpoint(
     if isinstance(saver, tf.train.CheckpointManager):
         checkpoint = saver.checkpoint
         checkpoint_dir = checkpoint_dir or saver.directory
+    add_to_checkpoint(checkpoint)
     choice = None
     path = checkpoint_path
     if not path and checkpoint_dir:

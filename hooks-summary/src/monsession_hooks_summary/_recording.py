@@ -86,6 +86,7 @@ class Recording:
         self._contexts: contextlib.ExitStack | None = None  # Entered while active.
         self._session: Any = None
         self._open = False
+        self.first_in_thread = False  # Set by open(): no recording was opened here before.
 
     @property
     def is_open(self) -> bool:
@@ -105,8 +106,30 @@ class Recording:
             recordings[-1]._deactivate()
         self._session = None
         self._open = True
+        self.first_in_thread = not getattr(_thread_state, "opened", False)
+        _thread_state.opened = True
         recordings.append(self)
         self._activate()
+
+    def check_traced_inside(self, fetches: Any) -> None:
+        """Warns if the step was traced before any recording of this thread existed.
+
+        A `tf.function` traced without a default summary writer keeps no
+        `tf.summary` call, and TensorFlow does not retrace it for one.
+        """
+        if not self.first_in_thread:
+            return
+        step = getattr(fetches, "step", fetches)  # The step of `MonitoredSession.call`.
+        step = getattr(step, "monsession_fused_step", step)
+        tracing_count = getattr(step, "experimental_get_tracing_count", None)
+        if callable(tracing_count) and tracing_count() > 0:
+            tf_logging.warning(
+                "SummarySaverHook: the step %r was traced before the session existed, "
+                "without a summary writer: its tf.summary calls, if any, record nothing, "
+                "and TensorFlow does not retrace it. Call the step for the first time "
+                "inside the session (or create a new tf.function there).",
+                getattr(step, "__name__", step),
+            )
 
     def _activate(self) -> None:
         _set_switch(False, force=True)

@@ -286,6 +286,7 @@ class EagerRecorder:
         if not self._recording.is_open:  # Used without after_create_session.
             self._recording.open()
         if first:
+            self._recording.check_traced_inside(run_context.original_args.fetches)
             before = run_context.global_step
             if before is not None:
                 self._sink.session_start(before + 1)

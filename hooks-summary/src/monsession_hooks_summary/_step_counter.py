@@ -14,6 +14,7 @@ from monsession import (
     SessionRunValues,
     check_directory,
     check_schedule,
+    read_global_step,
     require_global_step,
     tf_logging,
 )
@@ -83,6 +84,7 @@ class StepCounterHook(SessionRunHook):
         if self._sink is not None:
             self._summary_writer = self._sink.writer
         self._summary_tag = step_variable.name.split(":")[0] + "/sec"
+        self._logged = False
 
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
         # Taken before the run: on the first run the step service then knows
@@ -92,6 +94,7 @@ class StepCounterHook(SessionRunHook):
 
     def _log_and_record(self, elapsed_steps: int, elapsed_time: float, global_step: int) -> None:
         """Logs and writes the rate of `elapsed_steps` steps over `elapsed_time` seconds."""
+        self._logged = True
         steps_per_sec = elapsed_steps / elapsed_time
         if self._sink is not None:
             self._sink.scalar(self._summary_tag, steps_per_sec, global_step)
@@ -126,5 +129,12 @@ class StepCounterHook(SessionRunHook):
         self._last_global_step = self._step_before
 
     def end(self, session: Any = None) -> None:
+        if not self._logged and session is not None:
+            # A run shorter than the period: its rate, once, at the end.
+            global_step = read_global_step(session)
+            if global_step != self._timer.last_triggered_step():
+                elapsed_time, elapsed_steps = self._timer.update_last_triggered_step(global_step)
+                if elapsed_time and elapsed_steps:
+                    self._log_and_record(elapsed_steps, elapsed_time, global_step)
         if self._sink is not None:
             self._sink.flush()

@@ -1,0 +1,124 @@
+"""`Epochs`: a `tf.data` dataset looped over in epochs, resumable at the exact batch."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import tensorflow as tf
+
+_OWNER = "Epochs"
+
+
+def _epoch_length(dataset: Any) -> int:
+    if not isinstance(dataset, tf.data.Dataset):
+        raise TypeError(f"{_OWNER}: dataset must be a tf.data.Dataset, got {dataset!r}.")
+    length = int(dataset.cardinality())
+    if length < 1:
+        kind = "infinite" if length == tf.data.INFINITE_CARDINALITY else "unknown or empty"
+        raise ValueError(
+            f"{_OWNER}: dataset has an {kind} length ({length}); an epoch needs a finite, "
+            "known number of batches. Give one epoch of data (no .repeat()), and if its length "
+            "cannot be inferred, state it with dataset.apply("
+            "tf.data.experimental.assert_cardinality(n))."
+        )
+    return length
+
+
+class Epochs(tf.Module):
+    """A dataset looped over in epochs; its position is saved with the checkpoint.
+
+    Add it to the checkpoint the session restores and saves, and the epoch
+    counter and the position in the data (the iterator's state, shuffle
+    buffers included) are saved with every checkpoint: a restarted run
+    resumes mid-epoch at exactly the next batch, and sees the batches an
+    uninterrupted run would.
+
+    ```python
+    data = ms.Epochs(dataset, num_epochs=3)
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, data=data)
+    with ms.MonitoredTrainingSession(
+        checkpoint_dir=..., scaffold=ms.Scaffold(saver=checkpoint)
+    ) as sess:
+        for epoch in data.run(sess, train_step):
+            print(f"epoch {epoch} done")  # Only after an epoch that completed.
+    ```
+
+    Args:
+      dataset: One epoch of batches, a `tf.data.Dataset` of known, finite
+        length. A shuffle with `reshuffle_each_iteration` reshuffles each
+        epoch, the same way after a restart.
+      num_epochs: How many epochs to run in all (the epochs of a resumed run
+        count), or `None` for no limit.
+      name: The module's name.
+
+    Raises:
+      TypeError: If `dataset` is not a `tf.data.Dataset`, or `num_epochs`
+        not an int.
+      ValueError: If the dataset's length is unknown, infinite or zero, or
+        `num_epochs` is smaller than 1.
+    """
+
+    def __init__(self, dataset: Any, num_epochs: int | None = None, name: str | None = None):
+        super().__init__(name=name)
+        if num_epochs is not None and (
+            not isinstance(num_epochs, int) or isinstance(num_epochs, bool) or num_epochs < 1
+        ):
+            wrong_type = not isinstance(num_epochs, int) or isinstance(num_epochs, bool)
+            raise (TypeError if wrong_type else ValueError)(
+                f"{_OWNER}: num_epochs must be an int >= 1 or None, got {num_epochs!r}."
+            )
+        self._length = _epoch_length(dataset)
+        self._num_epochs = num_epochs
+        with tf.init_scope():
+            self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
+            # One iterator over every epoch: its state holds the position and
+            # the shuffle state of the epochs to come. The index of a batch in
+            # its epoch starts at 0 again on each repetition.
+            self.iterator = iter(dataset.enumerate().repeat())
+
+    @property
+    def batches_per_epoch(self) -> int:
+        """The number of batches in one epoch."""
+        return self._length
+
+    def run(self, session: Any, step: Callable[..., Any]) -> Iterator[int]:
+        """Runs `step` on each batch with `session.call`; yields each completed epoch.
+
+        A batch that is a tuple passes as the step's positional arguments,
+        any other batch as its one argument. Hooks with an
+        `epoch_begin(epoch)` or `epoch_end(epoch)` method have it called at
+        the boundaries (`epoch_begin` not for an epoch resumed in its
+        middle). The loop ends when the session should stop, without
+        yielding for an epoch that did not complete, or after `num_epochs`.
+
+        Args:
+          session: The monitored session (eager mode).
+          step: The step function.
+
+        Yields:
+          The number of each epoch that completed (0 for the first).
+        """
+        hooks = list(getattr(session, "_hooks", ()))
+        while self._num_epochs is None or int(self.epoch.numpy()) < self._num_epochs:
+            if session.should_stop():
+                return
+            position, batch = next(self.iterator)
+            index, epoch = int(position), int(self.epoch.numpy())  # Restored after recovery too.
+            if index == 0:
+                _notify(hooks, "epoch_begin", epoch)
+            if isinstance(batch, tuple):
+                session.call(step, *batch)
+            else:
+                session.call(step, batch)
+            if index == self._length - 1:
+                self.epoch.assign_add(1)
+                _notify(hooks, "epoch_end", epoch)
+                yield epoch
+
+
+def _notify(hooks: list[Any], method: str, epoch: int) -> None:
+    for hook in hooks:
+        call = getattr(hook, method, None)
+        if callable(call):
+            call(epoch)
