@@ -10,7 +10,13 @@ from typing import TYPE_CHECKING, Any
 
 from monsession._arguments import check_directory, check_interval, check_schedule
 from monsession._control_hooks import FeedFnHook, FinalOpsHook, GlobalStepWaiterHook, StopAtStepHook
-from monsession._hook_api import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
+from monsession._hook_api import (
+    SessionRunArgs,
+    SessionRunContext,
+    SessionRunHook,
+    SessionRunValues,
+    StatefulHook,
+)
 from monsession._hookspecs import (
     ORDER_CHECKPOINT_SAVER,
     ORDER_OTHER,
@@ -36,6 +42,7 @@ _LAZY = {
     "WorkerSessionCreator": "monsession._session_creators",
     "EagerSession": "monsession._eager",
     "event_file_writer": "monsession._event_files",
+    "save_hook_state": "monsession._hook_state",
     "get_or_create_global_step": "monsession._global_step",
     "get_global_step": "monsession._global_step",
     "require_global_step": "monsession._global_step",
@@ -81,6 +88,7 @@ if TYPE_CHECKING:
         read_global_step,
         require_global_step,
     )
+    from monsession._hook_state import save_hook_state
     from monsession._monitored_session import MonitoredSession, SingularMonitoredSession
     from monsession._scaffold import Scaffold
     from monsession._session_creators import (
@@ -130,6 +138,7 @@ __all__ = [
     "SessionRunHook",
     "SessionRunValues",
     "SingularMonitoredSession",
+    "StatefulHook",
     "StopAtStepHook",
     "TensorNotFoundError",
     "TrainingSettings",
@@ -149,6 +158,7 @@ __all__ = [
     "read_global_step",
     "require_global_step",
     "resolve_fetch",
+    "save_hook_state",
     "testing",
     "tf_logging",
 ]
