@@ -123,7 +123,7 @@ class EagerBackend:
             self._after += 1
         if not hook_fetches:
             if self._exact:
-                self._after = int(to_numpy(self._variable))
+                self._read_step()
             return outputs, {}
         read: dict[int, Any] = {}  # id of a variable or tensor -> its value, this step.
         hook_results = {
