@@ -236,3 +236,25 @@ def test_epochs_reject_data_without_a_known_length(dataset, error, match):
 def test_epochs_reject_a_bad_number_of_epochs(value, error):
     with pytest.raises(error, match="Epochs: num_epochs must be an int >= 1 or None, got"):
         monsession.Epochs(tf.data.Dataset.range(3), num_epochs=value)
+
+
+def test_a_call_with_chosen_hooks_does_not_advance_the_owned_global_step():
+    @tf.function
+    def train():
+        return {"loss": tf.constant(1.0)}
+
+    @tf.function
+    def evaluate():
+        return {"accuracy": tf.constant(0.5)}
+
+    steps = Steps()
+    train_runs = 0
+    hooks = [steps, monsession.StopAtStepHook(last_step=4)]
+    with monsession.MonitoredSession(hooks=hooks, steps_per_execution="auto") as sess:
+        while not sess.should_stop():
+            sess.run(train)
+            train_runs += 1
+            if not sess.should_stop():
+                sess.run(evaluate, hooks=[])  # Neither advances the step nor calls a hook.
+    assert int(monsession.get_global_step().numpy()) == 4
+    assert train_runs == 4 and steps.after == [1, 2, 3, 4]

@@ -16,6 +16,7 @@ from monsession._hook_api import (
     SessionRunContext,
     SessionRunHook,
     SessionRunValues,
+    StatefulHook,
 )
 from monsession._hookspecs import (
     ORDER_CHECKPOINT_SAVER,
@@ -43,6 +44,7 @@ _LAZY = {
     "EagerSession": "monsession._eager",
     "Epochs": "monsession._epochs",
     "event_file_writer": "monsession._event_files",
+    "save_hook_state": "monsession._hook_state",
     "get_or_create_global_step": "monsession._global_step",
     "get_global_step": "monsession._global_step",
     "require_global_step": "monsession._global_step",
@@ -89,6 +91,7 @@ if TYPE_CHECKING:
         read_global_step,
         require_global_step,
     )
+    from monsession._hook_state import save_hook_state
     from monsession._monitored_session import MonitoredSession, SingularMonitoredSession
     from monsession._scaffold import Scaffold
     from monsession._session_creators import (
@@ -140,6 +143,7 @@ __all__ = [
     "SessionRunHook",
     "SessionRunValues",
     "SingularMonitoredSession",
+    "StatefulHook",
     "StopAtStepHook",
     "TensorNotFoundError",
     "TrainingSettings",
@@ -159,6 +163,7 @@ __all__ = [
     "read_global_step",
     "require_global_step",
     "resolve_fetch",
+    "save_hook_state",
     "testing",
     "tf_logging",
 ]

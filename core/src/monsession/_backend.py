@@ -21,6 +21,14 @@ class Backend(Protocol):
     def start_run(self) -> None:
         """Called before the hooks' `before_run` of every run."""
 
+    def forget_step(self) -> None:
+        """The current run may not add one to the global step (a call with chosen hooks).
+
+        Called after `start_run`: the step before the run stays known, but the
+        step after it is read from the device when a hook asks, and the next
+        run starts from the value read rather than from a count.
+        """
+
     def global_step_before(self) -> int | None:
         """The global step before the current run, or `None` (see `SessionRunContext`)."""
 

@@ -181,26 +181,36 @@ class EagerSession:
 
     def __init__(self) -> None:
         self._caller = _StepCaller(owned_global_step())
+        self._side_caller = _StepCaller()  # Advances nothing.
         self._closed = False
 
     def run(
         self, fetches: Any, feed_dict: Any = None, options: Any = None, run_metadata: Any = None
     ) -> Any:
-        """Runs `fetches` and returns their values as NumPy."""
-        return _map_structure(to_numpy, self.call(fetches, feed_dict))
+        """Runs `fetches` and returns their values as NumPy (without hooks: advances nothing)."""
+        return _map_structure(to_numpy, self.call(fetches, feed_dict, advance=False))
 
     def call(
-        self, fetches: Any, feed_dict: Any = None, owner_of: Mapping[str, str] | None = None
+        self,
+        fetches: Any,
+        feed_dict: Any = None,
+        owner_of: Mapping[str, str] | None = None,
+        advance: bool = True,
     ) -> Any:
-        """Runs `fetches` and returns the step's outputs as they are (tensors)."""
+        """Runs `fetches` and returns the step's outputs as they are (tensors).
+
+        `advance`: whether a global step the session owns is advanced by the
+        steps called (not by a call with chosen hooks).
+        """
         if self._closed:
             raise RuntimeError("Attempted to use a closed EagerSession.")
+        caller = self._caller if advance else self._side_caller
         if not feed_dict:
-            return self._caller.call(fetches, _NO_FEEDS, owner_of or _NO_FEEDS)
+            return caller.call(fetches, _NO_FEEDS, owner_of or _NO_FEEDS)
         feeds = dict(feed_dict)
         owner_of = owner_of or {}
         _check_feed_keys(feeds, owner_of)
-        return self._caller.call(fetches, feeds, owner_of)
+        return caller.call(fetches, feeds, owner_of)
 
     @property
     def closed(self) -> bool:

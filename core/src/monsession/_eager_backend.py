@@ -10,7 +10,10 @@ session is created (or re-created after recovery), then advanced on the
 host by one for every run that calls a step. Whenever hooks make the
 session read the device anyway, the variable is read too and compared; if
 the step did not advance it by exactly one, a warning is logged once and
-the backend reads the variable after every run from then on.
+the backend reads the variable after every run from then on. A call with
+chosen hooks (`forget_step`) is not counted: the variable is read when a
+hook next needs the step (one device read), so an evaluation that does not
+advance the global step does not shift the count.
 """
 
 from __future__ import annotations
@@ -85,6 +88,7 @@ class EagerBackend:
         self._after: int | None = None  # After the last run: the host copy.
         self._before: int | None = None  # Before the current run.
         self._exact = False
+        self._stale = False  # Whether the host copy must be read again (forget_step).
         self._protos: tuple[Any, Any] | None = None
         self._last_fetches: Any = None
         self._last_calls = False
@@ -101,12 +105,25 @@ class EagerBackend:
         return calls
 
     def start_run(self) -> None:
+        if self._stale:
+            self._read_step()
         self._before = self._after
+
+    def forget_step(self) -> None:
+        if self._variable is not None:
+            self._stale = True
+
+    def _read_step(self) -> None:
+        assert self._variable is not None
+        self._after = int(to_numpy(self._variable))
+        self._stale = False
 
     def global_step_before(self) -> int | None:
         return self._before
 
     def global_step_after(self, reaching: Callable[[int], bool] | None = None) -> int | None:
+        if self._stale:
+            self._read_step()
         value = self._after
         if value is None or (reaching is not None and not reaching(value)):
             return None
@@ -166,19 +183,25 @@ class EagerBackend:
         run_metadata: Any,
         feed_owners: Mapping[Any, str],
     ) -> tuple[Any, dict[Any, Any]]:
-        outputs = self._sess.call(fetches, feed_dict, feed_owners)
-        if self._after is not None and self._calls_a_step(fetches):
+        # A call with chosen hooks (stale step) is a side call: an owned
+        # global step is not advanced by it.
+        outputs = self._sess.call(fetches, feed_dict, feed_owners, advance=not self._stale)
+        if self._after is not None and not self._stale and self._calls_a_step(fetches):
             self._after += 1
         if not hook_fetches:
             if self._exact:
-                self._after = int(to_numpy(self._variable))
+                self._read_step()
             return outputs, {}
         read: dict[int, Any] = {}  # id of a variable or tensor -> its value, this step.
         hook_results = {
             hook: self._evaluate(hook, requested, outputs, read)
             for hook, requested in hook_fetches.items()
         }
-        if self._after is not None:
+        if self._stale:
+            value = read.get(id(self._variable))
+            if value is not None:  # Read with the hooks' values anyway.
+                self._after, self._stale = int(value), False
+        elif self._after is not None:
             self._check_step(read)
         return outputs, hook_results
 

@@ -15,7 +15,10 @@ nothing, or several) is logged once, and from then on the variable is read
 whenever a hook needs the step after a run. Sessions without per-step hooks
 fetch nothing more than TensorFlow would. `global_step_after(reaching)`
 reads the variable itself only when the expected value passes `reaching`,
-once per run at most, as TensorFlow's hooks do before they act.
+once per run at most, as TensorFlow's hooks do before they act. A call with
+chosen hooks (`forget_step`) fetches no step and is not counted: a hook that
+needs the step after it reads the variable, and the next run starts from a
+fresh read, so an evaluation that does not add one shifts nothing.
 """
 
 from __future__ import annotations
@@ -261,6 +264,8 @@ class GraphBackend:
         self._ran = False  # Whether the current run is over.
         self._fetch_step = False
         self._drifted = False  # Whether runs were seen not to add one each.
+        self._uncounted = False  # Whether the current run may not add one (forget_step).
+        self._reread = False  # Whether the next run starts with a read of the step.
         self._sess = sess
         self._reader: Callable[[], Any] | None = None
         if follow_step and self._tensor is not None:
@@ -275,7 +280,15 @@ class GraphBackend:
         self._fetch_step = True
 
     def start_run(self) -> None:
+        if self._reread:
+            self._reread = False
+            if self._known is None and self._fetch_step:
+                self._known = int(self._read())
         self._before, self._exact, self._ran = self._known, None, False
+        self._uncounted = False
+
+    def forget_step(self) -> None:
+        self._uncounted = True
 
     def global_step_before(self) -> int | None:
         if self._tensor is None:
@@ -329,14 +342,16 @@ class GraphBackend:
         run_metadata: Any,
         feed_owners: Mapping[Any, str],
     ) -> tuple[Any, dict[Any, Any]]:
-        fetch_step = self._fetch_step
+        fetch_step = self._fetch_step and not self._uncounted
         if fetch_step:
             hook_fetches[_STEP] = self._tensor
         caller_results, hook_results = self._runner.run(
             fetches, hook_fetches, feed_dict, options, run_metadata, feed_owners
         )
         self._ran = True
-        if fetch_step:
+        if self._uncounted:
+            self._known, self._reread = None, True
+        elif fetch_step:
             self._known = self._expected_after(int(hook_results[_STEP]))
         elif self._known is not None:
             self._known += 1

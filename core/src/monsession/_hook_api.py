@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 _NOTHING_KEPT: Mapping[str, Any] = MappingProxyType({})
 
@@ -39,6 +39,13 @@ class SessionRunHook:
       one raises is logged, and the next hook is called: the session's own
       error propagates unchanged. Not called after a clean exit, nor for the
       ends of data (`OutOfRangeError`, `StopIteration`) that close cleanly.
+    * `state_dict()` / `load_state_dict(state)` (monsession only; optional,
+      see `StatefulHook`): a hook with both has its state saved beside every
+      checkpoint a `CheckpointSaverHook` writes, and loaded back when the
+      session is created from that checkpoint (a restart, a recovery after a
+      preemption, an older checkpoint when the newest is damaged), before
+      `after_create_session`. `SecondOrStepTimer` has both, for hooks whose
+      state is their timer.
 
     Hooks are written once and run unchanged in graph and eager mode.
     """
@@ -142,6 +149,63 @@ class NextAction(NamedTuple):
     steps: int | None = None
     at_time: float | None = None
     keep: tuple[str, ...] = ()
+
+
+@runtime_checkable
+class StatefulHook(Protocol):
+    """The optional hook methods that make a hook's state survive restarts.
+
+    Not part of TensorFlow's hook API. A hook with both methods has its state
+    written beside every checkpoint that `CheckpointSaverHook` writes (file
+    ``<checkpoint prefix>.hooks.json``, written before the checkpoint's state
+    file names the checkpoint) and loaded back into it when the monitored
+    session is created from that checkpoint: at a restart, after recovering
+    from a preemption error (the hooks go back to the checkpoint, as the
+    model does), and from an older checkpoint when the newest is damaged.
+    The state loaded is the one the hook had when the checkpoint was
+    written: hooks placed before the `CheckpointSaverHook` in the hook list
+    include the step that was saved, hooks after it (user hooks of
+    `MonitoredTrainingSession`) the step before.
+
+    A hook is found under its `state_key` attribute if it has one (a
+    string, for a hook whose class or position may change), else under its
+    class name and its index among the stateful hooks of that class
+    (``"StepCounterHook[0]"``). A hook with no saved state, or whose
+    `load_state_dict` raises, is named in a WARNING and keeps its state
+    (a fresh one on a restart; the state it had before the call, which is
+    put back with `load_state_dict`).
+
+    ```python
+    class CountingHook(monsession.SessionRunHook):
+        def __init__(self):
+            self.seen = 0
+
+        def after_run(self, run_context, run_values):
+            self.seen += 1
+
+        def state_dict(self):
+            return {"seen": self.seen}
+
+        def load_state_dict(self, state):
+            self.seen = int(state["seen"])
+    ```
+    """
+
+    def state_dict(self) -> Any:
+        """The hook's state as plain JSON data (dicts, lists, str, numbers, bool, None).
+
+        Times that must keep their meaning across processes should be
+        wall-clock (`time.time()`).
+        """
+
+    def load_state_dict(self, state: Any) -> None:
+        """Takes back a state returned by `state_dict()`, in another process.
+
+        Raises:
+          Exception: Anything, when `state` does not fit (e.g. saved by an
+            older version of the hook): the session warns and the hook keeps
+            its state.
+        """
 
 
 class SessionRunArgs(NamedTuple):

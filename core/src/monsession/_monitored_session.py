@@ -15,9 +15,11 @@ from monsession._backend import prepare_graph
 from monsession._eager import BoundStep
 from monsession._fusion import Fusion, check_steps_per_execution
 from monsession._hook_api import SessionRunHook
+from monsession._hook_state import HookStates, attach, restored_from
 from monsession._owned_step import own_global_step_if_missing
 from monsession._session_creators import ChiefSessionCreator, SessionCreator
 from monsession._session_layers import (
+    HookSelection,
     _CoordinatedSession,
     _HookedSession,
     _overrides,
@@ -54,16 +56,27 @@ class _CoordinatedSessionCreator(SessionCreator):
         hooks: list[Any],
         stop_grace_period_secs: float,
         fusion: Fusion | None = None,
+        hook_states: HookStates | None = None,
+        selection: HookSelection | None = None,
     ) -> None:
         self._session_creator = session_creator
         self._hooks = hooks
         self._stop_grace_period_secs = stop_grace_period_secs
         self._fusion = fusion
+        self._hook_states = hook_states
+        self._selection = selection
         self.coord: Any = None
         self.tf_sess: Any = None
 
     def create_session(self) -> _CoordinatedSession:
         self.tf_sess = self._session_creator.create_session()
+        if self._hook_states is not None:
+            # Before after_create_session: a restored timer decides whether
+            # the hooks act on the first step.
+            attach(self.tf_sess, self._hook_states)
+            prefix = restored_from(self.tf_sess)
+            if prefix is not None:
+                self._hook_states.restore(prefix)
         self.coord = tf.train.Coordinator(clean_stop_exception_types=[])
         if not tf.executing_eagerly() and tf.compat.v1.get_collection(
             tf.compat.v1.GraphKeys.QUEUE_RUNNERS
@@ -72,7 +85,7 @@ class _CoordinatedSessionCreator(SessionCreator):
         for hook in self._hooks:
             hook.after_create_session(self.tf_sess, self.coord)
         return _CoordinatedSession(
-            _HookedSession(self.tf_sess, self._hooks, self._fusion),
+            _HookedSession(self.tf_sess, self._hooks, self._fusion, self._selection),
             self.coord,
             self._stop_grace_period_secs,
         )
@@ -114,6 +127,8 @@ class _MonitoredSession:
         self._hooks = check_hooks(type(self).__name__, "hooks", hooks)
         if self._eager:
             own_global_step_if_missing()  # Before the hooks' begin(), which may need it.
+        self._hook_states = HookStates(self._hooks, type(self).__name__)
+        self._selection = HookSelection()
         self._signal_stop = SignalStop(
             resolve_stop_signals(
                 stop_on_signals,
@@ -132,7 +147,12 @@ class _MonitoredSession:
             session_creator = ChiefSessionCreator()
         fusion = None if cap == 1 else Fusion(type(self).__name__, cap, self._hooks)
         self._coordinated_creator = _CoordinatedSessionCreator(
-            session_creator, self._hooks, stop_grace_period_secs, fusion
+            session_creator,
+            self._hooks,
+            stop_grace_period_secs,
+            fusion,
+            self._hook_states,
+            self._selection,
         )
         self._sess: Any
         if should_recover:
@@ -150,15 +170,33 @@ class _MonitoredSession:
         return None if tf_sess is None else tf_sess.graph
 
     def run(
-        self, fetches: Any, feed_dict: Any = None, options: Any = None, run_metadata: Any = None
+        self,
+        fetches: Any,
+        feed_dict: Any = None,
+        options: Any = None,
+        run_metadata: Any = None,
+        *,
+        hooks: Iterable[SessionRunHook] | None = None,
     ) -> Any:
-        """Runs one step with the hooks.
+        """Runs one step with the hooks (or with the ones chosen by `hooks`).
 
         Graph mode: exactly `tf.compat.v1.Session.run()`. Eager mode:
         `fetches` is the step, a callable (usually a `tf.function`) or a
         structure of callables, `tf.Variable`s and tensors; `feed_dict`
         entries are passed to the callables as keyword arguments; the step's
         outputs are returned as they are (tensors, nothing copied to host).
+
+        `hooks` (keyword only; not in TensorFlow) runs this call with only
+        some of the session's hooks, in the session's order: `hooks=[]` runs
+        none (an evaluation, a debugging fetch), `hooks=[d_logger]` only
+        that one (the second optimizer of a GAN). Recovery, stop requests
+        and signals work as for any call. Such a call is not assumed to add
+        one to the global step: hooks that ask for the step after it get it
+        read from the device, and the next call starts from that value, so
+        an evaluation that does not advance the global step never shifts
+        step-based hooks (`StopAtStepHook`, timers). A hook left out of a call
+        does not see it at all; leave `StopAtStepHook` in every call that
+        advances the global step, or it stops only at the next call it sees.
 
         If a stop signal arrived (see `stop_on_signals`), `run()` runs no
         step: it closes the session, as `close()` does, and hands the signal
@@ -168,12 +206,19 @@ class _MonitoredSession:
           RuntimeError: If the session is closed, or a hook requested a stop,
             or it stopped on a signal whose previous handler returned (the
             `with` block then ends cleanly).
+          TypeError: If `hooks` is not an iterable of hooks.
+          ValueError: If `hooks` holds a hook that is not one of the session's.
         """
         if self._sess is None:
             self._check_open("run")
+        chosen = None if hooks is None else self._chosen_hooks(hooks)
         if self._signal_stop.stop_requested():
             self._close_on_signal("run")
-        results = self._sess.run(fetches, feed_dict, options, run_metadata)
+        if chosen is None:
+            results = self._sess.run(fetches, feed_dict, options, run_metadata)
+        else:
+            with self._selection.choose(chosen):
+                results = self._sess.run(fetches, feed_dict, options, run_metadata)
         self._agree_on_stop()
         return results
 
@@ -194,6 +239,25 @@ class _MonitoredSession:
                 "graph mode use run(fetches, feed_dict)."
             )
         return self.run(BoundStep(step, args, kwargs))
+
+    def _chosen_hooks(self, hooks: Any) -> list[Any]:
+        """Checks the `hooks` argument of `run()`: the session's own hook instances."""
+        where = f"{type(self).__name__}.run()"
+        if isinstance(hooks, (str, bytes)) or not hasattr(hooks, "__iter__"):
+            raise TypeError(
+                f"{where}: hooks must be an iterable of the session's hooks (or [] for none), "
+                f"got {hooks!r}."
+            )
+        chosen = list(hooks)
+        own = {id(hook) for hook in self._hooks}
+        for index, hook in enumerate(chosen):
+            if id(hook) not in own:
+                raise ValueError(
+                    f"{where}: hooks[{index}] is {hook!r}, which is not one of the hooks the "
+                    "session was created with; a call can only run some of the session's "
+                    "own hook instances (their begin() and end() belong to the session)."
+                )
+        return chosen
 
     def run_step_fn(self, step_fn: Callable[[_StepContext], Any]) -> Any:
         """Runs `step_fn(step_context)`, which decides how to run the step.

@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from monsession._checkpoint_files import choose_checkpoint, report_and_repair
 from monsession._eager import EagerSession
+from monsession._hook_state import record_restore
 from monsession._owned_step import add_to_checkpoint
 from monsession._scaffold import Scaffold
 
@@ -64,7 +65,9 @@ class ChiefSessionCreator(_ScaffoldedCreator):
     In both modes the checkpoint restored from `checkpoint_dir` is the newest
     one that reads back whole: a damaged latest checkpoint is skipped with a
     WARNING naming its files, and the state file is rewritten to name the
-    restored one.
+    restored one. The hooks' state saved beside the restored checkpoint
+    (see `monsession.save_hook_state`) is loaded into the monitored
+    session's hooks.
 
     Args:
       scaffold: A `Scaffold`; a default one when `None`.
@@ -113,6 +116,8 @@ class ChiefSessionCreator(_ScaffoldedCreator):
             init_feed_dict=self._scaffold.init_feed_dict,
             init_fn=self._scaffold.init_fn,
         )
+        if path is not None and self._scaffold.saver is not None:
+            record_restore(session, path)
         if choice is not None and choice.path is not None:
             report_and_repair(choice, repair=True)
             # As SessionManager does: the saver manages (and in time deletes)
@@ -170,12 +175,15 @@ def create_eager_session(
     `repair_state_file`: see `restore_eager_checkpoint` (the chief only).
     """
     session = EagerSession()
-    if not restore_eager_checkpoint(
+    restored = restore_eager_checkpoint(
         scaffold.saver, checkpoint_dir, checkpoint_path, repair_state_file=repair_state_file
-    ):
+    )
+    if restored is None:
         init_fn = scaffold.init_fn
         if init_fn is not None:
             init_fn(session)
+    elif repair_state_file:  # The chief: its hooks saved the state beside the checkpoint.
+        record_restore(session, restored)
     return session
 
 
@@ -184,8 +192,8 @@ def restore_eager_checkpoint(
     checkpoint_dir: str | None,
     checkpoint_path: str | None = None,
     repair_state_file: bool = False,
-) -> bool:
-    """Restores the newest readable eager checkpoint into `saver`; returns whether one was.
+) -> str | None:
+    """Restores the newest readable eager checkpoint into `saver`; returns its prefix.
 
     Args:
       saver: A `tf.train.Checkpoint`, a `tf.train.CheckpointManager` or `None`.
@@ -194,6 +202,9 @@ def restore_eager_checkpoint(
       checkpoint_path: A checkpoint prefix to restore instead.
       repair_state_file: Whether to rewrite the directory's state file when
         its latest checkpoint was damaged (the chief, which owns it).
+
+    Returns:
+      The prefix of the checkpoint restored, or `None` when there was none.
 
     Raises:
       ValueError: If there is a checkpoint to restore but no `tf.train.Checkpoint`
@@ -212,7 +223,7 @@ def restore_eager_checkpoint(
         choice = choose_checkpoint(checkpoint_dir)
         path = choice.path
     if not path:
-        return False
+        return None
     if not isinstance(checkpoint, tf.train.Checkpoint):
         raise ValueError(
             f"Found checkpoint {path!r} to restore, but in eager mode there is nothing to "
@@ -223,4 +234,4 @@ def restore_eager_checkpoint(
     if choice is not None:
         report_and_repair(choice, repair=repair_state_file)
     logger.info("Restored checkpoint %s.", path)
-    return True
+    return path

@@ -10,7 +10,9 @@ protocol (see `_backend`).
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import tensorflow as tf
@@ -218,6 +220,11 @@ def _merge_run_options(options: Any, incoming: Any) -> None:
     )
 
 
+def _only(hooks: list[Any], chosen: frozenset[int] | None) -> list[Any]:
+    """`hooks`, or those of them whose ids are `chosen`."""
+    return hooks if chosen is None else [hook for hook in hooks if id(hook) in chosen]
+
+
 def _base_methods(name: str) -> tuple[Any, ...]:
     """The do-nothing `name` methods of the hook base classes (ours and TensorFlow's)."""
     bases = [SessionRunHook, tf.compat.v1.train.SessionRunHook]
@@ -231,6 +238,27 @@ def _overrides(hook: Any, name: str) -> bool:
     return method is None or method not in _base_methods(name) or name in own
 
 
+class HookSelection:
+    """Which hooks the current `run()` calls: all of them (`None`), or the ones chosen.
+
+    Shared by the monitored session and every `_HookedSession` it creates,
+    so a call retried after a preemption runs with the same choice.
+    """
+
+    def __init__(self) -> None:
+        self.hooks: frozenset[int] | None = None  # ids of the chosen hooks.
+
+    @contextlib.contextmanager
+    def choose(self, hooks: Sequence[Any] | None) -> Iterator[None]:
+        """Within the block, runs call only `hooks` (all of them when `None`)."""
+        previous = self.hooks
+        self.hooks = None if hooks is None else frozenset(map(id, hooks))
+        try:
+            yield
+        finally:
+            self.hooks = previous
+
+
 class _HookedSession(_WrappedSession):
     """Calls the hooks around each step and merges their requests into it.
 
@@ -242,11 +270,19 @@ class _HookedSession(_WrappedSession):
       hooks: The `SessionRunHook`s, called in this order.
       fusion: A `_fusion.Fusion` that runs the steps before the next hook
         action silently, or `None`.
+      selection: A `HookSelection` naming the hooks of the current call, if any.
     """
 
-    def __init__(self, sess: Any, hooks: Any, fusion: Any = None) -> None:
+    def __init__(
+        self,
+        sess: Any,
+        hooks: Any,
+        fusion: Any = None,
+        selection: HookSelection | None = None,
+    ) -> None:
         super().__init__(sess)
         self._fusion = fusion
+        self._selection = selection or HookSelection()
         self._hooks = list(hooks)
         self._before_hooks = [hook for hook in self._hooks if _overrides(hook, "before_run")]
         self._after_hooks = [hook for hook in self._hooks if _overrides(hook, "after_run")]
@@ -261,15 +297,20 @@ class _HookedSession(_WrappedSession):
     ) -> Any:
         if self._should_stop or self.should_stop():
             raise RuntimeError("Run called even after should_stop requested.")
+        chosen = self._selection.hooks
         silent, kept = (0, None)
-        if self._fusion is not None:
+        if self._fusion is not None and chosen is None:
             silent, kept = self._fusion.run_silent_steps(fetches, feed_dict, self._backend)
         self._backend.start_run()
+        if chosen is not None:
+            # A call with chosen hooks (an evaluation, a second optimizer) may
+            # not add one to the global step: it is read again when needed.
+            self._backend.forget_step()
         run_context = SessionRunContext(
             SessionRunArgs(fetches, feed_dict), self._sess, self._backend, silent, kept
         )
         hook_fetches, feed_dict, options, feed_owners = self._call_before_run(
-            run_context, feed_dict, options
+            run_context, feed_dict, options, chosen
         )
         if options is not None and run_metadata is None:
             run_metadata = self._backend.new_run_metadata()
@@ -278,12 +319,17 @@ class _HookedSession(_WrappedSession):
         )
         run_context._finish_run()
         if self._after_hooks:
-            self._call_after_run(run_context, hook_results, options, run_metadata)
+            self._call_after_run(run_context, hook_results, options, run_metadata, chosen)
         self._should_stop = run_context.stop_requested
         return caller_results
 
     def _call_after_run(
-        self, run_context: SessionRunContext, hook_results: Any, options: Any, run_metadata: Any
+        self,
+        run_context: SessionRunContext,
+        hook_results: Any,
+        options: Any,
+        run_metadata: Any,
+        chosen: frozenset[int] | None = None,
     ) -> None:
         # Hooks that asked for no options see empty protos, as in TensorFlow,
         # allocated once per session rather than on every step.
@@ -293,7 +339,7 @@ class _HookedSession(_WrappedSession):
         no_results = SessionRunValues(None, run_options, metadata)
         hook = None
         try:
-            for hook in self._after_hooks:
+            for hook in _only(self._after_hooks, chosen):
                 if hook in hook_results:
                     hook.after_run(
                         run_context, SessionRunValues(hook_results[hook], run_options, metadata)
@@ -310,7 +356,11 @@ class _HookedSession(_WrappedSession):
             ) from error
 
     def _call_before_run(
-        self, run_context: SessionRunContext, user_feeds: Any, options: Any
+        self,
+        run_context: SessionRunContext,
+        user_feeds: Any,
+        options: Any,
+        chosen: frozenset[int] | None = None,
     ) -> tuple[dict[Any, Any], Any, Any, dict[Any, str]]:
         """Collects the hooks' requests: fetches per hook, merged feeds and options.
 
@@ -320,7 +370,7 @@ class _HookedSession(_WrappedSession):
         hook_feeds: dict[Any, Any] = {}
         feed_owners: dict[Any, str] = {}
         merged_options = None
-        for hook in self._before_hooks:
+        for hook in _only(self._before_hooks, chosen):
             request = hook.before_run(run_context)
             if request is None:
                 continue

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import math
 import time
+from collections.abc import Mapping
+from typing import Any
 
 from monsession._arguments import check_schedule
 from monsession._hook_api import NextAction
@@ -18,6 +21,12 @@ class SecondOrStepTimer:
 
     As TensorFlow's, it accepts 0 (trigger on every new step). Hooks that
     want a positive interval check it with `monsession.check_schedule` first.
+
+    Its state (the last trigger's step and wall-clock time) can be saved
+    with `state_dict()` and put back with `load_state_dict()`: a hook saves
+    it with each checkpoint so that, after a restart, the first trigger comes
+    `every_steps` steps or `every_secs` wall-clock seconds after the last
+    one before the checkpoint, not a whole period after the restart.
 
     Raises:
       ValueError: If both or neither of `every_secs` and `every_steps` are
@@ -100,3 +109,46 @@ class SecondOrStepTimer:
     def last_triggered_step(self) -> int | None:
         """The step of the last trigger, or `None`."""
         return self._last_triggered_step
+
+    def state_dict(self) -> dict[str, Any]:
+        """The last trigger, as plain values.
+
+        Returns:
+          ``{"last_triggered_step": int or None, "last_triggered_time": float
+          or None}``; the time is wall-clock (`time.time()`, seconds since the
+          epoch), so it keeps its meaning in another process.
+        """
+        return {
+            "last_triggered_step": self._last_triggered_step,
+            "last_triggered_time": self._last_triggered_time,
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Puts back a state from `state_dict()`.
+
+        Raises:
+          ValueError: If `state` does not hold a step (int or None) and a
+            time (finite number or None), both given or both None. Nothing
+            is changed then.
+        """
+        if not isinstance(state, Mapping):
+            raise ValueError(f"SecondOrStepTimer state must be a mapping, got {state!r}.")
+        step = state.get("last_triggered_step")
+        when = state.get("last_triggered_time")
+        if step is not None and (isinstance(step, bool) or not isinstance(step, int)):
+            raise ValueError(
+                f"SecondOrStepTimer: last_triggered_step must be an int, got {step!r}."
+            )
+        if when is not None and (
+            isinstance(when, bool) or not isinstance(when, (int, float)) or not math.isfinite(when)
+        ):
+            raise ValueError(
+                f"SecondOrStepTimer: last_triggered_time must be a finite number, got {when!r}."
+            )
+        if (step is None) != (when is None):
+            raise ValueError(
+                "SecondOrStepTimer: last_triggered_step and last_triggered_time must both be "
+                f"set or both be None, got {step!r} and {when!r}."
+            )
+        self._last_triggered_step = step
+        self._last_triggered_time = None if when is None else float(when)

@@ -19,6 +19,7 @@ from monsession import (
     check_schedule,
     read_global_step,
     require_global_step,
+    save_hook_state,
     tf_logging,
 )
 from monsession_hooks_checkpoint._directory import ensure_writable_directory
@@ -218,9 +219,21 @@ class CheckpointSaverHook(SessionRunHook):
             tf_logging.info(
                 "Checkpoint for step %d already saved; not writing it again.", global_step
             )
+            if self._timer.last_triggered_step() != global_step:
+                # Restored with this checkpoint's timer, its wall-clock time is kept.
+                self._timer.update_last_triggered_step(global_step)
         else:
+            # Before saving, so that the state saved with it holds this save.
+            self._timer.update_last_triggered_step(global_step)
             self._save(session, global_step)
-        self._timer.update_last_triggered_step(global_step)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The save timer's state (see `monsession.StatefulHook`)."""
+        return {"timer": self._timer.state_dict()}
+
+    def load_state_dict(self, state: Any) -> None:
+        """Takes back the save timer: the next save comes one period after the saved one."""
+        self._timer.load_state_dict(state["timer"])
 
     def _already_saved(self, global_step: int) -> bool:
         """Whether the directory's latest checkpoint is the one of `global_step`."""
@@ -243,6 +256,8 @@ class CheckpointSaverHook(SessionRunHook):
         assert self._saving is not None, "begin() must be called first."
         last_step = read_global_step(session)
         if last_step != self._timer.last_triggered_step():
+            # A save is a trigger: a restart from it waits one period from now.
+            self._timer.update_last_triggered_step(last_step)
             self._save(session, last_step)
         with self._save_errors("the last asynchronous checkpoint"):
             self._saving.end()
@@ -290,6 +305,7 @@ class CheckpointSaverHook(SessionRunHook):
                     error,
                     step,
                 )
+                self._timer.update_last_triggered_step(step)
                 self._save(session, step)
         self._saving.end()
 
@@ -311,6 +327,9 @@ class CheckpointSaverHook(SessionRunHook):
             listener.before_save(session, step)
         tf_logging.info("Saving checkpoints for %d into %s.", step, self._save_path)
         with self._save_errors(f"{self._save_path}-{step}"):
+            # The hooks' state first: the checkpoint is the latest only once
+            # it is complete, and then its hook state is already beside it.
+            save_hook_state(session, self._saving.prefix(step))
             self._saving.save(session, step)
         tf_logging.info("Calling checkpoint listeners after saving checkpoint %d...", step)
         should_stop = False

@@ -8,6 +8,7 @@ from typing import Any
 import tensorflow as tf
 
 from monsession import tf_logging
+from monsession_hooks_checkpoint._tf_compat import manager_checkpoint_prefix
 
 
 def is_object_checkpoint(saver: Any) -> bool:
@@ -68,6 +69,7 @@ class EagerSaving:
             )
         self._directory = checkpoint_dir
         self._manager: Any = None
+        self._own_manager = not isinstance(state, tf.train.CheckpointManager)
         if isinstance(state, tf.train.CheckpointManager):
             check_manager_directory(state, checkpoint_dir)
             self._manager = state
@@ -93,6 +95,12 @@ class EagerSaving:
                 max_to_keep=self._max_to_keep or None,
                 checkpoint_name=self._checkpoint_basename,
             )
+
+    def prefix(self, step: int) -> str:
+        """The prefix the manager gives the checkpoint numbered `step`."""
+        if self._own_manager:
+            return os.path.join(self._directory, f"{self._checkpoint_basename}-{step}")
+        return f"{manager_checkpoint_prefix(self._manager)}-{step}"
 
     def holds(self, step: int) -> bool:
         """Whether the directory's latest complete checkpoint is numbered `step`.

@@ -92,6 +92,10 @@ class GraphSaving:
             )
         )
 
+    def prefix(self, step: int) -> str:
+        """``<checkpoint_dir>/<basename>-<step>``, as `Saver.save` names it."""
+        return f"{self._save_path}-{step}"
+
     def holds(self, step: int) -> bool:
         """Whether the directory's latest checkpoint is ``<basename>-<step>``."""
         return same_checkpoint(

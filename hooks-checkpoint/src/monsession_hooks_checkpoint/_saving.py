@@ -19,6 +19,9 @@ class Saving(Protocol):
     def after_create_session(self, session: Any) -> None:
         """Called once the session exists, before its first save."""
 
+    def prefix(self, step: int) -> str:
+        """The path prefix that `save(session, step)` will give the checkpoint."""
+
     def holds(self, step: int) -> bool:
         """Whether the directory's latest checkpoint is the one of `step`."""
 

@@ -122,6 +122,22 @@ class LoggingTensorHook(SessionRunHook):
             self._log(dict(zip(self._watched.tags, run_values.results, strict=True)))
         self._iter_count += 1
 
+    def state_dict(self) -> dict[str, Any]:
+        """The runs counted and the timer's last trigger (see `monsession.StatefulHook`)."""
+        return {
+            "iterations": self._iter_count,
+            "timer": None if self._timer is None else self._timer.state_dict(),
+        }
+
+    def load_state_dict(self, state: Any) -> None:
+        """Takes back the runs counted and the last trigger."""
+        iterations = state["iterations"]
+        if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 0:
+            raise ValueError(f"{_HOOK}: iterations must be an int >= 0, got {iterations!r}.")
+        if self._timer is not None and state["timer"] is not None:
+            self._timer.load_state_dict(state["timer"])
+        self._iter_count = iterations
+
     def end(self, session: Any) -> None:
         """Logs once more if `at_end`: the tensors are run again in `session`.
 

@@ -174,6 +174,21 @@ class ProgressBarHook(SessionRunHook):
             display.advance(self._silent_steps + 1)
         self._iter_count += 1
 
+    def state_dict(self) -> dict[str, Any]:
+        """The runs counted and the timer's last trigger (see `monsession.StatefulHook`)."""
+        return {
+            "iterations": self._iter_count,
+            "timer": self._timer.state_dict(),
+        }
+
+    def load_state_dict(self, state: Any) -> None:
+        """Takes back the runs counted and the last trigger."""
+        iterations = state["iterations"]
+        if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 0:
+            raise ValueError(f"{_HOOK}: iterations must be an int >= 0, got {iterations!r}.")
+        self._timer.load_state_dict(state["timer"])
+        self._iter_count = iterations
+
     def end(self, session: Any) -> None:
         if self._display is None:
             return

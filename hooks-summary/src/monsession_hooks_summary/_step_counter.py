@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 from monsession import (
@@ -50,6 +51,12 @@ class StepCounterHook(SessionRunHook):
         when `summary_writer` is `None`. With neither, the hook only logs.
       summary_writer: Graph mode: a `tf.compat.v1.summary.FileWriter`; eager
         mode: a `tf.summary.SummaryWriter`.
+
+    Its state (the last trigger) is saved with each checkpoint and restored
+    with it (`monsession.StatefulHook`): after a restart the next rate comes
+    at the step it would have come at, and covers the steps since the last
+    trigger before the checkpoint over the training time they took; the
+    time the job was down is left out.
 
     Raises:
       ValueError: If both or neither of `every_n_steps` and `every_n_secs`
@@ -127,6 +134,21 @@ class StepCounterHook(SessionRunHook):
                 self._last_global_step,
             )
         self._last_global_step = self._step_before
+
+    def state_dict(self) -> dict[str, Any]:
+        """The last trigger, and when this state was taken (wall-clock)."""
+        return {"timer": self._timer.state_dict(), "saved_at": time.time()}
+
+    def load_state_dict(self, state: Any) -> None:
+        """Takes back the last trigger, moved later by the time since the state was taken."""
+        timer = dict(state["timer"])
+        saved_at = state["saved_at"]
+        if timer.get("last_triggered_time") is not None:
+            if not isinstance(saved_at, (int, float)) or isinstance(saved_at, bool):
+                raise ValueError(f"{_NAME}: saved_at must be a number, got {saved_at!r}.")
+            downtime = max(0.0, time.time() - float(saved_at))
+            timer["last_triggered_time"] = float(timer["last_triggered_time"]) + downtime
+        self._timer.load_state_dict(timer)
 
     def end(self, session: Any = None) -> None:
         if not self._logged and session is not None:

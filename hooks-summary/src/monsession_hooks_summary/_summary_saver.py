@@ -144,6 +144,14 @@ class SummarySaverHook(SessionRunHook):
         self._timer.update_last_triggered_step(global_step)
         self._first = False
 
+    def state_dict(self) -> dict[str, Any]:
+        """The timer's last trigger (see `monsession.StatefulHook`)."""
+        return {"timer": self._timer.state_dict()}
+
+    def load_state_dict(self, state: Any) -> None:
+        """Takes back the last trigger: the next summaries come one period after it."""
+        self._timer.load_state_dict(state["timer"])
+
     def end(self, session: Any = None) -> None:
         recorder, self._recorder = self._recorder, None
         if recorder is not None:

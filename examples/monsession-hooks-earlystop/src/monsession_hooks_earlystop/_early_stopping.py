@@ -195,6 +195,43 @@ class EarlyStoppingHook(SessionRunHook):
         """The global step at which the hook requested a stop, `None` if it did not."""
         return self._stopped_step
 
+    # Saved with each checkpoint (monsession.StatefulHook).
+
+    def state_dict(self) -> dict[str, Any]:
+        """The best value, its step, the evaluations without improvement, the stop step."""
+        return {
+            "monitor": self._name,
+            "mode": self._mode,
+            "best": self._best,
+            "best_step": self._best_step,
+            "wait": self._wait,
+            "stopped_step": self._stopped_step,
+        }
+
+    def load_state_dict(self, state: Any) -> None:
+        """Takes back a state from `state_dict()`, so that patience continues counting.
+
+        Raises:
+          ValueError: If the state is of another metric or mode, or malformed
+            (the session then warns and the hook starts fresh).
+        """
+        if state.get("monitor") != self._name or state.get("mode") != self._mode:
+            raise ValueError(
+                f"{_HOOK}: the saved state is for monitor {state.get('monitor')!r} in mode "
+                f"{state.get('mode')!r}, not {self._name!r} in mode {self._mode!r}."
+            )
+        best = state["best"]
+        if best is not None and (isinstance(best, bool) or not isinstance(best, (int, float))):
+            raise ValueError(f"{_HOOK}: the saved best value {best!r} is not a number.")
+        for name in ("best_step", "stopped_step"):
+            if state[name] is not None:
+                _check_int(name, state[name], 0)
+        wait = _check_int("wait", state["wait"], 0)
+        self._best = None if best is None else float(best)
+        self._best_step = state["best_step"]
+        self._stopped_step = state["stopped_step"]
+        self._wait = wait
+
     # The hook API.
 
     def begin(self) -> None:

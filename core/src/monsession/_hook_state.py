@@ -1,0 +1,278 @@
+"""Hook state that survives restarts: saved beside each checkpoint, restored with it.
+
+A hook takes part by having two methods (see `SessionRunHook`):
+`state_dict()` returns its state as plain JSON values, and
+`load_state_dict(state)` takes such a value back. Core keeps the stateful
+hooks of each monitored session (`HookStates`); the checkpoint family calls
+`save_hook_state(session, prefix)` just before it writes the checkpoint
+`prefix`, which writes ``<prefix>.hooks.json`` (through a temporary file and
+one rename). The checkpoint's state file is updated only after that, so a
+checkpoint that is the latest always has its hook state beside it.
+
+When the chief's session creator restores a checkpoint (at start, after a
+preemption, or an older one when the newest is damaged), it records which;
+the monitored session then loads ``<prefix>.hooks.json`` into the hooks
+before their `after_create_session`. A hook whose state is missing or
+cannot be loaded is named in a WARNING and keeps the state it had (a fresh
+one on a restart).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import weakref
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+logger = logging.getLogger("monsession")
+
+STATE_SUFFIX = ".hooks.json"
+_FORMAT = 1
+_INDEX_SUFFIX = ".index"
+
+
+def has_state(hook: Any) -> bool:
+    """Whether `hook` exports and imports its state (`state_dict`, `load_state_dict`)."""
+    return callable(getattr(hook, "state_dict", None)) and callable(
+        getattr(hook, "load_state_dict", None)
+    )
+
+
+def _strict_json(value: Any, where: str) -> str:
+    """`value` as JSON text; raises TypeError naming `where` for anything else."""
+    try:
+        return json.dumps(value, allow_nan=True, sort_keys=True)
+    except (TypeError, ValueError) as error:
+        raise TypeError(
+            f"{where} returned {value!r}, which is not plain JSON data ({error}). Return "
+            "dicts, lists, strings, numbers, booleans and None (convert NumPy values with "
+            "float() or int())."
+        ) from error
+
+
+class HookStates:
+    """The stateful hooks of one monitored session, each under a stable key.
+
+    A hook's key is its `state_key` attribute when it has one (a string),
+    else its class name and its index among the stateful hooks of that class:
+    ``"StepCounterHook[0]"``.
+
+    Args:
+      hooks: The session's hooks, in order.
+      owner: The session's class name, for error messages.
+
+    Raises:
+      TypeError: If a hook's `state_key` is not a non-empty string.
+      ValueError: If two hooks have the same key.
+    """
+
+    def __init__(self, hooks: Iterable[Any], owner: str) -> None:
+        self._hooks: dict[str, Any] = {}
+        counts: dict[str, int] = {}
+        for hook in hooks:
+            if not has_state(hook):
+                continue
+            key = getattr(hook, "state_key", None)
+            if key is None:
+                name = type(hook).__name__
+                key = f"{name}[{counts.get(name, 0)}]"
+                counts[name] = counts.get(name, 0) + 1
+            elif not isinstance(key, str) or not key:
+                raise TypeError(
+                    f"{owner}: {type(hook).__name__}.state_key must be a non-empty string "
+                    f"naming the hook's saved state, got {key!r}."
+                )
+            if key in self._hooks:
+                raise ValueError(
+                    f"{owner}: {type(hook).__name__} and {type(self._hooks[key]).__name__} "
+                    f"both save their state under the key {key!r}; give one of them another "
+                    "state_key."
+                )
+            self._hooks[key] = hook
+
+    @property
+    def keys(self) -> list[str]:
+        """The keys of the stateful hooks, in the session's order."""
+        return list(self._hooks)
+
+    def collect(self) -> dict[str, Any]:
+        """Every stateful hook's `state_dict()`, by key, checked to be plain JSON.
+
+        Raises:
+          TypeError: If a hook returns something JSON cannot hold (names the hook).
+        """
+        states = {}
+        for key, hook in self._hooks.items():
+            state = hook.state_dict()
+            _strict_json(state, f"{type(hook).__name__}.state_dict() (key {key!r})")
+            states[key] = state
+        return states
+
+    def write(self, prefix: str) -> str | None:
+        """Writes ``<prefix>.hooks.json`` in one rename; returns its path (`None`: no hook).
+
+        Also deletes the hook-state files of checkpoints whose index file is
+        gone (deleted by the saver's `max_to_keep`).
+        """
+        if not self._hooks:
+            return None
+        text = json.dumps({"format": _FORMAT, "hooks": self.collect()}, allow_nan=True, indent=1)
+        import tensorflow as tf
+
+        path = prefix + STATE_SUFFIX
+        directory = os.path.dirname(prefix) or "."
+        tf.io.gfile.makedirs(directory)  # The saver would create it too.
+        temporary = f"{path}.monsession-tmp-{os.getpid()}"
+        with tf.io.gfile.GFile(temporary, "w") as state_file:
+            state_file.write(text)
+        tf.io.gfile.rename(temporary, path, overwrite=True)
+        _prune(directory, keep=path)
+        return path
+
+    def restore(self, prefix: str) -> None:
+        """Loads ``<prefix>.hooks.json`` into the hooks; warns for each one it cannot."""
+        if not self._hooks:
+            return
+        import tensorflow as tf
+
+        path = prefix + STATE_SUFFIX
+        if not tf.io.gfile.exists(path):
+            logger.info(
+                "No hook state beside checkpoint %s (%s is missing: the checkpoint was not "
+                "written by a monsession CheckpointSaverHook); the hooks %s start fresh.",
+                prefix,
+                path,
+                ", ".join(self._hooks),
+            )
+            return
+        try:
+            with tf.io.gfile.GFile(path, "r") as state_file:
+                saved = json.loads(state_file.read())
+            states = saved["hooks"]
+            if not isinstance(states, Mapping):
+                raise ValueError("'hooks' is not a mapping")
+        except Exception as error:
+            logger.warning(
+                "The hook state file %s cannot be read (%s: %s); the hooks %s start fresh.",
+                path,
+                type(error).__name__,
+                error,
+                ", ".join(self._hooks),
+            )
+            return
+        for key, hook in self._hooks.items():
+            self._restore_one(key, hook, states, path)
+
+    @staticmethod
+    def _restore_one(key: str, hook: Any, states: Mapping[str, Any], path: str) -> None:
+        name = type(hook).__name__
+        if key not in states:
+            logger.warning(
+                "%s (key %r) has no saved state in %s; it starts fresh.", name, key, path
+            )
+            return
+        before = hook.state_dict()
+        try:
+            hook.load_state_dict(states[key])
+        except Exception as error:
+            logger.warning(
+                "%s (key %r) could not load its saved state from %s (%s: %s); it starts fresh.",
+                name,
+                key,
+                path,
+                type(error).__name__,
+                error,
+            )
+            hook.load_state_dict(before)
+            return
+        logger.info("%s (key %r): state restored from %s.", name, key, path)
+
+
+def _prune(directory: str, keep: str) -> None:
+    """Deletes the hook-state files of `directory` whose checkpoint index is gone."""
+    import tensorflow as tf
+
+    try:
+        names = tf.io.gfile.listdir(directory)
+    except Exception:
+        return
+    present = set(names)
+    for name in names:
+        if not name.endswith(STATE_SUFFIX):
+            continue
+        path = os.path.join(directory, name)
+        prefix = name[: -len(STATE_SUFFIX)]
+        if path != keep and prefix + _INDEX_SUFFIX not in present:
+            try:
+                tf.io.gfile.remove(path)
+            except Exception as error:
+                logger.debug("Could not delete %s: %s", path, error)
+
+
+_by_session: weakref.WeakKeyDictionary[Any, HookStates] = weakref.WeakKeyDictionary()
+_restored: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+
+
+def attach(session: Any, states: HookStates) -> None:
+    """Makes `states` the hook states saved for checkpoints of `session`."""
+    try:
+        _by_session[session] = states
+    except TypeError:
+        logger.debug("%r cannot be weakly referenced: its hooks' state is not saved.", session)
+
+
+def record_restore(session: Any, prefix: str) -> None:
+    """Records that `session` was created from the checkpoint `prefix` (session creators)."""
+    try:
+        _restored[session] = prefix
+    except TypeError:
+        pass
+
+
+def restored_from(session: Any) -> str | None:
+    """The checkpoint prefix `session` was restored from, if a creator recorded one."""
+    try:
+        return _restored.get(session)
+    except TypeError:
+        return None
+
+
+def save_hook_state(session: Any, checkpoint_prefix: str) -> str | None:
+    """Writes the state of the hooks of `session`'s monitored session beside a checkpoint.
+
+    Call it just before writing the checkpoint `checkpoint_prefix` (the path
+    the saver will give it, e.g. ``<dir>/model.ckpt-<step>``), so that the
+    file exists before the checkpoint's state file names the checkpoint:
+    ``<checkpoint_prefix>.hooks.json``, written in one rename. The session
+    restores it into the hooks when it is next created from that checkpoint.
+    `CheckpointSaverHook` calls this for every checkpoint it writes; a hook
+    package that writes its own checkpoints calls it too.
+
+    ```python
+    def after_run(self, run_context, run_values):
+        prefix = f"{self._directory}/model.ckpt-{step}"
+        monsession.save_hook_state(run_context.session, prefix)
+        self._saver.save(run_context.session, prefix)
+    ```
+
+    Args:
+      session: The session handed to the hook (`after_create_session`, `end`,
+        `run_context.session`).
+      checkpoint_prefix: The prefix of the checkpoint about to be written.
+
+    Returns:
+      The path written, or `None` when `session` belongs to no monitored
+      session or none of its hooks has state.
+
+    Raises:
+      TypeError: If a hook's `state_dict()` is not plain JSON data (names the hook).
+    """
+    try:
+        states = _by_session.get(session)
+    except TypeError:
+        return None
+    if states is None:
+        return None
+    return states.write(os.fspath(checkpoint_prefix))

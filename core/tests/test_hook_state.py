@@ -1,0 +1,251 @@
+"""Hook state saved beside checkpoints (`monsession.save_hook_state`) and restored with them."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+
+import pytest
+import tensorflow as tf
+
+import monsession
+
+
+class Counter(monsession.SessionRunHook):
+    """Counts the runs it sees; its count is its state."""
+
+    def __init__(self, state_key=None):
+        if state_key is not None:
+            self.state_key = state_key
+        self.seen = 0
+        self.created = 0
+
+    def after_create_session(self, session, coord):
+        self.created += 1
+
+    def after_run(self, run_context, run_values):
+        self.seen += 1
+
+    def state_dict(self):
+        return {"seen": self.seen}
+
+    def load_state_dict(self, state):
+        self.seen = int(state["seen"])
+
+
+class Picky(Counter):
+    """Loads only counts below 100, after changing its count (to test the rollback)."""
+
+    def load_state_dict(self, state):
+        self.seen = -1
+        if state["seen"] >= 100:
+            raise ValueError("too many")
+        self.seen = state["seen"]
+
+
+class SaveAt(monsession.SessionRunHook):
+    """Writes a checkpoint after the runs that reach `steps`, hook state first."""
+
+    def __init__(self, directory, steps, program, scaffold):
+        self.directory = directory
+        self.steps = set(steps)
+        self.program = program
+        self.scaffold = scaffold
+        self.manager = None
+
+    def after_run(self, run_context, run_values):
+        step = run_context.global_step_after()
+        if step not in self.steps:
+            return
+        prefix = os.path.join(self.directory, f"model.ckpt-{step}")
+        assert monsession.save_hook_state(run_context.session, prefix) == prefix + ".hooks.json"
+        if self.program.mode == "graph":
+            self.scaffold.saver.save(
+                run_context.session, os.path.join(self.directory, "model.ckpt"), global_step=step
+            )
+        else:
+            if self.manager is None:
+                self.manager = tf.train.CheckpointManager(
+                    self.program.checkpoint,
+                    self.directory,
+                    max_to_keep=None,
+                    checkpoint_name="model.ckpt",
+                )
+            self.manager.save(checkpoint_number=step)
+
+
+def _session(program, directory, hooks):
+    scaffold = program.scaffold()
+    creator = monsession.ChiefSessionCreator(scaffold=scaffold, checkpoint_dir=directory)
+    return monsession.MonitoredSession(creator, hooks=hooks), scaffold
+
+
+def _train(program, directory, hooks, runs, save_steps=()):
+    scaffold = program.scaffold()
+    saver = SaveAt(directory, save_steps, program, scaffold)
+    creator = monsession.ChiefSessionCreator(scaffold=scaffold, checkpoint_dir=directory)
+    with monsession.MonitoredSession(creator, hooks=[*hooks, saver]) as sess:
+        for _ in range(runs):
+            sess.run(program.step)
+
+
+def test_second_or_step_timer_state_round_trips_and_rejects_bad_states():
+    timer = monsession.SecondOrStepTimer(every_steps=5)
+    assert timer.state_dict() == {"last_triggered_step": None, "last_triggered_time": None}
+    timer.update_last_triggered_step(7)
+    state = json.loads(json.dumps(timer.state_dict()))
+    other = monsession.SecondOrStepTimer(every_steps=5)
+    other.load_state_dict(state)
+    assert other.state_dict() == timer.state_dict()
+    assert not other.should_trigger_for_step(11)
+    assert other.should_trigger_for_step(12)
+    for bad in (
+        {"last_triggered_step": "7", "last_triggered_time": 1.0},
+        {"last_triggered_step": 7, "last_triggered_time": float("nan")},
+        {"last_triggered_step": 7, "last_triggered_time": None},
+        [7, 1.0],
+    ):
+        with pytest.raises(ValueError, match="SecondOrStepTimer"):
+            other.load_state_dict(bad)
+        assert other.last_triggered_step() == 7
+
+
+def test_state_is_saved_beside_the_checkpoint_and_restored_with_it(program, tmp_path, caplog):
+    directory = str(tmp_path)
+    first, keyed = Counter(), Counter(state_key="my-counter")
+    _train(program, directory, [first, keyed], runs=5, save_steps=[3])
+    with open(tmp_path / "model.ckpt-3.hooks.json") as state_file:
+        saved = json.load(state_file)["hooks"]
+    # Written before the SaveAt hook's own after_run of step 3: all three runs.
+    assert saved == {"Counter[0]": {"seen": 3}, "my-counter": {"seen": 3}}
+
+    restored, again, added = Counter(), Counter(state_key="my-counter"), Counter()
+    with caplog.at_level(logging.INFO, logger="monsession"):
+        sess, _ = _session(program, directory, [added, again, restored])
+        with sess:
+            # Keys by class and index among stateful hooks: `added` is now Counter[0].
+            assert (added.seen, again.seen, restored.seen) == (3, 3, 0)
+            assert added.created == 1
+    warnings = [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno == logging.WARNING and r.name == "monsession"
+    ]
+    assert warnings == [
+        f"Counter (key 'Counter[1]') has no saved state in "
+        f"{os.path.join(directory, 'model.ckpt-3.hooks.json')}; it starts fresh."
+    ]
+
+
+def test_a_hook_that_cannot_load_its_state_warns_and_keeps_its_own(program, tmp_path, caplog):
+    directory = str(tmp_path)
+    counter = Picky()
+    counter.seen = 500
+    _train(program, directory, [counter], runs=1, save_steps=[1])
+    picky = Picky()
+    picky.seen = 2
+    with caplog.at_level(logging.WARNING, logger="monsession"):
+        sess, _ = _session(program, directory, [picky])
+        with sess:
+            assert picky.seen == 2
+    (message,) = [r.getMessage() for r in caplog.records if r.name == "monsession"]
+    assert message.startswith("Picky (key 'Picky[0]') could not load its saved state")
+    assert "could not load its saved state" in message and "ValueError: too many" in message
+
+
+def test_an_unreadable_state_file_warns_naming_it(program, tmp_path, caplog):
+    directory = str(tmp_path)
+    _train(program, directory, [Counter()], runs=2, save_steps=[2])
+    (tmp_path / "model.ckpt-2.hooks.json").write_text("{not json")
+    counter = Counter()
+    with caplog.at_level(logging.WARNING, logger="monsession"):
+        sess, _ = _session(program, directory, [counter])
+        with sess:
+            assert counter.seen == 0
+    (message,) = [r.getMessage() for r in caplog.records if r.name == "monsession"]
+    assert "model.ckpt-2.hooks.json cannot be read" in message
+    assert "the hooks Counter[0] start fresh" in message
+
+
+def test_recovery_from_a_preemption_restores_the_checkpoints_state(program, tmp_path):
+    directory = str(tmp_path)
+
+    class AbortOnce(monsession.SessionRunHook):
+        aborted = False
+
+        def before_run(self, run_context):
+            if run_context.global_step == 4 and not self.aborted:
+                AbortOnce.aborted = True
+                raise tf.errors.AbortedError(None, None, "preempted")
+
+    counter = Counter()
+    scaffold = program.scaffold()
+    saver = SaveAt(directory, [2], program, scaffold)
+    creator = monsession.ChiefSessionCreator(scaffold=scaffold, checkpoint_dir=directory)
+    with monsession.MonitoredSession(creator, hooks=[counter, AbortOnce(), saver]) as sess:
+        for _ in range(4):
+            sess.run(program.step)
+        assert counter.seen == 4
+        sess.run(program.step)  # Aborts, restores step 2, then runs step 3.
+        assert counter.created == 2
+        assert counter.seen == 3  # 2 from the checkpoint, then this run.
+
+
+def test_damaged_newest_checkpoint_restores_the_older_ones_state(program, tmp_path, caplog):
+    directory = str(tmp_path)
+    counter = Counter()
+    _train(program, directory, [counter], runs=4, save_steps=[2, 4])
+    for data in tmp_path.glob("model.ckpt-4.data-*"):
+        data.write_bytes(b"damaged")
+    restored = Counter()
+    with caplog.at_level(logging.WARNING, logger="monsession"):
+        sess, _ = _session(program, directory, [restored])
+        with sess:
+            assert restored.seen == 2
+    assert any("Damaged checkpoint files" in r.getMessage() for r in caplog.records)
+
+
+def test_state_files_of_deleted_checkpoints_are_removed(graph, tmp_path):
+    global_step = monsession.get_or_create_global_step()
+    increment = global_step.assign_add(1)
+    saver = tf.compat.v1.train.Saver(max_to_keep=1)
+    counter = Counter()
+    directory = str(tmp_path)
+
+    class SaveEvery(monsession.SessionRunHook):
+        def after_run(self, run_context, run_values):
+            step = run_context.global_step_after()
+            monsession.save_hook_state(run_context.session, f"{directory}/model.ckpt-{step}")
+            saver.save(run_context.session, f"{directory}/model.ckpt", global_step=step)
+
+    with monsession.MonitoredSession(hooks=[counter, SaveEvery()]) as sess:
+        for _ in range(3):
+            sess.run(increment)
+    # The file of step 1 went with the next save; the one of step 2 goes with the
+    # next one (the saver deletes the checkpoint after the state is written).
+    assert sorted(p.name for p in tmp_path.glob("*.hooks.json")) == [
+        "model.ckpt-2.hooks.json",
+        "model.ckpt-3.hooks.json",
+    ]
+
+
+def test_bad_state_keys_and_states_are_named(graph, tmp_path):
+    global_step = monsession.get_or_create_global_step()
+    with pytest.raises(
+        ValueError, match="Counter and Counter both save their state under the key 'k'"
+    ):
+        monsession.MonitoredSession(hooks=[Counter("k"), Counter("k")])
+    with pytest.raises(TypeError, match=r"Counter\.state_key must be a non-empty string"):
+        monsession.MonitoredSession(hooks=[Counter(3)])
+
+    class SetState(Counter):
+        def state_dict(self):
+            return {"seen": {1, 2}}
+
+    with monsession.MonitoredSession(hooks=[SetState()]) as sess:
+        with pytest.raises(TypeError, match=r"SetState.state_dict\(\) \(key 'SetState\[0\]'\)"):
+            monsession.save_hook_state(sess._tf_sess(), str(tmp_path / "model.ckpt-0"))
+        sess.run(global_step)
+    assert not list(tmp_path.iterdir())
+    assert monsession.save_hook_state(object(), str(tmp_path / "x")) is None

@@ -1,0 +1,95 @@
+"""CheckpointSaverHook writes the hooks' state beside every checkpoint, in both modes."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import tensorflow as tf
+from checkpoint_testing import counter_program, fresh_eager, fresh_graph
+
+import monsession
+from monsession_hooks_checkpoint import CheckpointSaverHook
+from monsession_hooks_checkpoint._tf_compat import manager_checkpoint_prefix
+
+
+def _saved_hooks(path):
+    with open(path) as state_file:
+        return json.load(state_file)["hooks"]
+
+
+def test_tf_compat_manager_checkpoint_prefix(tmp_path):
+    with fresh_eager():
+        checkpoint = tf.train.Checkpoint(step=tf.Variable(0))
+        manager = tf.train.CheckpointManager(
+            checkpoint, str(tmp_path), max_to_keep=1, checkpoint_name="abc"
+        )
+        assert manager_checkpoint_prefix(manager) == os.path.join(str(tmp_path), "abc")
+        assert manager.save(checkpoint_number=3) == os.path.join(str(tmp_path), "abc-3")
+
+
+def test_seconds_timer_keeps_its_wall_clock_trigger_across_a_restart(tmp_path):
+    directory = str(tmp_path)
+    with fresh_graph():
+        global_step, train_op, _ = counter_program()
+        hook = CheckpointSaverHook(directory, save_secs=3600)
+        with monsession.SingularMonitoredSession(hooks=[hook], checkpoint_dir=directory) as sess:
+            for _ in range(3):
+                sess.run(train_op)
+        # Step 0 at creation, step 3 at end(), each a trigger of the timer.
+        saved = _saved_hooks(os.path.join(directory, "model.ckpt-3.hooks.json"))
+        timer = saved["CheckpointSaverHook[0]"]["timer"]
+        assert timer == hook.state_dict()["timer"]
+        assert timer["last_triggered_step"] == 3
+        assert os.path.exists(os.path.join(directory, "model.ckpt-0.hooks.json"))
+    with fresh_graph():
+        global_step, train_op, _ = counter_program()
+        restarted = CheckpointSaverHook(directory, save_secs=3600)
+        with monsession.SingularMonitoredSession(
+            hooks=[restarted], checkpoint_dir=directory
+        ) as sess:
+            # The hour counts from the save at step 3 (wall-clock), not from
+            # this restart: the restored trigger is kept as it was.
+            assert restarted.state_dict()["timer"] == timer
+            assert sess.run(global_step) == 3
+
+
+def test_eager_user_manager_names_the_state_files_and_restores_the_timer(tmp_path):
+    directory = str(tmp_path)
+    with fresh_eager():
+        step = monsession.get_or_create_global_step()
+        checkpoint = tf.train.Checkpoint(step=step)
+        manager = tf.train.CheckpointManager(
+            checkpoint, directory, max_to_keep=None, checkpoint_name="custom"
+        )
+
+        @tf.function
+        def train():
+            step.assign_add(1)
+
+        hook = CheckpointSaverHook(directory, save_steps=2, saver=manager)
+        scaffold = monsession.Scaffold(saver=checkpoint)
+        with monsession.SingularMonitoredSession(
+            hooks=[hook], scaffold=scaffold, checkpoint_dir=directory
+        ) as sess:
+            for _ in range(5):
+                sess.run(train)
+        assert sorted(n for n in os.listdir(directory) if n.endswith(".hooks.json")) == [
+            f"custom-{n}.hooks.json" for n in (0, 2, 4, 5)
+        ]
+        saved = _saved_hooks(os.path.join(directory, "custom-4.hooks.json"))
+        assert saved["CheckpointSaverHook[0]"]["timer"]["last_triggered_step"] == 4
+    with fresh_eager():
+        step = monsession.get_or_create_global_step()
+        checkpoint = tf.train.Checkpoint(step=step)
+        restarted = CheckpointSaverHook(directory, save_steps=2, scaffold=None, saver=checkpoint)
+        with monsession.SingularMonitoredSession(
+            hooks=[restarted],
+            scaffold=monsession.Scaffold(saver=checkpoint),
+            checkpoint_dir=directory,
+        ):
+            state = restarted.state_dict()["timer"]
+        expected = _saved_hooks(os.path.join(directory, "custom-5.hooks.json"))
+        # The checkpoint of step 5 was written by end(), a trigger too.
+        assert state == expected["CheckpointSaverHook[0]"]["timer"]
+        assert state["last_triggered_step"] == 5
