@@ -166,7 +166,7 @@ def test_progbar_logger_shows_the_same_progress(tmp_path, capsys):
     assert lines() == fit_lines
 
 
-class _Interrupt(Exception):
+class _InterruptError(Exception):
     pass
 
 
@@ -174,7 +174,7 @@ def test_backup_and_restore_resumes_at_the_same_epoch_with_the_same_weights(tmp_
     def interrupted(directory):
         def stop(epoch, logs):
             if epoch == 1:
-                raise _Interrupt
+                raise _InterruptError
 
         return [
             keras.callbacks.BackupAndRestore(str(directory / "backup")),
@@ -191,7 +191,7 @@ def test_backup_and_restore_resumes_at_the_same_epoch_with_the_same_weights(tmp_
         ]
 
     for directory in ("fit", "loop"):
-        with pytest.raises(_Interrupt):
+        with pytest.raises(_InterruptError):
             if directory == "fit":
                 fit_run(interrupted(tmp_path / "fit"))
             else:

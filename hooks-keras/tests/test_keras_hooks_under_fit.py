@@ -86,7 +86,9 @@ def test_summary_saver_and_step_counter_write_the_same_events(tmp_path):
     assert scalars(tmp_path / "loop" / "summaries") == fit
 
     def rate_steps(run):
-        return [(step, tag.split("/")[-1]) for _, step, tag, _ in scalars(tmp_path / run / "counter")]
+        return [
+            (step, tag.split("/")[-1]) for _, step, tag, _ in scalars(tmp_path / run / "counter")
+        ]
 
     # The first trigger (step 1) starts the clock; rates follow at steps 3 and 5.
     assert rate_steps("fit") == rate_steps("loop") == [(3, "sec"), (5, "sec")]
@@ -141,7 +143,7 @@ def test_progress_bar_hook_logs_the_same_progress(caplog):
             if run == "fit":
                 fit_run([HooksCallback([hook])])
             else:
-                loop_run(lambda model: [hook])
+                loop_run(lambda model, hook=hook: [hook])
         outputs[run] = [
             re.sub(r"[\d.]+ steps/sec|ETA [^,]*", "", r.getMessage())
             for r in caplog.records
@@ -225,12 +227,12 @@ def test_bad_hooks_and_feeds_fail_clearly():
         def before_run(self, run_context):
             return monsession.SessionRunArgs(None, feed_dict={"x": 1})
 
-    with pytest.raises(ValueError, match="Feeds feeds \\['x'\\], but model.fit takes no feeds"):
+    with pytest.raises(ValueError, match=r"Feeds feeds \['x'\], but model\.fit takes no feeds"):
         fit_run([HooksCallback([Feeds()])], epochs=1)
 
     class Fetches(monsession.SessionRunHook):
         def before_run(self, run_context):
             return monsession.SessionRunArgs("accuracy")
 
-    with pytest.raises(ValueError, match="Fetches fetches 'accuracy', but model.fit's logs"):
+    with pytest.raises(ValueError, match=r"Fetches fetches 'accuracy', but model\.fit's logs"):
         fit_run([HooksCallback([Fetches()])], epochs=1)

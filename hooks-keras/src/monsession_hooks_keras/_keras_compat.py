@@ -25,7 +25,6 @@ def initial_epoch(model: Any) -> int:
     return int(getattr(model, INITIAL_EPOCH_ATTRIBUTE, None) or 0)
 
 
-
 def is_default(method: Any) -> bool:
     """Whether `method` is a no-op method of `keras.callbacks.Callback` (Keras's marker)."""
     return bool(getattr(method, DEFAULT_MARKER, False))
