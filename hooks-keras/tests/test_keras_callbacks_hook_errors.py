@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import keras
 import pytest
 import tensorflow as tf
@@ -59,3 +61,15 @@ def test_a_log_the_step_does_not_return_is_named():
                 [keras.callbacks.TerminateOnNaN()], m, logs=("loss", "accuracy")
             ),
         )
+
+
+def test_tensorboard_write_graph_is_named_as_what_does_not_work_outside_fit(caplog, tmp_path):
+    with caplog.at_level(logging.WARNING):
+        KerasCallbacksHook([keras.callbacks.TensorBoard(str(tmp_path))], make_model())
+    assert "callbacks[0] is TensorBoard(write_graph=True)" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        KerasCallbacksHook(
+            [keras.callbacks.TensorBoard(str(tmp_path), write_graph=False)], make_model()
+        )
+    assert "TensorBoard" not in caplog.text

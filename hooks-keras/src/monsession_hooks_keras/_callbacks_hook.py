@@ -8,7 +8,13 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from monsession import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
+from monsession import (
+    SessionRunArgs,
+    SessionRunContext,
+    SessionRunHook,
+    SessionRunValues,
+    tf_logging,
+)
 from monsession_hooks_keras import _keras_compat
 from monsession_hooks_keras._logs import acts_on, host_logs, needs_batch_logs
 
@@ -38,6 +44,15 @@ def _check_callbacks(callbacks: Iterable[Any]) -> list[Any]:
             raise ValueError(
                 f"{_NAME}: callbacks[{index}] is a HooksCallback, which runs monsession hooks "
                 "inside model.fit; in a monsession loop pass those hooks to the session instead."
+            )
+        if isinstance(callback, keras.callbacks.TensorBoard) and callback.write_graph:
+            tf_logging.warning(
+                "%s: callbacks[%d] is TensorBoard(write_graph=True), which writes the graph of "
+                "model.fit's train_function; outside fit there is none, so no graph is written "
+                "(its scalars, histograms and profiles are). Pass write_graph=False to silence "
+                "this warning.",
+                _NAME,
+                index,
             )
     return checked
 
