@@ -189,7 +189,8 @@ def run(steps: int, rounds: int) -> dict[str, Any]:
     medians = {variant: statistics.median(values) for variant, values in samples.items()}
     ratios = {
         f"{variant} / {base}": round(
-            statistics.median(a / b for a, b in zip(samples[variant], samples[base])), 3
+            statistics.median(a / b for a, b in zip(samples[variant], samples[base], strict=True)),
+            3,
         )
         for variant, base in BASELINE.items()
     }

@@ -8,8 +8,9 @@ processes), `bench_core` (per-step cost vs a raw loop and TensorFlow's
 `MonitoredSession`), `bench_hooks` (the cost of 1, 10 and 100 idle hooks),
 `bench_debug` (`NanTensorHook`), `bench_checkpoint` (the stall of a
 ~100 MB checkpoint, sync vs async) and `bench_keras` (the Keras bridges:
-`KerasCallbacksHook` in a loop, `HooksCallback` in `model.fit`). Each comparison is measured side by side
-within its benchmark: variants interleaved over repeated rounds, medians.
+`KerasCallbacksHook` in a loop, `HooksCallback` in `model.fit`). Each
+comparison is measured side by side within its benchmark: variants
+interleaved over repeated rounds, medians.
 
 Writes `benchmarks/results/results.json` (every number, the targets and
 whether each is met), `benchmarks/results/results.png` (a chart), the
@@ -203,8 +204,8 @@ def run_benchmarks(quick: bool) -> dict[str, Any]:
     timed("hooks", bench_hooks.run)
     timed("step_service", bench_step_service.run)
     timed("debug", bench_debug.run)
-    timed("keras", bench_keras.run)
     timed("checkpoint", bench_checkpoint.run)
+    timed("keras", bench_keras.run)
     results["seconds"] = timings
     return results
 
