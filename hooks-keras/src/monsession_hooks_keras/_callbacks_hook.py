@@ -74,8 +74,9 @@ class KerasCallbacksHook(SessionRunHook):
     The session's lifecycle and steps drive the callbacks:
 
     * `on_train_begin` when the session is created (not again when it is
-      re-created after a preemption error); `on_train_end` in `end()`, with
-      the logs of the last `epoch_end()`.
+      re-created after a preemption error; again in a new session that
+      holds the same hook); `on_train_end` in `end()`, with the logs of the
+      last `epoch_end()`.
     * `on_train_batch_begin` / `on_train_batch_end` around every step. The
       batch index is the number of global steps since the last
       `epoch_begin()` (since the first step without epochs), from the step
@@ -170,6 +171,9 @@ class KerasCallbacksHook(SessionRunHook):
     def begin(self) -> None:
         if not tf.executing_eagerly():
             raise RuntimeError(_GRAPH_MODE)
+        self._started = False  # A new session: training begins (again).
+        self._first_step = None
+        self._epoch_logs = None
 
     def after_create_session(self, session: Any, coord: Any) -> None:
         if self._started:
