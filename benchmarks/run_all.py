@@ -6,9 +6,11 @@ or ``tox -e bench`` (``tox -e bench -- --quick``). Runs, in this order:
 `bench_startup` (`import monsession` and `monsession plugins` in fresh
 processes), `bench_core` (per-step cost vs a raw loop and TensorFlow's
 `MonitoredSession`), `bench_hooks` (the cost of 1, 10 and 100 idle hooks),
-`bench_debug` (`NanTensorHook`) and `bench_checkpoint` (the stall of a
-~100 MB checkpoint, sync vs async). Each comparison is measured side by side
-within its benchmark: variants interleaved over repeated rounds, medians.
+`bench_debug` (`NanTensorHook`), `bench_checkpoint` (the stall of a
+~100 MB checkpoint, sync vs async) and `bench_keras` (the Keras bridges:
+`KerasCallbacksHook` in a loop, `HooksCallback` in `model.fit`). Each
+comparison is measured side by side within its benchmark: variants
+interleaved over repeated rounds, medians.
 
 Writes `benchmarks/results/results.json` (every number, the targets and
 whether each is met), `benchmarks/results/results.png` (a chart), the
@@ -48,6 +50,7 @@ SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
     "step_service": {"full": {"steps": 300, "rounds": 41}, "quick": {"steps": 200, "rounds": 9}},
     "debug": {"full": {"steps": 100, "rounds": 41}, "quick": {"steps": 100, "rounds": 11}},
     "fused": {"full": {"steps": 1000, "rounds": 15}, "quick": {"steps": 1000, "rounds": 3}},
+    "keras": {"full": {"steps": 200, "rounds": 15}, "quick": {"steps": 100, "rounds": 5}},
     "checkpoint": {
         "full": {"rounds": 6, "saves": 4, "megabytes": 100},
         "quick": {"rounds": 1, "saves": 3, "megabytes": 100},
@@ -147,6 +150,18 @@ TARGETS = [
         1.5,
         lambda r: r["fused"]["ratios"]["monsession/auto / fused100"],
     ),
+    Target(
+        "eager loop: `KerasCallbacksHook` (epoch callbacks) / the loop without it",
+        "x",
+        1.05,
+        lambda r: r["keras"]["ratios"]["loop_callbacks / loop"],
+    ),
+    Target(
+        "`model.fit`: `HooksCallback` (one idle hook) / `fit` without it",
+        "x",
+        1.10,
+        lambda r: r["keras"]["ratios"]["fit_hooks_idle / fit"],
+    ),
     Target("`import monsession`", "ms", 100, lambda r: r["startup"]["median_ms"]["import_ms"]),
     Target(
         "`monsession plugins` (whole process)",
@@ -188,6 +203,7 @@ def run_benchmarks(quick: bool) -> dict[str, Any]:
     import bench_debug
     import bench_fused
     import bench_hooks
+    import bench_keras
     import bench_step_service
     import tensorflow as tf
 
@@ -198,6 +214,7 @@ def run_benchmarks(quick: bool) -> dict[str, Any]:
     timed("debug", bench_debug.run)
     timed("fused", bench_fused.run)
     timed("checkpoint", bench_checkpoint.run)
+    timed("keras", bench_keras.run)
     results["seconds"] = timings
     return results
 
@@ -329,6 +346,18 @@ def markdown(report: dict[str, Any]) -> str:
             f"| {executor} | {ratio['session']:.2f} | {ratio['nan_every_step']:.2f} | "
             f"{ratio['nan_every_100']:.2f} |"
         )
+    keras_ratios, keras_us = report["keras"]["ratios"], report["keras"]["median_step_us"]
+    lines += [
+        "",
+        "The Keras bridges, per-step time as a ratio to the same loop without the bridge "
+        f"(median µs per step: loop {keras_us['loop']:.0f}, `fit` {keras_us['fit']:.0f}): "
+        "`KerasCallbacksHook` with epoch callbacks (nothing fetched) "
+        f"{keras_ratios['loop_callbacks / loop']:.2f}, with `TerminateOnNaN` (the loss read "
+        f"after every step) {keras_ratios['loop_callbacks_logs / loop']:.2f}; `HooksCallback` "
+        f"with one idle hook {keras_ratios['fit_hooks_idle / fit']:.2f}, with `StopAtStepHook`, "
+        "`StepCounterHook` and `LoggingTensorHook` every 100 "
+        f"{keras_ratios['fit_hooks_standard / fit']:.2f}.",
+    ]
     stall = report["checkpoint"]["median_stall_ms"]
     startup = report["startup"]["median_ms"]
     lines += [

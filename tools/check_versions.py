@@ -36,6 +36,7 @@ PACKAGES = {
     "hooks-summary": "monsession_hooks_summary",
     "hooks-logging": "monsession_hooks_logging",
     "hooks-debug": "monsession_hooks_debug",
+    "hooks-keras": "monsession_hooks_keras",
 }
 
 

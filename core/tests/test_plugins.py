@@ -583,7 +583,8 @@ def test_known_families_name_our_distributions() -> None:
         **_plugin_manager.KNOWN_ARGUMENT_FAMILIES,
     }.values()
     assert set(families) == {
-        f"monsession-hooks-{name}" for name in ("checkpoint", "summary", "logging", "debug")
+        f"monsession-hooks-{name}"
+        for name in ("checkpoint", "summary", "logging", "debug", "keras")
     }
 
 

@@ -13,7 +13,7 @@ import importlib.metadata
 
 from monsession import plugins
 
-FAMILIES = ("checkpoint", "summary", "logging", "debug")
+FAMILIES = ("checkpoint", "summary", "logging", "debug", "keras")
 
 
 def _registered() -> tuple[dict[str, str], dict[str, str]]:

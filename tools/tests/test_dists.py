@@ -26,6 +26,7 @@ RELEASED = {
     "monsession-hooks-summary": "monsession_hooks_summary",
     "monsession-hooks-logging": "monsession_hooks_logging",
     "monsession-hooks-debug": "monsession_hooks_debug",
+    "monsession-hooks-keras": "monsession_hooks_keras",
 }
 
 FRESH = ("monsession-core", "monsession-hooks-summary")  # installed into the fresh venv

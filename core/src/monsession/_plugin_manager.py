@@ -71,6 +71,7 @@ KNOWN_HOOK_FAMILIES: dict[str, str] = {
     "NanLossDuringTrainingError": "monsession-hooks-debug",
     "ProfilerHook": "monsession-hooks-debug",
     "HookTimingHook": "monsession-hooks-debug",
+    "KerasCallbacksHook": "monsession-hooks-keras",
 }
 KNOWN_ARGUMENT_FAMILIES: dict[str, str] = {
     "save_checkpoint_secs": "monsession-hooks-checkpoint",

@@ -1,0 +1,256 @@
+"""`KerasCallbacksHook`: Keras 3 callbacks in a monsession training loop."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import keras
+import tensorflow as tf
+
+from monsession import (
+    SessionRunArgs,
+    SessionRunContext,
+    SessionRunHook,
+    SessionRunValues,
+    tf_logging,
+)
+from monsession_hooks_keras import _keras_compat
+from monsession_hooks_keras._logs import acts_on, host_logs, needs_batch_logs
+
+_NAME = "KerasCallbacksHook"
+
+_GRAPH_MODE = (
+    f"{_NAME} runs Keras 3 callbacks in eager mode only (TF2 loops), and this session runs "
+    "in graph mode (tf.compat.v1); Keras 3 has no graph-mode training. Use the monsession "
+    "hooks (monsession.hooks.CheckpointSaverHook, SummarySaverHook, ...) in graph mode."
+)
+
+
+def _check_callbacks(callbacks: Iterable[Any]) -> list[Any]:
+    if isinstance(callbacks, keras.callbacks.Callback):
+        callbacks = [callbacks]
+    if isinstance(callbacks, keras.callbacks.CallbackList):
+        callbacks = callbacks.callbacks
+    checked = list(callbacks)
+    for index, callback in enumerate(checked):
+        if not isinstance(callback, keras.callbacks.Callback):
+            raise TypeError(
+                f"{_NAME}: callbacks[{index}] is {callback!r}; expected a Keras 3 "
+                "keras.callbacks.Callback (tf.keras in TF >= 2.16; tf_keras callbacks are "
+                "Keras 2 and do not work with Keras 3 models)."
+            )
+        if type(callback).__name__ == "HooksCallback":
+            raise ValueError(
+                f"{_NAME}: callbacks[{index}] is a HooksCallback, which runs monsession hooks "
+                "inside model.fit; in a monsession loop pass those hooks to the session instead."
+            )
+        if isinstance(callback, keras.callbacks.TensorBoard) and callback.write_graph:
+            tf_logging.warning(
+                "%s: callbacks[%d] is TensorBoard(write_graph=True), which writes the graph of "
+                "model.fit's train_function; outside fit there is none, so no graph is written "
+                "(its scalars, histograms and profiles are). Pass write_graph=False to silence "
+                "this warning.",
+                _NAME,
+                index,
+            )
+    return checked
+
+
+def _check_logs(logs: str | Sequence[str]) -> tuple[str, ...]:
+    names = (logs,) if isinstance(logs, str) else tuple(logs)
+    for name in names:
+        if not isinstance(name, str) or not name:
+            raise TypeError(
+                f"{_NAME}: logs must be the names of entries of the mapping the step returns "
+                f"(e.g. ('loss', 'accuracy')); got {logs!r}."
+            )
+    return names
+
+
+class KerasCallbacksHook(SessionRunHook):
+    """Runs Keras 3 callbacks in a monsession loop, as `model.fit` would.
+
+    The session's lifecycle and steps drive the callbacks:
+
+    * `on_train_begin` when the session is created (not again when it is
+      re-created after a preemption error; again in a new session that
+      holds the same hook); `on_train_end` in `end()`, with the logs of the
+      last `epoch_end()`.
+    * `on_train_batch_begin` / `on_train_batch_end` around every step. The
+      batch index is the number of global steps since the last
+      `epoch_begin()` (since the first step without epochs), from the step
+      service: the hook never reads the global step itself.
+    * `on_epoch_begin` / `on_epoch_end` when the loop calls `epoch_begin()`
+      / `epoch_end()`: the session has no epochs of its own.
+
+    `logs` of a batch are the entries `logs` of the mapping the step
+    returns, fetched by name and converted to host floats only when some
+    callback reads batch logs (has its own `on_train_batch_end` or
+    `on_batch_end`, Keras's own rule); otherwise nothing is fetched and the
+    step costs no device-to-host copy. A callback that sets
+    `model.stop_training = True` in a batch stops the session after that
+    step; in `epoch_end()` the method returns `True` so the loop can stop.
+
+    Eager mode only: Keras 3 does not train in graph mode, so a session in
+    graph mode raises a `RuntimeError` in `begin()`.
+
+    ```python
+    hook = KerasCallbacksHook([keras.callbacks.TensorBoard(log_dir)], model, epochs=3)
+    with monsession.MonitoredSession(hooks=[hook]) as sess:
+        for epoch in range(hook.initial_epoch, 3):
+            hook.epoch_begin(epoch)
+            for x, y in dataset:
+                outputs = sess.run(train_step, feed_dict={"x": x, "y": y})
+            if hook.epoch_end(epoch, {"loss": outputs["loss"]}):
+                break
+    ```
+
+    Args:
+      callbacks: Keras 3 `keras.callbacks.Callback`s (or a `CallbackList`).
+      model: The `keras.Model` the callbacks act on (saved, stopped, its
+        optimizer's learning rate changed...).
+      logs: The names of the entries of the step's output mapping given to
+        the callbacks as batch logs.
+      epochs: What `fit(epochs=...)` would say (`ProgbarLogger` shows it).
+      steps: Steps per epoch, if known (`ProgbarLogger`'s target).
+      verbose: The `verbose` parameter the callbacks see.
+
+    Raises:
+      TypeError: If a callback is not a Keras 3 callback, `model` is not a
+        `keras.Model`, or `logs` holds something other than names.
+      ValueError: If a callback is a `HooksCallback`.
+      RuntimeError: If built while TensorFlow is in graph mode.
+    """
+
+    def __init__(
+        self,
+        callbacks: Iterable[Any],
+        model: Any,
+        *,
+        logs: str | Sequence[str] = ("loss",),
+        epochs: int | None = None,
+        steps: int | None = None,
+        verbose: int = 1,
+    ) -> None:
+        if not tf.executing_eagerly():
+            raise RuntimeError(_GRAPH_MODE)
+        if not isinstance(model, keras.Model):
+            raise TypeError(f"{_NAME}: model must be a Keras 3 keras.Model, got {model!r}.")
+        self._callbacks = _check_callbacks(callbacks)
+        self._log_names = _check_logs(logs)
+        self._model = model
+        params = {"verbose": verbose, "epochs": epochs, "steps": steps}
+        for callback in self._callbacks:
+            callback.set_model(model)
+            callback.set_params(params)
+        # `fit` calls every callback's batch methods; the no-op ones are skipped here.
+        self._batch_begin = [cb for cb in self._callbacks if acts_on(cb, "begin")]
+        self._batch_end = [cb for cb in self._callbacks if acts_on(cb, "end")]
+        self._fetches = (
+            {name: name for name in self._log_names} if needs_batch_logs(self._callbacks) else None
+        )
+        self._started = False
+        self._first_step: int | None = None  # Global step at the start of the epoch.
+        self._batch = 0
+        self._epoch_logs: dict[str, Any] | None = None
+
+    @property
+    def callbacks(self) -> list[Any]:
+        """The callbacks, in the order they are called."""
+        return list(self._callbacks)
+
+    @property
+    def initial_epoch(self) -> int:
+        """The epoch to start the loop at: where `BackupAndRestore` resumes, else 0.
+
+        Known once the session is created (`on_train_begin` restores).
+        """
+        return _keras_compat.initial_epoch(self._model)
+
+    def begin(self) -> None:
+        if not tf.executing_eagerly():
+            raise RuntimeError(_GRAPH_MODE)
+        self._started = False  # A new session: training begins (again).
+        self._first_step = None
+        self._epoch_logs = None
+
+    def after_create_session(self, session: Any, coord: Any) -> None:
+        if self._started:
+            return  # Re-created after a preemption error: training goes on.
+        self._started = True
+        self._model.stop_training = False
+        for callback in self._callbacks:
+            callback.on_train_begin({})
+
+    def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
+        step = run_context.global_step
+        if step is None:
+            raise RuntimeError(
+                f"{_NAME}: the session knows no global step; create it with "
+                "monsession.get_or_create_global_step() and advance it in the step, so "
+                "the callbacks get batch indices."
+            )
+        if self._first_step is None:
+            self._first_step = step
+        self._batch = step - self._first_step
+        for callback in self._batch_begin:
+            callback.on_train_batch_begin(self._batch, {})
+        return None if self._fetches is None else SessionRunArgs(self._fetches)
+
+    def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+        if self._batch_end:
+            logs = {} if run_values.results is None else host_logs(run_values.results)
+            for callback in self._batch_end:
+                callback.on_train_batch_end(self._batch, logs)
+        if self._model.stop_training:
+            run_context.request_stop()
+
+    def epoch_begin(self, epoch: int) -> None:
+        """Runs the callbacks' `on_epoch_begin(epoch)`; batches count from 0 again.
+
+        Call it inside the session, before the epoch's first step.
+
+        Args:
+          epoch: The epoch index (0-based, as in `fit`).
+
+        Raises:
+          RuntimeError: If called outside the session (before it is created).
+        """
+        self._check_started("epoch_begin")
+        self._first_step = None
+        for callback in self._callbacks:
+            callback.on_epoch_begin(epoch, {})
+
+    def epoch_end(self, epoch: int, logs: Mapping[str, Any] | None = None) -> bool:
+        """Runs the callbacks' `on_epoch_end(epoch, logs)`.
+
+        Args:
+          epoch: The epoch index given to `epoch_begin()`.
+          logs: The epoch's metrics (tensors or numbers), e.g.
+            ``{"loss": mean_loss, "val_loss": val_loss}``: what `EarlyStopping`,
+            `ReduceLROnPlateau`, `ModelCheckpoint(save_best_only=True)` and
+            `CSVLogger` read. Converted to host floats here.
+
+        Returns:
+          Whether a callback asked to stop training (`model.stop_training`).
+
+        Raises:
+          RuntimeError: If called outside the session.
+        """
+        self._check_started("epoch_end")
+        self._epoch_logs = host_logs(logs or {})
+        for callback in self._callbacks:
+            callback.on_epoch_end(epoch, dict(self._epoch_logs))
+        return bool(self._model.stop_training)
+
+    def end(self, session: Any) -> None:
+        for callback in self._callbacks:
+            callback.on_train_end(None if self._epoch_logs is None else dict(self._epoch_logs))
+
+    def _check_started(self, method: str) -> None:
+        if not self._started:
+            raise RuntimeError(
+                f"{_NAME}.{method}() runs the callbacks' epoch methods during training: call it "
+                "inside the `with` block of the session that holds the hook."
+            )

@@ -1,0 +1,163 @@
+"""`HooksCallback`: monsession hooks inside `model.fit`."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable
+from typing import Any
+
+import keras
+
+from monsession import EagerSession, SessionRunHook, SessionRunValues
+from monsession_hooks_keras._fit_steps import FitRunContext, FitSteps, evaluate_fetches
+from monsession_hooks_keras._global_step import fit_global_step
+
+_NAME = "HooksCallback"
+_HOOK_METHODS = ("begin", "after_create_session", "before_run", "after_run", "end")
+
+
+def _check_hooks(hooks: Iterable[Any]) -> list[Any]:
+    if isinstance(hooks, SessionRunHook):
+        hooks = [hooks]
+    checked = list(hooks)
+    for index, hook in enumerate(checked):
+        missing = [name for name in _HOOK_METHODS if not callable(getattr(hook, name, None))]
+        if missing:
+            raise TypeError(
+                f"{_NAME}: hooks[{index}] is {hook!r}, which lacks {', '.join(missing)}; "
+                "expected a monsession.SessionRunHook."
+            )
+    return checked
+
+
+def _acts_per_step(hook: Any) -> bool:
+    """Whether the hook overrides `before_run` or `after_run` (core's rule)."""
+    kind = type(hook)
+    return any(
+        getattr(kind, name, None) is not getattr(SessionRunHook, name)
+        for name in ("before_run", "after_run")
+    )
+
+
+class HooksCallback(keras.callbacks.Callback):
+    """Runs monsession hooks inside `model.fit`, as a monitored session would.
+
+    * Train begin: the optimizer's iteration count becomes the global step
+      (`fit_global_step`), then every hook's `begin()` and
+      `after_create_session(session, None)`.
+    * Each batch (one `train_function` call): `before_run` before it,
+      `after_run` after it, with a `SessionRunContext` whose step service
+      gives the iteration count before and after the batch, counted on the
+      host (one read at train begin).
+    * Train end: every hook's `end(session)`; the global step goes back to
+      what it was.
+
+    A hook's fetches are names of `logs` entries (``"loss"``, the metrics),
+    variables, tensors or zero-argument callables; their host values reach
+    `after_run`. `run_context.request_stop()` sets `model.stop_training`, so
+    `fit` stops after the batch. The `session` hooks get is a
+    `monsession.EagerSession` (its `run()` reads variables, calls callables).
+
+    What `fit` cannot give hooks: feeds (a hook's `feed_dict` raises a
+    `ValueError`), run options and metadata (`options` is ignored,
+    `run_metadata` is `None`), restoring at train begin (restore before
+    `fit`, or use `keras.callbacks.BackupAndRestore`), and `on_failure()`:
+    Keras has no callback for a failing `fit`, so after an error neither
+    `end()` nor `on_failure()` runs, and the next `fit` with this callback
+    puts the global step back first.
+
+    ```python
+    ckpt = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
+    model.fit(x, y, epochs=2, callbacks=[HooksCallback([
+        CheckpointSaverHook(ckpt_dir, save_steps=100, saver=ckpt),
+        StopAtStepHook(last_step=1000),
+    ])])
+    ```
+
+    Args:
+      hooks: `monsession.SessionRunHook`s, called in list order.
+
+    Raises:
+      TypeError: If a hook lacks a method of the hook API.
+    """
+
+    def __init__(self, hooks: Iterable[Any]) -> None:
+        super().__init__()
+        self._hooks = _check_hooks(hooks)
+        self._per_step = [hook for hook in self._hooks if _acts_per_step(hook)]
+        self._scope: contextlib.ExitStack | None = None
+        self._session: EagerSession | None = None
+        self._steps: FitSteps | None = None
+        self._context: FitRunContext | None = None
+        self._requests: dict[int, Any] = {}
+        self._batch_begin = 0  # Index of the first step of the current batch call.
+
+    @property
+    def hooks(self) -> list[Any]:
+        """The hooks, in the order they are called."""
+        return list(self._hooks)
+
+    def on_train_begin(self, logs: Any = None) -> None:
+        self._close()  # A previous fit that raised left its state behind.
+        scope = contextlib.ExitStack()
+        variable = scope.enter_context(fit_global_step(self.model))
+        self._scope = scope
+        self._session = EagerSession()
+        self._steps = FitSteps(int(variable.numpy()))
+        for hook in self._hooks:
+            hook.begin()
+        for hook in self._hooks:
+            hook.after_create_session(self._session, None)
+
+    def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
+        assert self._steps is not None and self._session is not None, "train begin ran first"
+        self._batch_begin = batch
+        self._steps.start()
+        context = FitRunContext(self._session, self._steps)
+        requests: dict[int, Any] = {}
+        for index, hook in enumerate(self._per_step):
+            args = hook.before_run(context)
+            if args is None:
+                continue
+            if args.feed_dict:
+                raise ValueError(
+                    f"{_NAME}: {type(hook).__name__} feeds {sorted(map(str, args.feed_dict))}, "
+                    "but model.fit takes no feeds; feed the data through fit's dataset."
+                )
+            if args.fetches is not None:
+                requests[index] = args.fetches
+        self._context = context
+        self._requests = requests
+
+    def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+        context = self._context
+        assert context is not None and self._steps is not None, "batch begin ran first"
+        self._steps.finish(batch - self._batch_begin + 1)
+        context.batch_ran()
+        logs = logs or {}
+        for index, hook in enumerate(self._per_step):
+            fetches = self._requests.get(index)
+            results = (
+                None if fetches is None else evaluate_fetches(type(hook).__name__, fetches, logs)
+            )
+            hook.after_run(context, SessionRunValues(results, None, None))
+        if context.stop_requested:
+            self.model.stop_training = True
+
+    def on_train_end(self, logs: Any = None) -> None:
+        session = self._session
+        try:
+            if session is not None:
+                for hook in self._hooks:
+                    hook.end(session)
+        finally:
+            self._close()
+
+    def _close(self) -> None:
+        scope, self._scope = self._scope, None
+        session, self._session = self._session, None
+        self._context = None
+        if session is not None:
+            session.close()
+        if scope is not None:
+            scope.close()

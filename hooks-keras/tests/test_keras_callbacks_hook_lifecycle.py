@@ -1,0 +1,76 @@
+"""KerasCallbacksHook: what drives the callbacks in a session, call by call."""
+
+from __future__ import annotations
+
+import keras
+import pytest
+import tensorflow as tf
+from keras_hooks_testing import loop_run, make_model
+
+import monsession
+from monsession_hooks_keras import KerasCallbacksHook
+
+
+def _tracer(trace):
+    return keras.callbacks.LambdaCallback(
+        on_train_begin=lambda logs: trace.append("train_begin"),
+        on_epoch_begin=lambda epoch, logs: trace.append(f"epoch_begin {epoch}"),
+        on_train_batch_begin=lambda batch, logs: trace.append(f"batch_begin {batch}"),
+        on_train_batch_end=lambda batch, logs: trace.append(f"batch_end {batch} {sorted(logs)}"),
+        on_epoch_end=lambda epoch, logs: trace.append(f"epoch_end {epoch} {sorted(logs)}"),
+        on_train_end=lambda logs: trace.append(f"train_end {sorted(logs or {})}"),
+    )
+
+
+def test_without_epochs_batches_count_from_the_first_step_and_train_end_has_no_logs():
+    trace = []
+    model = make_model()
+    hook = KerasCallbacksHook([_tracer(trace)], model)
+    global_step = monsession.get_or_create_global_step()
+    global_step.assign(5)  # A restored run: batches still count from 0.
+
+    @tf.function
+    def step():
+        global_step.assign_add(1)
+        return {"loss": tf.constant(1.0)}
+
+    with monsession.MonitoredSession(hooks=[hook]) as session:
+        for _ in range(2):
+            session.run(step)
+    assert trace == ["train_begin", "batch_begin 0", "batch_end 0 ['loss']", "batch_begin 1",
+                     "batch_end 1 ['loss']", "train_end []"]  # fmt: skip
+
+
+def test_a_hook_reused_in_a_second_session_begins_training_again():
+    trace = []
+    hook = KerasCallbacksHook([_tracer(trace)], make_model())
+    monsession.get_or_create_global_step()
+    for _ in range(2):
+        with monsession.MonitoredSession(hooks=[hook]):
+            pass
+    assert trace == ["train_begin", "train_end []", "train_begin", "train_end []"]
+
+
+def test_stop_training_set_by_a_batch_callback_stops_after_that_step():
+    epochs = []
+
+    def stop(batch, logs):
+        if epochs[-1] == 1 and batch == 0:  # The third step: batches restart at each epoch.
+            model.stop_training = True
+
+    model = make_model()
+    callback = keras.callbacks.LambdaCallback(
+        on_epoch_begin=lambda epoch, logs: epochs.append(epoch), on_train_batch_end=stop
+    )
+    loop_run(
+        lambda m: [], epochs=3, model=model, keras_hook=lambda m: KerasCallbacksHook([callback], m)
+    )
+    assert int(model.optimizer.iterations) == 3
+    assert epochs == [0, 1]
+
+
+def test_a_session_without_global_step_is_refused_at_the_first_step():
+    hook = KerasCallbacksHook([keras.callbacks.TerminateOnNaN()], make_model())
+    with pytest.raises(RuntimeError, match="KerasCallbacksHook: the session knows no global step"):
+        with monsession.MonitoredSession(hooks=[hook]) as session:
+            session.run(tf.function(lambda: {"loss": tf.constant(1.0)}))
