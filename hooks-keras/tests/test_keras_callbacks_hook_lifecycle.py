@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import keras
-import pytest
 import tensorflow as tf
 from keras_hooks_testing import loop_run, make_model
 
@@ -69,8 +68,39 @@ def test_stop_training_set_by_a_batch_callback_stops_after_that_step():
     assert epochs == [0, 1]
 
 
-def test_a_session_without_global_step_is_refused_at_the_first_step():
-    hook = KerasCallbacksHook([keras.callbacks.TerminateOnNaN()], make_model())
-    with pytest.raises(RuntimeError, match="KerasCallbacksHook: the session knows no global step"):
-        with monsession.MonitoredSession(hooks=[hook]) as session:
+def test_a_program_without_global_step_gets_the_sessions_own():
+    trace = []
+    hook = KerasCallbacksHook([_tracer(trace)], make_model())
+    with monsession.MonitoredSession(hooks=[hook]) as session:  # It creates the global step.
+        for _ in range(2):
             session.run(tf.function(lambda: {"loss": tf.constant(1.0)}))
+    assert trace[1:5] == ["batch_begin 0", "batch_end 0 ['loss']", "batch_begin 1",
+                          "batch_end 1 ['loss']"]  # fmt: skip
+
+
+def test_epoch_callbacks_run_at_the_boundaries_of_monsession_epochs():
+    trace = []
+    model = make_model()
+
+    def stop_after_second_epoch(epoch, logs):
+        model.stop_training = epoch == 1
+
+    callbacks = [
+        keras.callbacks.LambdaCallback(
+            on_epoch_begin=lambda epoch, logs: trace.append(f"begin {epoch}"),
+            on_epoch_end=lambda epoch, logs: trace.append(f"end {epoch}"),
+        ),
+        keras.callbacks.LambdaCallback(on_epoch_end=stop_after_second_epoch),
+    ]
+    hook = KerasCallbacksHook(callbacks, model)
+    data = monsession.Epochs(tf.data.Dataset.range(3), num_epochs=5)
+
+    @tf.function
+    def step(x):
+        return {"loss": tf.cast(x, tf.float32)}
+
+    with monsession.MonitoredSession(hooks=[hook]) as session:
+        done = list(data.run(session, step))
+    assert done == [0, 1]  # EarlyStopping-like: stop_training at an epoch's end ends the loop.
+    assert trace == ["begin 0", "end 0", "begin 1", "end 1"]
+    assert int(monsession.get_global_step().numpy()) == 6

@@ -89,8 +89,11 @@ class Epochs(tf.Module):
         any other batch as its one argument. Hooks with an
         `epoch_begin(epoch)` or `epoch_end(epoch)` method have it called at
         the boundaries (`epoch_begin` not for an epoch resumed in its
-        middle). The loop ends when the session should stop, without
-        yielding for an epoch that did not complete, or after `num_epochs`.
+        middle); an `epoch_end` that returns True ends the loop after that
+        epoch (`KerasCallbacksHook` does when a callback sets
+        `model.stop_training`). The loop ends when the session should stop,
+        without yielding for an epoch that did not complete, or after
+        `num_epochs`.
 
         Args:
           session: The monitored session (eager mode).
@@ -113,12 +116,17 @@ class Epochs(tf.Module):
                 session.call(step, batch)
             if index == self._length - 1:
                 self.epoch.assign_add(1)
-                _notify(hooks, "epoch_end", epoch)
+                stop = _notify(hooks, "epoch_end", epoch)
                 yield epoch
+                if stop:
+                    return
 
 
-def _notify(hooks: list[Any], method: str, epoch: int) -> None:
+def _notify(hooks: list[Any], method: str, epoch: int) -> bool:
+    """Calls `method(epoch)` of the hooks that have it; returns whether one returned True."""
+    stop = False
     for hook in hooks:
         call = getattr(hook, method, None)
         if callable(call):
-            call(epoch)
+            stop = call(epoch) is True or stop
+    return stop
