@@ -13,6 +13,7 @@ import tensorflow as tf
 from monsession._arguments import check_directory, check_hooks
 from monsession._backend import prepare_graph
 from monsession._hook_api import SessionRunHook
+from monsession._retry import policy_for
 from monsession._session_creators import ChiefSessionCreator, SessionCreator
 from monsession._session_layers import (
     _CoordinatedSession,
@@ -121,7 +122,9 @@ class _MonitoredSession:
         )
         self._sess: Any
         if should_recover:
-            self._sess = _RecoverableSession(self._coordinated_creator)
+            self._sess = _RecoverableSession(
+                self._coordinated_creator, policy_for(session_creator), type(self).__name__
+            )
         else:
             self._sess = self._coordinated_creator.create_session()
         # Only now: a signal during creation (a worker may wait for hours for
