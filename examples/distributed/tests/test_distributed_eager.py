@@ -51,6 +51,7 @@ def _start_workers(
     last_step: int,
     step_delay: float = 0.0,
     save_steps: int = 10,
+    saver: str = "checkpoint",
 ) -> None:
     workers = addresses(free_ports(2))
     for index in (0, 1):
@@ -72,6 +73,8 @@ def _start_workers(
                 str(step_delay),
                 "--report",
                 str(tmp_path / f"{run}-worker{index}.json"),
+                "--saver",
+                saver,
             ],
             {"TF_CONFIG": tf_config(workers, index), "TMPDIR": str(temp)},
         )
@@ -152,6 +155,11 @@ def test_multiworker_trains_to_target_and_only_the_chief_writes(tmp_path: Path) 
     assert _checkpoint_step(out / f"model.ckpt-{last_step}") == last_step
 
 
+MANAGER_FILE = re.compile(
+    r"^(checkpoint|events\.out\.tfevents\..*|ckpt-\d+\.(index|data-\d{5}-of-\d{5}))$"
+)
+
+
 # A survivor learns of a dead peer from TensorFlow's coordination service
 # (heartbeat timeout: 10 s) or at once from a broken connection, then exits.
 # The documented bound is 30 s (README, "When a worker dies"); the tests wait
@@ -164,11 +172,16 @@ def test_multiworker_survivor_fails_fast_and_the_restarted_job_resumes(tmp_path:
     """SIGKILL worker 1 mid-training: the chief does not retry forever, it exits
     non-zero with a clear error; the job (both workers) is then restarted, as a
     cluster manager restarts a MultiWorkerMirroredStrategy job; every worker
-    restores the chief's latest checkpoint and the job reaches the target."""
+    restores the chief's latest checkpoint and the job reaches the target.
+
+    The saver is a tf.train.CheckpointManager on every worker
+    (Scaffold(saver=manager)): the chief's manager saves (its file names, its
+    max_to_keep=2), worker 1 saves the manager's Checkpoint into its
+    temporary directory."""
     last_step = 120
     out = tmp_path / "out"
     with hard_timeout(170), Processes(tmp_path / "logs") as processes:
-        _start_workers(processes, tmp_path, "first", last_step, step_delay=0.05)
+        _start_workers(processes, tmp_path, "first", last_step, step_delay=0.05, saver="manager")
         wait_for(
             lambda: (latest_checkpoint_step(out) or 0) >= 20,
             timeout=90,
@@ -183,12 +196,14 @@ def test_multiworker_survivor_fails_fast_and_the_restarted_job_resumes(tmp_path:
         assert "creating the session again" not in chief_log  # No retry.
         saved = latest_checkpoint_step(out)
         assert saved is not None and saved < last_step
-        assert _checkpoint_step(out / f"model.ckpt-{saved}") == saved
+        assert _checkpoint_step(out / f"ckpt-{saved}") == saved
         killed_at = read_report(tmp_path / "first-worker0.json")
         assert "final_step" not in killed_at
         assert killed_at["creations"] == [0]
+        killed_worker = read_report(tmp_path / "first-worker1.json")
+        assert "model.ckpt-20.index" in killed_worker["worker_temp_files"]
 
-        _start_workers(processes, tmp_path, "second", last_step)
+        _start_workers(processes, tmp_path, "second", last_step, saver="manager")
         processes.wait_ok("second-worker0", timeout=100)
         processes.wait_ok("second-worker1", timeout=20)
     chief = read_report(tmp_path / "second-worker0.json")
@@ -202,7 +217,13 @@ def test_multiworker_survivor_fails_fast_and_the_restarted_job_resumes(tmp_path:
         assert report["final_step"] == last_step
     assert latest_checkpoint_step(out) == last_step
     assert worker_temp_dirs(tmp_path / "second-tmp1") == []
-    assert all(CHIEF_FILE.match(name) for name in files_under(out))
+    # The manager kept its 2 latest checkpoints, under its own name.
+    assert sorted(path.name for path in out.glob("ckpt-*.index")) == [
+        f"ckpt-{last_step - 10}.index",
+        f"ckpt-{last_step}.index",
+    ]
+    assert all(MANAGER_FILE.match(name) for name in files_under(out)), files_under(out)
+    assert _checkpoint_step(out / f"ckpt-{last_step}") == last_step
 
 
 def test_multiworker_chief_killed_the_worker_fails_fast(tmp_path: Path) -> None:
