@@ -29,6 +29,7 @@ from monsession._eager import (
     to_numpy,
 )
 from monsession._global_step import get_global_step
+from monsession._per_replica import host_value, is_per_replica
 
 logger = logging.getLogger("monsession")
 
@@ -142,6 +143,13 @@ class EagerBackend:
 
     @staticmethod
     def _value_of(hook: Any, leaf: Any, outputs: Any, read: dict[int, Any]) -> Any:
+        fetch = leaf
+
+        def to_host(value: Any) -> Any:
+            if is_per_replica(value):
+                return host_value(value, _hook_name(hook), fetch)
+            return to_numpy(value)
+
         if isinstance(leaf, str):
             if not isinstance(outputs, Mapping) or leaf not in outputs:
                 available = sorted(outputs) if isinstance(outputs, Mapping) else []
@@ -157,7 +165,7 @@ class EagerBackend:
             leaf = outputs[leaf]
         elif _is_step_callable(leaf):
             read.clear()
-            return _map_structure(to_numpy, leaf())
+            return _map_structure(to_host, leaf())
         if isinstance(leaf, (tf.Tensor, tf.Variable)):
             # Alive for the whole step (held by the request or the outputs),
             # so its id names it until the step ends.
@@ -165,4 +173,4 @@ class EagerBackend:
             if key not in read:
                 read[key] = to_numpy(leaf)
             return read[key]
-        return _map_structure(to_numpy, leaf)
+        return _map_structure(to_host, leaf)
