@@ -33,6 +33,8 @@ from monsession._per_replica import host_value, is_per_replica
 
 logger = logging.getLogger("monsession")
 
+_REMOTE_VALUE = tf.distribute.experimental.coordinator.RemoteValue
+
 
 def _calls_a_step(fetches: Any) -> bool:
     """Whether running `fetches` calls at least one callable."""
@@ -146,6 +148,10 @@ class EagerBackend:
         fetch = leaf
 
         def to_host(value: Any) -> Any:
+            if isinstance(value, _REMOTE_VALUE):
+                # ClusterCoordinator.schedule's result: fetched (waiting for
+                # its closure) only now that a hook asks for it.
+                return _map_structure(to_host, value.fetch())
             if is_per_replica(value):
                 return host_value(value, _hook_name(hook), fetch)
             return to_numpy(value)

@@ -141,8 +141,8 @@ def error_summary(error: Exception) -> str:
     """
     text = str(getattr(error, "message", None) or error)
     for line in text.splitlines():
-        if not line.strip() or line[0].isspace():
-            continue
+        if not any(char.isalnum() for char in line) or line[0].isspace():
+            continue  # Blank, indented (a stack), or a rule of "=====".
         if line.startswith(("Graph execution error", "Detected at node")):
             continue
         return line.strip()
