@@ -127,6 +127,15 @@ def check_read_variable_to_host() -> None:
     assert float(_tf_compat.read_variable_to_host(mirrored)) == 1.0
 
 
+def check_local_replica_values() -> None:
+    from tensorflow.python.distribute.values import PerReplica
+
+    per_replica = PerReplica((tf.constant(1.0), tf.constant(3.0)))
+    assert isinstance(per_replica, tf.distribute.DistributedValues)
+    values = _tf_compat.local_replica_values(per_replica)
+    assert [float(value) for value in values] == [1.0, 3.0]
+
+
 CHECKS: dict[str, Callable[[], None]] = {
     "session.BaseSession": check_session_base_class,
     "session._FetchHandler": check_fetch_handler,
@@ -144,6 +153,7 @@ CHECKS: dict[str, Callable[[], None]] = {
     "tensorflow.python.platform.tf_logging": check_tf_logging,
     "ops._EagerTensorBase._numpy": check_eager_tensor_base_class,
     "ResourceVariable._caching_device, raw_ops.ReadVariableOp": check_read_variable_to_host,
+    "DistributedValues.values": check_local_replica_values,
 }
 
 

@@ -95,6 +95,7 @@ def train(
     step_delay: float = 0.0,
     report_path: str | None = None,
     stop_on_signals: bool = True,
+    saver: str = "checkpoint",
 ) -> dict[str, Any]:
     """Trains to `last_step` under `strategy` with monsession; returns the report.
 
@@ -104,6 +105,8 @@ def train(
     its saves into a temporary directory that is removed. SIGTERM or SIGINT
     on any worker (`stop_on_signals`) stops every worker after the same step;
     the chief saves that step, and every worker then hands the signal on.
+    `saver="manager"` hands the session a `tf.train.CheckpointManager`
+    (its files are named ``ckpt-<step>``) instead of the `tf.train.Checkpoint`.
     """
     import tensorflow as tf
 
@@ -121,6 +124,10 @@ def train(
         )
         bias = tf.Variable(0.0, name="bias", aggregation=tf.VariableAggregation.MEAN)
         checkpoint = tf.train.Checkpoint(weights=weights, bias=bias, step=global_step)
+    state: Any = checkpoint
+    if saver == "manager":
+        # Every worker builds the same manager; only the chief's saves stay.
+        state = tf.train.CheckpointManager(checkpoint, output_dir, max_to_keep=2)
 
     true_weights = tf.constant(TRUE_WEIGHTS)
 
@@ -150,7 +157,7 @@ def train(
         strategy.scope(),
         ms.MonitoredTrainingSession(
             checkpoint_dir=output_dir,
-            scaffold=ms.Scaffold(saver=checkpoint),
+            scaffold=ms.Scaffold(saver=state),
             hooks=hooks,
             save_checkpoint_steps=save_checkpoint_steps,
             save_summaries_steps=save_summaries_steps,
@@ -189,6 +196,7 @@ def main() -> None:
     parser.add_argument("--save-summaries-steps", type=int, default=10)
     parser.add_argument("--step-delay", type=float, default=0.0)
     parser.add_argument("--report", default=None)
+    parser.add_argument("--saver", choices=["checkpoint", "manager"], default="checkpoint")
     parser.add_argument(
         "--no-stop-on-signals",
         dest="stop_on_signals",
@@ -206,6 +214,7 @@ def main() -> None:
         step_delay=args.step_delay,
         report_path=args.report,
         stop_on_signals=args.stop_on_signals,
+        saver=args.saver,
     )
 
 

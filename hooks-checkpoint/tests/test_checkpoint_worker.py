@@ -85,6 +85,39 @@ def test_does_not_save_at_creation_when_the_chief_restored_that_step(tmp_path):
     assert checkpoint_steps(str(chief_dir)) == [3]
 
 
+def test_a_checkpoint_manager_of_the_chief_saves_its_checkpoint_into_the_temporary_directory(
+    tmp_path,
+):
+    """Scaffold(saver=CheckpointManager(chief_dir)): the worker saves the
+    manager's Checkpoint into its own directory, never into the chief's, and
+    skips the step the chief's manager (with its own file names) restored."""
+    global_step, checkpoint, step = _state()
+    chief_dir = tmp_path / "chief"
+    global_step.assign(3)
+    manager = tf.train.CheckpointManager(checkpoint, str(chief_dir), max_to_keep=None)
+    manager.save(checkpoint_number=3)
+    assert tf.train.latest_checkpoint(str(chief_dir)).endswith("ckpt-3")
+    hook = WorkerCheckpointSaverHook(
+        str(chief_dir), save_steps=2, scaffold=monsession.Scaffold(saver=manager)
+    )
+    seen = []
+    with monsession.MonitoredSession(
+        session_creator=monsession.ChiefSessionCreator(scaffold=monsession.Scaffold(saver=manager)),
+        hooks=[hook, monsession.StopAtStepHook(last_step=5)],
+    ) as sess:
+        seen.append(checkpoint_steps(hook.temporary_directory))
+        while not sess.should_stop():
+            sess.run(step)
+            seen.append(checkpoint_steps(hook.temporary_directory))
+    assert seen == [[], [], [5]]  # Step 5: every 2 steps from 3, and the end.
+    assert not os.path.exists(hook.temporary_directory)
+    assert sorted(os.listdir(chief_dir)) == [
+        "checkpoint",
+        "ckpt-3.data-00000-of-00001",
+        "ckpt-3.index",
+    ]
+
+
 def test_plugin_gives_workers_that_save_with_the_chief_the_worker_hook(tmp_path):
     _, checkpoint, _ = _state()
     settings = monsession.TrainingSettings(

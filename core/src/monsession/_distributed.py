@@ -18,12 +18,34 @@ from typing import Any
 import tensorflow as tf
 
 from monsession._eager import EagerSession
+from monsession._retry import RetryPolicy, error_summary
 from monsession._scaffold import Scaffold
 from monsession._session_creators import SessionCreator, create_eager_session
 
 logger = logging.getLogger("monsession")
 
 _WORKER_JOBS = ("chief", "worker")
+
+PREEMPTION_ERRORS = (tf.errors.AbortedError, tf.errors.UnavailableError)
+
+
+def peer_failure_reason(strategy: Any) -> str:
+    """Why a preemption error under collective ops is not retried (for messages)."""
+    return (
+        f"under {describe(strategy)} it means that a worker of the job failed or cannot be "
+        "reached, and collective ops cannot go on in this process (TensorFlow aborted them). "
+        "Restart every worker of the job: each resumes from the chief's latest checkpoint"
+    )
+
+
+def peer_failed(strategy: Any, error: Exception, while_doing: str) -> Exception:
+    """The clear error for `error` from a collective op of `strategy` (same TensorFlow type)."""
+    message = (
+        f"MonitoredSession: {while_doing} failed with {type(error).__name__} "
+        f"({error_summary(error)}): "
+        f"{peer_failure_reason(strategy)}."
+    )
+    return type(error)(None, None, message)
 
 
 def _resolver_is_chief(resolver: Any) -> bool:
@@ -97,7 +119,9 @@ def uses_collectives(strategy: Any) -> bool:
 def describe(strategy: Any) -> str:
     """``"MultiWorkerMirroredStrategy worker:1"`` for messages."""
     resolver = strategy.cluster_resolver
-    return f"{type(strategy).__name__} {resolver.task_type}:{resolver.task_id}"
+    # TensorFlow's class is CollectiveAllReduceStrategy; users know its public name.
+    name = "MultiWorkerMirroredStrategy" if uses_collectives(strategy) else type(strategy).__name__
+    return f"{name} {resolver.task_type}:{resolver.task_id}"
 
 
 def wait_for_workers(strategy: Any, max_wait_secs: float) -> None:
@@ -150,6 +174,11 @@ class EagerReplicaSessionCreator(SessionCreator):
         self._checkpoint_dir = checkpoint_dir
         self._strategy = strategy
         self._max_wait_secs = max_wait_secs
+        if strategy is not None:
+            # A peer failed: collective ops in this process are aborted for good.
+            self._retry_policy = RetryPolicy(
+                max_attempts=0, no_retry_reason=peer_failure_reason(strategy)
+            )
 
     def create_session(self) -> EagerSession:
         self._scaffold.finalize()
@@ -196,7 +225,12 @@ class StopAgreement:
           The lowest-numbered signal some worker received, or `None`.
         """
         # one_hot(-1) is all zeros: no vote. Slot 0 is no signal number.
-        result = self._all_reduce(tf.constant(received or -1, tf.int32))
+        try:
+            result = self._all_reduce(tf.constant(received or -1, tf.int32))
+        except PREEMPTION_ERRORS as error:
+            failed = peer_failed(self._strategy, error, "agreeing on a stop signal")
+            logger.error("%s", failed)
+            raise failed from error
         counts = self._strategy.experimental_local_results(result)[0].numpy()
         for signum, count in enumerate(counts):
             if signum and count:

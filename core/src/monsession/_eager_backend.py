@@ -32,8 +32,11 @@ from monsession._eager import (
     to_numpy,
 )
 from monsession._global_step import get_global_step
+from monsession._per_replica import host_value, is_per_replica
 
 logger = logging.getLogger("monsession")
+
+_REMOTE_VALUE = tf.distribute.experimental.coordinator.RemoteValue
 
 
 def _calls_a_step(fetches: Any) -> bool:
@@ -230,11 +233,22 @@ class EagerBackend:
 
     @staticmethod
     def _value_of(hook: Any, leaf: Any, outputs: Any, read: dict[int, Any]) -> Any:
+        fetch = leaf
+
+        def to_host(value: Any) -> Any:
+            if isinstance(value, _REMOTE_VALUE):
+                # ClusterCoordinator.schedule's result: fetched (waiting for
+                # its closure) only now that a hook asks for it.
+                return _map_structure(to_host, value.fetch())
+            if is_per_replica(value):
+                return host_value(value, _hook_name(hook), fetch)
+            return to_numpy(value)
+
         if isinstance(leaf, str):
             leaf = _output_entry(hook, leaf, outputs)
         elif _is_step_callable(leaf):
             read.clear()
-            return _map_structure(to_numpy, leaf())
+            return _map_structure(to_host, leaf())
         if isinstance(leaf, (tf.Tensor, tf.Variable)):
             # Alive for the whole step (held by the request or the outputs),
             # so its id names it until the step ends.
@@ -242,4 +256,4 @@ class EagerBackend:
             if key not in read:
                 read[key] = to_numpy(leaf)
             return read[key]
-        return _map_structure(to_numpy, leaf)
+        return _map_structure(to_host, leaf)

@@ -17,6 +17,7 @@ from monsession._fusion import Fusion, check_steps_per_execution
 from monsession._hook_api import SessionRunHook
 from monsession._hook_state import HookStates, attach, restored_from
 from monsession._owned_step import own_global_step_if_missing
+from monsession._retry import policy_for
 from monsession._session_creators import ChiefSessionCreator, SessionCreator
 from monsession._session_layers import (
     HookSelection,
@@ -156,7 +157,9 @@ class _MonitoredSession:
         )
         self._sess: Any
         if should_recover:
-            self._sess = _RecoverableSession(self._coordinated_creator)
+            self._sess = _RecoverableSession(
+                self._coordinated_creator, policy_for(session_creator), type(self).__name__
+            )
         else:
             self._sess = self._coordinated_creator.create_session()
         # Only now: a signal during creation (a worker may wait for hours for

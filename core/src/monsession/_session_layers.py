@@ -24,6 +24,7 @@ from monsession._hook_api import (
     SessionRunHook,
     SessionRunValues,
 )
+from monsession._retry import RetryBudget, RetryPolicy, policy_for
 from monsession._step_context import StepContext
 
 logger = logging.getLogger("monsession")
@@ -77,13 +78,22 @@ class _WrappedSession:
 class _RecoverableSession(_WrappedSession):
     """Re-creates the wrapped session when a step raises a preemption error.
 
+    Retries are bounded and back off (see `_retry`): a streak of consecutive
+    failures ends in the preemption error once the policy's bounds are
+    reached; under a policy without retries the first one raises.
+
     Args:
       sess_creator: A `SessionCreator` whose `create_session()` gives the
         session to wrap; called again after each preemption.
+      policy: The `RetryPolicy`; by default the creator's (`_retry.policy_for`).
+      owner: The session's class name, for messages.
     """
 
-    def __init__(self, sess_creator: Any) -> None:
+    def __init__(
+        self, sess_creator: Any, policy: RetryPolicy | None = None, owner: str = "MonitoredSession"
+    ) -> None:
         self._sess_creator = sess_creator
+        self._budget = RetryBudget(policy or policy_for(sess_creator), owner)
         super().__init__(self._create_session())
 
     def _create_session(self) -> Any:
@@ -91,16 +101,14 @@ class _RecoverableSession(_WrappedSession):
             try:
                 return self._sess_creator.create_session()
             except PREEMPTION_ERRORS as error:
-                logger.info("Creating the session failed (%s); trying again.", error)
+                self._budget.failed(error, "creating the session")
 
     def _recover(self, error: Exception) -> None:
-        logger.info(
-            "%s: %s. Closing the session and creating a new one from the latest checkpoint.",
-            type(error).__name__,
-            error,
-        )
-        self.close()
-        self._sess = None
+        try:
+            self.close()
+        finally:
+            self._sess = None
+        self._budget.failed(error, "running a step")
 
     def _check_stop(self) -> bool:
         try:
@@ -121,18 +129,24 @@ class _RecoverableSession(_WrappedSession):
             try:
                 if not self._sess:
                     self._sess = self._create_session()
-                return self._sess.run(fetches, feed_dict, options, run_metadata)
+                results = self._sess.run(fetches, feed_dict, options, run_metadata)
             except PREEMPTION_ERRORS as error:
                 self._recover(error)
+            else:
+                self._budget.succeeded()
+                return results
 
     def run_step_fn(self, step_fn: Any, raw_session: Any, run_with_hooks: Any) -> Any:
         while True:
             try:
                 if not self._sess:
                     self._sess = self._create_session()
-                return self._sess.run_step_fn(step_fn, raw_session, self._sess.run)
+                results = self._sess.run_step_fn(step_fn, raw_session, self._sess.run)
             except PREEMPTION_ERRORS as error:
                 self._recover(error)
+            else:
+                self._budget.succeeded()
+                return results
 
 
 class _CoordinatedSession(_WrappedSession):

@@ -204,3 +204,17 @@ def read_variable_to_host(variable: Any) -> Any:
     if type(variable) is _RESOURCE_VARIABLE and variable._caching_device is None:
         return tf.raw_ops.ReadVariableOp(resource=variable.handle, dtype=variable.dtype).numpy()
     return variable.numpy()
+
+
+# -- Eager mode: per-replica values of tf.distribute --------------------------
+
+
+def local_replica_values(value: Any) -> tuple[Any, ...]:
+    """The values of this process's replicas in a `tf.distribute.DistributedValues`.
+
+    `DistributedValues.values`: the public way,
+    `strategy.experimental_local_results`, needs the strategy, which a hook
+    fetching ``"loss"`` after the step does not have (the session may run
+    outside `strategy.scope()`).
+    """
+    return tuple(value.values)

@@ -188,3 +188,19 @@ def summary_tags(event_file: Path) -> dict[str, list[int]]:
 def worker_temp_dirs(tmpdir: Path) -> list[str]:
     """The worker checkpoint directories monsession left in a temporary directory."""
     return sorted(path.name for path in tmpdir.glob("monsession-worker-checkpoint-*"))
+
+
+def two_logical_cpus() -> list[str]:
+    """The names of 2 logical CPU devices of this process (configured on first use)."""
+    import tensorflow as tf
+
+    (cpu,) = tf.config.list_physical_devices("CPU")
+    try:
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration()] * 2
+        )
+    except RuntimeError:  # Devices already initialized in this process.
+        pass
+    devices = [device.name for device in tf.config.list_logical_devices("CPU")]
+    assert len(devices) == 2, f"need 2 logical CPUs, this process has {devices}"
+    return devices

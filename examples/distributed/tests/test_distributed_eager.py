@@ -51,6 +51,7 @@ def _start_workers(
     last_step: int,
     step_delay: float = 0.0,
     save_steps: int = 10,
+    saver: str = "checkpoint",
 ) -> None:
     workers = addresses(free_ports(2))
     for index in (0, 1):
@@ -72,6 +73,8 @@ def _start_workers(
                 str(step_delay),
                 "--report",
                 str(tmp_path / f"{run}-worker{index}.json"),
+                "--saver",
+                saver,
             ],
             {"TF_CONFIG": tf_config(workers, index), "TMPDIR": str(temp)},
         )
@@ -152,29 +155,59 @@ def test_multiworker_trains_to_target_and_only_the_chief_writes(tmp_path: Path) 
     assert _checkpoint_step(out / f"model.ckpt-{last_step}") == last_step
 
 
-def test_multiworker_job_resumes_after_a_worker_is_killed(tmp_path: Path) -> None:
-    """SIGKILL worker 1 mid-training; the job (both workers) is restarted, as a
+MANAGER_FILE = re.compile(
+    r"^(checkpoint|events\.out\.tfevents\..*|ckpt-\d+\.(index|data-\d{5}-of-\d{5}))$"
+)
+
+
+# A survivor learns of a dead peer from TensorFlow's coordination service
+# (heartbeat timeout: 10 s) or at once from a broken connection, then exits.
+# The documented bound is 30 s (README, "When a worker dies"); the tests wait
+# a little longer so that a slow CI machine does not fail them.
+SURVIVOR_EXIT_SECS = 45
+PEER_FAILED = "a worker of the job failed or cannot be reached"
+
+
+def test_multiworker_survivor_fails_fast_and_the_restarted_job_resumes(tmp_path: Path) -> None:
+    """SIGKILL worker 1 mid-training: the chief does not retry forever, it exits
+    non-zero with a clear error; the job (both workers) is then restarted, as a
     cluster manager restarts a MultiWorkerMirroredStrategy job; every worker
-    restores the chief's latest checkpoint and the job reaches the target."""
+    restores the chief's latest checkpoint and the job reaches the target.
+
+    The saver is a tf.train.CheckpointManager on every worker
+    (Scaffold(saver=manager)): the chief's manager saves (its file names, its
+    max_to_keep=2), worker 1 saves the manager's Checkpoint into its
+    temporary directory."""
     last_step = 120
     out = tmp_path / "out"
-    with hard_timeout(150), Processes(tmp_path / "logs") as processes:
-        _start_workers(processes, tmp_path, "first", last_step, step_delay=0.05)
+    with hard_timeout(170), Processes(tmp_path / "logs") as processes:
+        _start_workers(processes, tmp_path, "first", last_step, step_delay=0.05, saver="manager")
         wait_for(
             lambda: (latest_checkpoint_step(out) or 0) >= 20,
             timeout=90,
             what="the chief's checkpoint of step 20",
         )
         processes.kill("first-worker1")
-        # The chief cannot go on without its peer; the job is restarted.
-        processes.kill("first-worker0")
+        # The chief cannot go on without its peer: it exits, and says why.
+        assert processes.wait("first-worker0", timeout=SURVIVOR_EXIT_SECS) == 1
+        chief_log = processes.log("first-worker0").read_text()
+        assert PEER_FAILED in chief_log
+        assert "Restart every worker of the job" in chief_log
+        assert "creating the session again" not in chief_log  # No retry.
         saved = latest_checkpoint_step(out)
         assert saved is not None and saved < last_step
-        assert _checkpoint_step(out / f"model.ckpt-{saved}") == saved
+        assert _checkpoint_step(out / f"ckpt-{saved}") == saved
         killed_at = read_report(tmp_path / "first-worker0.json")
         assert "final_step" not in killed_at
+        assert killed_at["creations"] == [0]
+        killed_worker = read_report(tmp_path / "first-worker1.json")
+        # (Its report is written every 5 steps: a save of 10 or later.)
+        assert any(
+            re.fullmatch(r"model\.ckpt-[1-9]\d*0\.index", name)
+            for name in killed_worker["worker_temp_files"]
+        ), killed_worker["worker_temp_files"]
 
-        _start_workers(processes, tmp_path, "second", last_step)
+        _start_workers(processes, tmp_path, "second", last_step, saver="manager")
         processes.wait_ok("second-worker0", timeout=100)
         processes.wait_ok("second-worker1", timeout=20)
     chief = read_report(tmp_path / "second-worker0.json")
@@ -188,7 +221,28 @@ def test_multiworker_job_resumes_after_a_worker_is_killed(tmp_path: Path) -> Non
         assert report["final_step"] == last_step
     assert latest_checkpoint_step(out) == last_step
     assert worker_temp_dirs(tmp_path / "second-tmp1") == []
-    assert all(CHIEF_FILE.match(name) for name in files_under(out))
+    # The manager kept its 2 latest checkpoints, under its own name.
+    assert sorted(path.name for path in out.glob("ckpt-*.index")) == [
+        f"ckpt-{last_step - 10}.index",
+        f"ckpt-{last_step}.index",
+    ]
+    assert all(MANAGER_FILE.match(name) for name in files_under(out)), files_under(out)
+    assert _checkpoint_step(out / f"ckpt-{last_step}") == last_step
+
+
+def test_multiworker_chief_killed_the_worker_fails_fast(tmp_path: Path) -> None:
+    """SIGKILL the chief (which also leads TensorFlow's coordination service):
+    worker 1 exits non-zero with the same clear error."""
+    with hard_timeout(120), Processes(tmp_path / "logs") as processes:
+        _start_workers(processes, tmp_path, "run", 100_000, step_delay=0.05, save_steps=100_000)
+        wait_for(
+            lambda: read_report_step(tmp_path / "run-worker1.json") >= 10,
+            timeout=90,
+            what="step 10 on worker 1",
+        )
+        processes.kill("run-worker0")
+        assert processes.wait("run-worker1", timeout=SURVIVOR_EXIT_SECS) == 1
+        assert PEER_FAILED in processes.log("run-worker1").read_text()
 
 
 def read_report_step(path: Path) -> int:
@@ -234,3 +288,32 @@ def test_multiworker_sigterm_to_one_worker_stops_every_worker_after_one_step(
     # The worker took part in that save (in its temporary directory, now gone).
     assert worker_temp_dirs(tmp_path / "run-tmp1") == []
     assert all(CHIEF_FILE.match(name) for name in files_under(out))
+
+
+def test_multiworker_second_signal_kills_one_worker_and_the_other_fails_fast(
+    tmp_path: Path,
+) -> None:
+    """The same signal twice on worker 1 hands it on at once: worker 1 dies of
+    it, mid-stop. The chief, whatever it was doing (a step, the stop
+    agreement, the final collective save), exits non-zero too instead of
+    waiting for the dead peer."""
+    signum = signal.SIGTERM
+    with hard_timeout(120), Processes(tmp_path / "logs") as processes:
+        _start_workers(processes, tmp_path, "run", 100_000, step_delay=0.05, save_steps=100_000)
+        wait_for(
+            lambda: read_report_step(tmp_path / "run-worker1.json") >= 10,
+            timeout=90,
+            what="step 10 on worker 1",
+        )
+        os.kill(processes.pid("run-worker1"), signum)
+        os.kill(processes.pid("run-worker1"), signum)
+        assert processes.wait("run-worker1", timeout=30) == -signum
+        chief_exit = processes.wait("run-worker0", timeout=SURVIVOR_EXIT_SECS)
+        chief_log = processes.log("run-worker0").read_text()
+    # Either the chief learnt of the signal first and stopped on it too, or
+    # its peer was gone first and it failed; it never waits for the peer.
+    if chief_exit == -signum:
+        assert f"{signal.Signals(signum).name} received by another worker" in chief_log
+    else:
+        assert chief_exit == 1, chief_log[-3000:]
+        assert PEER_FAILED in chief_log

@@ -158,7 +158,9 @@ def test_cluster_recovers_when_the_parameter_server_restarts(tmp_path: Path) -> 
     restored = chief["creations"][1]
     assert restored >= saved_before
     assert len(worker["creations"]) == 2, worker["creations"]
-    assert worker["creations"][1] >= restored
+    # The worker reads the step once the chief has restored; the chief reads
+    # it after its own restore too, so either may see a step the other ran.
+    assert worker["creations"][1] >= saved_before
     for report in (chief, worker):
         assert last_step <= report["final_step"] <= last_step + 1
     latest = latest_checkpoint_step(out)

@@ -11,7 +11,6 @@ the process exits after an error).
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 import weakref
@@ -21,7 +20,6 @@ import tensorflow as tf
 
 from monsession import tf_logging
 from monsession_hooks_checkpoint._checkpoint_saver import CheckpointSaverHook
-from monsession_hooks_checkpoint._directory import same_checkpoint
 
 
 def _remove(directory: str) -> None:
@@ -40,7 +38,9 @@ class WorkerCheckpointSaverHook(CheckpointSaverHook):
     Args:
       chief_checkpoint_dir: The chief's checkpoint directory (only read).
       save_steps: Save every this many global steps, as the chief does.
-      scaffold: The `Scaffold` whose `saver` (a `tf.train.Checkpoint`) is saved.
+      scaffold: The `Scaffold` whose `saver` is saved: a `tf.train.Checkpoint`,
+        or a `tf.train.CheckpointManager` whose `checkpoint` this worker saves
+        into its temporary directory (the manager itself saves the chief's).
       checkpoint_basename: The chief's file prefix.
     """
 
@@ -51,11 +51,18 @@ class WorkerCheckpointSaverHook(CheckpointSaverHook):
         scaffold: Any,
         checkpoint_basename: str = "model.ckpt",
     ) -> None:
+        manager = getattr(scaffold, "saver", None)
+        saver = None
+        if isinstance(manager, tf.train.CheckpointManager):
+            # The chief's manager saves into the chief's directory: this
+            # worker saves the same tf.train.Checkpoint into its own.
+            saver, scaffold = manager.checkpoint, None
         self._temp_dir = tempfile.mkdtemp(prefix="monsession-worker-checkpoint-")
         self._cleanup = weakref.finalize(self, _remove, self._temp_dir)
         super().__init__(
             self._temp_dir,
             save_steps=save_steps,
+            saver=saver,
             scaffold=scaffold,
             checkpoint_basename=checkpoint_basename,
             max_to_keep=1,
@@ -73,8 +80,10 @@ class WorkerCheckpointSaverHook(CheckpointSaverHook):
         self._chief_latest = tf.train.latest_checkpoint(self._chief_dir)
 
     def _already_saved(self, global_step: int) -> bool:
-        chief_path = os.path.join(self._chief_dir, f"{self._checkpoint_basename}-{global_step}")
-        return same_checkpoint(self._chief_latest, chief_path)
+        # Only the number is compared: a chief's CheckpointManager names its
+        # files after its own checkpoint_name.
+        latest = self._chief_latest
+        return latest is not None and latest.rsplit("-", 1)[-1] == str(global_step)
 
     def end(self, session: Any) -> None:
         try:

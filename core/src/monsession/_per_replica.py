@@ -1,0 +1,52 @@
+"""What a hook gets when it fetches a per-replica value of `strategy.run`.
+
+A `tf.distribute` step returns `strategy.run(...)`'s result as it is: one
+value per replica (`PerReplica`). A hook asks for one value, so core gives
+it one, by a fixed rule over the replicas of this process:
+
+* floating-point (and complex) values: the element-wise mean, so a NaN or an
+  infinity on any replica shows in it (`NanTensorHook` then catches it);
+* any other value (integers, booleans, strings): the value, if every replica
+  holds the same one; otherwise a `ValueError` that says to reduce it in the
+  step (`strategy.reduce(...)`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from monsession._eager import to_numpy
+from monsession._tf_compat import local_replica_values
+
+
+def is_per_replica(value: Any) -> bool:
+    """Whether `value` holds one value per replica (a synced variable is one value)."""
+    return isinstance(value, tf.distribute.DistributedValues) and not isinstance(value, tf.Variable)
+
+
+def host_value(value: Any, hook_name: str, fetch: Any) -> Any:
+    """One NumPy value for a per-replica `value`, by the rule of this module.
+
+    Args:
+      value: A `tf.distribute.DistributedValues` that is not a variable.
+      hook_name: The hook that fetched it, for the error.
+      fetch: What the hook fetched (e.g. ``"loss"``), for the error.
+
+    Raises:
+      ValueError: If non-floating values differ between replicas.
+    """
+    replicas = [np.asarray(to_numpy(item)) for item in local_replica_values(value)]
+    first = replicas[0]
+    if np.issubdtype(first.dtype, np.inexact):
+        return np.mean(np.stack(replicas), axis=0).astype(first.dtype)[()]
+    if all(item.shape == first.shape and np.array_equal(item, first) for item in replicas):
+        return first[()]
+    raise ValueError(
+        f"{hook_name} fetches {fetch!r}, a per-replica value of strategy.run whose "
+        f"{len(replicas)} replicas differ ({', '.join(str(item) for item in replicas)}), and "
+        f"its dtype ({first.dtype}) has no mean. Reduce it in the step, e.g. "
+        "strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None), and return that."
+    )
