@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from monsession._arguments import check_directory, check_interval, check_schedule
+from monsession._arguments import check_directory, check_flag, check_interval, check_schedule
 from monsession._control_hooks import FeedFnHook, FinalOpsHook, GlobalStepWaiterHook, StopAtStepHook
 from monsession._hook_api import SessionRunArgs, SessionRunContext, SessionRunHook, SessionRunValues
 from monsession._hookspecs import (
@@ -135,6 +135,7 @@ __all__ = [
     "TrainingSettings",
     "WorkerSessionCreator",
     "check_directory",
+    "check_flag",
     "check_interval",
     "check_scalar",
     "check_schedule",

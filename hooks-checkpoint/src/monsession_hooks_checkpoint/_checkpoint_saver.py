@@ -10,11 +10,13 @@ from typing import Any
 import tensorflow as tf
 
 from monsession import (
+    Scaffold,
     SecondOrStepTimer,
     SessionRunContext,
     SessionRunHook,
     SessionRunValues,
     check_directory,
+    check_flag,
     check_schedule,
     read_global_step,
     require_global_step,
@@ -76,6 +78,22 @@ def _check_max_to_keep(max_to_keep: int | None) -> None:
         )
 
 
+def _check_basename(basename: Any) -> None:
+    if not isinstance(basename, str) or not basename:
+        raise (TypeError if not isinstance(basename, str) else ValueError)(
+            f"{_HOOK}: checkpoint_basename must be a non-empty file name such as "
+            f"'model.ckpt', got {basename!r}."
+        )
+
+
+def _check_scaffold(scaffold: Any) -> None:
+    if scaffold is not None and not isinstance(scaffold, (Scaffold, tf.compat.v1.train.Scaffold)):
+        raise TypeError(
+            f"{_HOOK}: scaffold must be a monsession.Scaffold (or None), got {scaffold!r} of "
+            f"type {type(scaffold).__name__}."
+        )
+
+
 class CheckpointSaverHook(SessionRunHook):
     """Saves checkpoints every N steps or seconds.
 
@@ -130,7 +148,9 @@ class CheckpointSaverHook(SessionRunHook):
         `CheckpointManager` saves into another directory.
       TypeError: If `save_steps` is not an int or `save_secs` not a number
         (a `bool` or a string never is), or `checkpoint_dir`, `saver`, a
-        listener or `save_on_failure` has the wrong type.
+        listener, `scaffold`, `checkpoint_basename`, `save_graph_def`,
+        `async_save` or `save_on_failure` has the wrong type (a flag must be a
+        `bool`).
       PermissionError: If `checkpoint_dir` cannot be created or written to.
 
     `checkpoint_dir` is checked at construction, before TensorFlow touches
@@ -167,6 +187,10 @@ class CheckpointSaverHook(SessionRunHook):
         check_schedule(_HOOK, "save_steps", save_steps, "save_secs", save_secs)
         self._timer = SecondOrStepTimer(every_secs=save_secs, every_steps=save_steps)
         _check_max_to_keep(max_to_keep)
+        _check_basename(checkpoint_basename)
+        _check_scaffold(scaffold)
+        check_flag(_HOOK, "save_graph_def", save_graph_def)
+        check_flag(_HOOK, "async_save", async_save)
         if saver is not None and not (
             is_object_checkpoint(saver) or callable(getattr(saver, "save", None))
         ):
