@@ -50,6 +50,8 @@ _LAZY = {
     "hooks": "monsession.hooks",
     "DamagedCheckpointError": "monsession._checkpoint_files",
     "DirectoryLockedError": "monsession._directory_lock",
+    "DirectoryLockHandle": "monsession._directory_lock",
+    "lock_checkpoint_dir": "monsession._directory_lock",
 }
 
 # The names of `tf.compat.v1.train` whose classes live in hook families.
@@ -70,7 +72,11 @@ _TF_FAMILY_NAMES = (
 if TYPE_CHECKING:
     from monsession import hooks, plugins, testing, tf_logging
     from monsession._checkpoint_files import DamagedCheckpointError
-    from monsession._directory_lock import DirectoryLockedError
+    from monsession._directory_lock import (
+        DirectoryLockedError,
+        DirectoryLockHandle,
+        lock_checkpoint_dir,
+    )
     from monsession._distributed import is_chief
     from monsession._eager import EagerSession
     from monsession._event_files import event_file_writer
@@ -115,6 +121,7 @@ __all__ = [
     "ChiefSessionCreator",
     "DamagedCheckpointError",
     "DefaultHook",
+    "DirectoryLockHandle",
     "DirectoryLockedError",
     "EagerSession",
     "FeedFnHook",
@@ -146,6 +153,7 @@ __all__ = [
     "hooks",
     "is_chief",
     "lazy_attributes",
+    "lock_checkpoint_dir",
     "plugins",
     "read_global_step",
     "require_global_step",

@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from monsession import _distributed, _plugin_manager
 from monsession._arguments import check_directory, check_flag, check_hooks, check_interval
-from monsession._directory_lock import lock_directory
+from monsession._directory_lock import lock_checkpoint_dir
 from monsession._hook_api import SessionRunHook
 from monsession._hookspecs import DefaultHook, TrainingSettings
 from monsession._monitored_session import MonitoredSession, check_session_arguments
@@ -344,7 +344,7 @@ def _holding_directory_lock(
     saves = settings.save_checkpoint_secs or settings.save_checkpoint_steps
     if not (settings.checkpoint_dir and saves):
         return make_session()
-    lock = lock_directory(settings.checkpoint_dir)
+    lock = lock_checkpoint_dir(settings.checkpoint_dir)
     if lock is None:
         return make_session()
     try:
