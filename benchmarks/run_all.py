@@ -7,9 +7,11 @@ or ``tox -e bench`` (``tox -e bench -- --quick``). Runs, in this order:
 processes), `bench_core` (per-step cost vs a raw loop and TensorFlow's
 `MonitoredSession`), `bench_hooks` (the cost of 1, 10 and 100 idle hooks),
 `bench_debug` (`NanTensorHook`), `bench_checkpoint` (the stall of a
-~100 MB checkpoint, sync vs async) and `bench_keras` (the Keras bridges:
-`KerasCallbacksHook` in a loop, `HooksCallback` in `model.fit`). Each
-comparison is measured side by side within its benchmark: variants
+~100 MB checkpoint, sync vs async), `bench_keras` (the Keras bridges:
+`KerasCallbacksHook` in a loop, `HooksCallback` in `model.fit`) and
+`bench_restore_check` (what the readability check of the checkpoint to
+restore adds to session creation). Each comparison is measured side by side
+within its benchmark: variants
 interleaved over repeated rounds, medians.
 
 Writes `benchmarks/results/results.json` (every number, the targets and
@@ -54,6 +56,10 @@ SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
     "checkpoint": {
         "full": {"rounds": 6, "saves": 4, "megabytes": 100},
         "quick": {"rounds": 1, "saves": 3, "megabytes": 100},
+    },
+    "restore_check": {
+        "full": {"rounds": 7, "megabytes": 100},
+        "quick": {"rounds": 3, "megabytes": 100},
     },
 }
 
@@ -179,6 +185,12 @@ TARGETS = [
             3,
         ),
     ),
+    Target(
+        "eager session creation, ~100 MB checkpoint: with / without the readability check",
+        "x",
+        1.25,
+        lambda r: r["restore_check"]["eager/large"]["create / create_unchecked"],
+    ),
 ]
 
 
@@ -204,6 +216,7 @@ def run_benchmarks(quick: bool) -> dict[str, Any]:
     import bench_fused
     import bench_hooks
     import bench_keras
+    import bench_restore_check
     import bench_step_service
     import tensorflow as tf
 
@@ -215,6 +228,7 @@ def run_benchmarks(quick: bool) -> dict[str, Any]:
     timed("fused", bench_fused.run)
     timed("checkpoint", bench_checkpoint.run)
     timed("keras", bench_keras.run)
+    timed("restore_check", bench_restore_check.run)
     results["seconds"] = timings
     return results
 
@@ -365,6 +379,21 @@ def markdown(report: dict[str, Any]) -> str:
         f"Checkpoint stall of a {report['checkpoint']['variables_mb']:.0f} MB model (median ms): "
         f"eager sync {stall['eager/sync']:.0f}, eager async {stall['eager/async']:.0f}; "
         f"graph monsession {stall['graph/monsession']:.0f}, graph TF {stall['graph/tf']:.0f}.",
+        "",
+        "Restoring at session creation (median ms; the check reads every tensor back "
+        "before the restore):",
+        "",
+        "| checkpoint | check | restore | check / restore | creation | creation without "
+        "check | added by check |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        *(
+            f"| {name} ({numbers['checkpoint_mb']:.1f} MB) | {numbers['median_ms']['check']:.1f} | "
+            f"{numbers['median_ms']['restore']:.1f} | {numbers['check / restore']:.2f} | "
+            f"{numbers['median_ms']['create']:.1f} | "
+            f"{numbers['median_ms']['create_unchecked']:.1f} | {numbers['added_by_check_ms']:.1f} |"
+            for name, numbers in report["restore_check"].items()
+            if isinstance(numbers, dict)
+        ),
         "",
         f"Start-up (median ms): `import monsession` {startup['import_ms']:.0f}, "
         f"`monsession plugins` {startup['plugins_ms']:.0f} (a bare `python -c pass`: "

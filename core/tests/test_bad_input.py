@@ -354,3 +354,213 @@ def test_check_directory(tmp_path):
         monsession.check_directory("Hook", "output_dir", None)
     with pytest.raises(ValueError, match=r"^Hook: output_dir must be a directory path, got ''"):
         monsession.check_directory("Hook", "output_dir", "")
+
+
+# --- Session creators, sessions and control hooks --------------------------------------------
+
+
+def _file(tmp_path):
+    path = tmp_path / "a-file"
+    path.write_text("keep me")
+    return path
+
+
+CREATOR_CASES = [
+    (
+        {"scaffold": "scaffold"},
+        TypeError,
+        r"scaffold must be a monsession\.Scaffold \(or None\), got 'scaffold' of type str",
+    ),
+    ({"scaffold": monsession.Scaffold}, TypeError, r"scaffold must be .*got the class Scaffold"),
+    ({"master": None}, TypeError, r"master must be a string .*got None of type NoneType"),
+    (
+        {"config": {"allow_soft_placement": True}},
+        TypeError,
+        r"config must be a tf\.compat\.v1\.ConfigProto",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "owner",
+    [
+        "ChiefSessionCreator",
+        "WorkerSessionCreator",
+        "SingularMonitoredSession",
+        "MonitoredTrainingSession",
+    ],
+)
+@pytest.mark.parametrize(("kwargs", "error", "pattern"), CREATOR_CASES)
+def test_creator_arguments_of_the_wrong_type(graph, owner, kwargs, error, pattern):
+    with pytest.raises(error, match=f"^{owner}: {pattern}"):
+        getattr(monsession, owner)(**kwargs)
+
+
+@pytest.mark.parametrize("owner", ["ChiefSessionCreator", "SingularMonitoredSession"])
+@pytest.mark.parametrize("under", [False, True], ids=["file", "under-file"])
+def test_chief_creator_checkpoint_dir_that_is_a_file(graph, tmp_path, owner, under):
+    path = _file(tmp_path)
+    directory = path / "train" if under else path
+    where = "lies under the file" if under else "is a file"
+    with pytest.raises(ValueError, match=f"^{owner}: checkpoint_dir '.*' {where}"):
+        getattr(monsession, owner)(checkpoint_dir=str(directory))
+    assert path.read_text() == "keep me"
+
+
+@pytest.mark.parametrize("owner", ["ChiefSessionCreator", "SingularMonitoredSession"])
+@pytest.mark.parametrize(
+    ("value", "error"), [(3, TypeError), (["model.ckpt-1"], TypeError), ("", ValueError)]
+)
+def test_checkpoint_filename_with_path_of_the_wrong_type(graph, owner, value, error):
+    with pytest.raises(
+        error, match=f"^{owner}: checkpoint_filename_with_path must be a checkpoint path"
+    ):
+        getattr(monsession, owner)(checkpoint_filename_with_path=value)
+
+
+def test_creators_accept_tensorflow_inputs(graph, tmp_path):
+    """Paths, ConfigProto and TensorFlow's own Scaffold keep working."""
+    monsession.get_or_create_global_step()
+    config = tf.compat.v1.ConfigProto(allow_soft_placement=True)
+    creator = monsession.ChiefSessionCreator(
+        scaffold=tf.compat.v1.train.Scaffold(), config=config, checkpoint_dir=tmp_path / "missing"
+    )
+    with monsession.MonitoredSession(session_creator=creator) as session:
+        assert session.run(tf.compat.v1.train.get_global_step()) == 0
+    monsession.WorkerSessionCreator(max_wait_secs=0)
+
+
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [("10", TypeError), (None, TypeError), (-1, ValueError), (math.nan, ValueError)],
+)
+@pytest.mark.parametrize("owner", ["WorkerSessionCreator", "MonitoredTrainingSession"])
+def test_max_wait_secs(graph, owner, value, error):
+    with pytest.raises(error, match=f"^{owner}: invalid max_wait_secs="):
+        getattr(monsession, owner)(max_wait_secs=value)
+
+
+@pytest.mark.parametrize(
+    ("value", "error"), [("120", TypeError), (None, TypeError), (-1, ValueError)]
+)
+@pytest.mark.parametrize("owner", SESSIONS)
+def test_stop_grace_period_secs(graph, owner, value, error):
+    with pytest.raises(error, match=f"^{owner}: invalid stop_grace_period_secs="):
+        getattr(monsession, owner)(stop_grace_period_secs=value)
+
+
+@pytest.mark.parametrize(
+    ("creator", "pattern"),
+    [
+        (monsession.ChiefSessionCreator, r"got the class ChiefSessionCreator, not an instance"),
+        ("master", r"got 'master' of type str"),
+    ],
+)
+def test_monitored_session_refuses_a_bad_session_creator(graph, creator, pattern):
+    with pytest.raises(
+        TypeError,
+        match=r"^MonitoredSession: session_creator must be a SessionCreator instance .*" + pattern,
+    ):
+        monsession.MonitoredSession(session_creator=creator)
+
+
+@pytest.mark.parametrize("argument", ["is_chief", "save_graph_def"])
+@pytest.mark.parametrize("value", ["False", None, 2])
+def test_training_session_flags_must_be_bools(graph, argument, value):
+    with pytest.raises(
+        TypeError,
+        match=f"^MonitoredTrainingSession: {argument} must be a bool, got {re.escape(repr(value))}",
+    ):
+        monsession.MonitoredTrainingSession(**{argument: value})
+
+
+def test_training_session_accepts_numpy_bool_flags(graph):
+    monsession.get_or_create_global_step()
+    with monsession.MonitoredTrainingSession(is_chief=np.bool_(True), save_graph_def=0) as session:
+        assert not session.should_stop()
+
+
+@pytest.mark.parametrize(
+    ("value", "error", "pattern"),
+    [
+        ("3", TypeError, r"invalid wait_until_step='3' of type str"),
+        (None, TypeError, r"invalid wait_until_step=None of type NoneType"),
+        (2.5, TypeError, r"invalid wait_until_step=2\.5 of type float"),
+        (-1, ValueError, r"invalid wait_until_step=-1; expected a non-negative int global step"),
+    ],
+)
+def test_global_step_waiter_hook_bad_wait_until_step(value, error, pattern):
+    with pytest.raises(error, match="^GlobalStepWaiterHook: " + pattern):
+        monsession.GlobalStepWaiterHook(wait_until_step=value)
+
+
+def test_global_step_waiter_hook_zero_starts_at_once(graph):
+    monsession.get_or_create_global_step()
+    one = tf.constant(1)
+    waiter = monsession.GlobalStepWaiterHook(wait_until_step=np.int64(0))
+    with monsession.MonitoredSession(hooks=[waiter]) as session:
+        session.run(one)
+    assert waiter._worker_is_started
+
+
+@pytest.mark.parametrize(
+    ("final_ops", "held"),
+    [
+        (3, "3 of type int"),
+        ([None], "None of type NoneType"),
+        ({"w": 1.5}, "1.5 of type float"),
+        (tf.Variable, "the class|of type type"),
+    ],
+)
+def test_final_ops_hook_bad_final_ops(graph, final_ops, held):
+    with pytest.raises(
+        TypeError, match=r"^FinalOpsHook: final_ops must be a tensor, .*; it holds "
+    ):
+        monsession.FinalOpsHook(final_ops)
+
+
+@pytest.mark.parametrize("feed", [[1.0], "x", 3])
+def test_final_ops_hook_bad_feed_dict(graph, feed):
+    with pytest.raises(
+        TypeError, match=r"^FinalOpsHook: final_ops_feed_dict must be a dict .* or None, got "
+    ):
+        monsession.FinalOpsHook(tf.constant(1.0), final_ops_feed_dict=feed)
+
+
+def test_final_ops_hook_accepts_tensorflow_fetches(graph):
+    step = monsession.get_or_create_global_step()
+    value = tf.compat.v1.placeholder(tf.float32, [])
+    doubled = value * 2
+    hook = monsession.FinalOpsHook(
+        {"step": step, "name": doubled.name, "doubled": [doubled]}, final_ops_feed_dict={value: 2.0}
+    )
+    with monsession.MonitoredSession(hooks=[hook]):
+        pass
+    values = hook.final_ops_values
+    assert [values["step"], values["name"], values["doubled"][0]] == [0, 4.0, 4.0]
+
+
+def test_stop_at_step_hook_messages_name_the_hook():
+    with pytest.raises(
+        ValueError,
+        match=r"^StopAtStepHook: One of num_steps or last_step must be specified; "
+        r"got num_steps=None and last_step=None\.",
+    ):
+        monsession.StopAtStepHook()
+    with pytest.raises(
+        ValueError,
+        match=r"^StopAtStepHook: Only one of num_steps or last_step can be specified; "
+        r"got num_steps=1 and last_step=2\.",
+    ):
+        monsession.StopAtStepHook(num_steps=1, last_step=2)
+
+
+@pytest.mark.parametrize("value", ["False", None, 2, 0.0])
+def test_check_flag(value):
+    monsession.check_flag("Hook", "at_end", True)
+    monsession.check_flag("Hook", "at_end", np.bool_(False))
+    monsession.check_flag("Hook", "at_end", 1)
+    with pytest.raises(
+        TypeError, match=f"^Hook: at_end must be a bool, got {re.escape(repr(value))} of type"
+    ):
+        monsession.check_flag("Hook", "at_end", value)

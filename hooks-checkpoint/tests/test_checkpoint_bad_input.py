@@ -137,3 +137,31 @@ def test_training_session_zero_turns_checkpoints_off_as_in_tensorflow(tmp_path):
         ) as sess:
             sess.run(train)
     assert tf.train.latest_checkpoint(str(tmp_path)) is None
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "pattern"),
+    [
+        ({"checkpoint_basename": None}, TypeError, r"checkpoint_basename must be a non-empty"),
+        ({"checkpoint_basename": ""}, ValueError, r"checkpoint_basename must be a non-empty"),
+        ({"scaffold": "scaffold"}, TypeError, r"scaffold must be a monsession\.Scaffold"),
+        ({"scaffold": monsession.Scaffold}, TypeError, r"scaffold must be a monsession\.Scaffold"),
+        ({"save_graph_def": "False"}, TypeError, r"save_graph_def must be a bool, got 'False'"),
+        ({"async_save": "no"}, TypeError, r"async_save must be a bool, got 'no'"),
+    ],
+)
+def test_other_arguments_of_the_wrong_type(tmp_path, kwargs, error, pattern):
+    with fresh_graph():
+        with pytest.raises(error, match="^CheckpointSaverHook: " + pattern):
+            CheckpointSaverHook(str(tmp_path), save_steps=1, **kwargs)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_tensorflow_scaffold_and_numpy_flags_are_accepted(tmp_path):
+    with fresh_graph():
+        monsession.get_or_create_global_step()
+        scaffold = tf.compat.v1.train.Scaffold()
+        hook = CheckpointSaverHook(str(tmp_path), save_steps=1, scaffold=scaffold, save_graph_def=0)
+        with monsession.SingularMonitoredSession(hooks=[hook], scaffold=scaffold):
+            pass
+    assert tf.train.latest_checkpoint(str(tmp_path)).endswith("model.ckpt-0")

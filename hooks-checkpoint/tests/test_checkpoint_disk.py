@@ -21,7 +21,7 @@ CHILD = str(Path(__file__).with_name("checkpoint_disk_child.py"))
 LOCK = ".monsession.lock"
 
 
-def _child(mode, directory, last_step, limit=0, hold=False, **kwargs):
+def _child(mode, directory, last_step, limit=0, hold=False, session="mts", **kwargs):
     return subprocess.Popen(
         [
             sys.executable,
@@ -31,6 +31,7 @@ def _child(mode, directory, last_step, limit=0, hold=False, **kwargs):
             str(last_step),
             str(limit),
             "1" if hold else "0",
+            session,
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -40,8 +41,8 @@ def _child(mode, directory, last_step, limit=0, hold=False, **kwargs):
     )
 
 
-def _run(mode, directory, last_step, limit=0):
-    child = _child(mode, directory, last_step, limit)
+def _run(mode, directory, last_step, limit=0, session="mts"):
+    child = _child(mode, directory, last_step, limit, session=session)
     out, err = child.communicate(timeout=300)
     return child.returncode, out, err
 
@@ -122,5 +123,61 @@ def test_stale_lock_of_a_dead_process_is_taken_over(tmp_path):
     status, out, err = _run("eager", tmp_path, 3)
     assert status == 0, err
     assert "TRAINED 3" in out
+    assert f"Taking over the lock {tmp_path / LOCK} of process {dead.pid}" in err
+    assert not (tmp_path / LOCK).exists()
+
+
+# A CheckpointSaverHook used directly (no MonitoredTrainingSession) holds the lock too.
+DIRECT = [
+    pytest.param("graph", "ms", "graph", "mts", id="graph-MonitoredSession-vs-MTS"),
+    pytest.param("eager", "sms", "eager", "ms", id="eager-Singular-vs-MonitoredSession"),
+    pytest.param("graph", "sms", "eager", "sms", id="graph-Singular-vs-eager-Singular"),
+    pytest.param("eager", "ms", "graph", "ms", id="eager-MonitoredSession-vs-graph"),
+]
+
+
+@pytest.mark.parametrize(("first_mode", "first_session", "second_mode", "second_session"), DIRECT)
+def test_checkpoint_hook_alone_holds_the_directory(
+    tmp_path, first_mode, first_session, second_mode, second_session
+):
+    first = _child(first_mode, tmp_path, 7, hold=True, session=first_session)
+    try:
+        assert first.stdout.readline().startswith("RESTORED"), first.stderr.read()
+        assert json.loads((tmp_path / LOCK).read_text())["pid"] == first.pid
+        status, out, err = _run(second_mode, tmp_path, 7, session=second_session)
+        assert status != 0
+        assert "RESTORED" not in out
+        assert "DirectoryLockedError" in err
+        assert f"process {first.pid} on host" in err
+        first.stdin.write("\n")
+        first.stdin.flush()
+        out, err = first.communicate(timeout=300)
+        assert first.returncode == 0, err
+        assert "TRAINED 7" in out
+        assert "Taking over" not in err  # The MTS of the first and its hook share one lock.
+    finally:
+        first.kill()
+        first.wait()
+    assert not (tmp_path / LOCK).exists()
+    # Released: the next run (of the first's mode, which wrote the checkpoints) goes on.
+    status, out, err = _run(first_mode, tmp_path, 9, session=second_session)
+    assert status == 0, err
+    assert "RESTORED 7" in out and "TRAINED 9" in out
+    assert not (tmp_path / LOCK).exists()
+
+
+@pytest.mark.parametrize("mode", ["graph", "eager"])
+def test_checkpoint_hook_alone_takes_over_a_stale_lock_and_releases_on_failure(tmp_path, mode):
+    status, out, err = _run(mode, tmp_path, 5, session="ms")
+    assert status == 0, err
+    assert not (tmp_path / LOCK).exists()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (tmp_path / LOCK).write_text(json.dumps({"pid": dead.pid, "host": os.uname().nodename}))
+    # The save at step 10 fails (file too large): the session fails, on_failure releases.
+    status, out, err = _run(mode, tmp_path, 20, limit=1024 * 1024, session="ms")
+    assert "RESTORED 5" in out
+    assert status != 0
+    assert "CheckpointSaveError" in err
     assert f"Taking over the lock {tmp_path / LOCK} of process {dead.pid}" in err
     assert not (tmp_path / LOCK).exists()

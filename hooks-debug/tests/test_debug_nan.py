@@ -264,6 +264,10 @@ def test_bad_arguments_at_construction():
         NanTensorHook(3.0)
     with pytest.raises(ValueError, match="empty name"):
         NanTensorHook("")
+    with pytest.raises(
+        TypeError, match=r"^NanTensorHook: fail_on_nan_loss must be a bool, got 'False' of type str"
+    ):
+        NanTensorHook("loss", fail_on_nan_loss="False")
     with pytest.raises(TypeError, match="watch"):
         NanTensorHook("loss").watch("not a step")
 

@@ -74,6 +74,16 @@ def _graph_profile(api, hook_class, directory, runs, **kwargs):
             PermissionError,
             "cannot write to output_dir '/proc/self'",
         ),
+        (
+            {"save_steps": 1, "show_dataflow": "False"},
+            TypeError,
+            "show_dataflow must be a bool, got 'False' of type str",
+        ),
+        (
+            {"save_steps": 1, "show_memory": None},
+            TypeError,
+            "show_memory must be a bool, got None of type NoneType",
+        ),
     ],
 )
 def test_bad_arguments(kwargs, error, pattern):

@@ -30,6 +30,7 @@ SECS = "invalid every_n_secs="
         ({"every_n_secs": -1.5}, ValueError, SECS + "-1.5"),
         ({"every_n_secs": "1"}, TypeError, SECS + "'1' of type str"),
         ({"every_n_iter": 1, "formatter": "%s"}, TypeError, "formatter must be callable"),
+        ({"at_end": "yes"}, TypeError, "at_end must be a bool, got 'yes' of type str"),
     ],
 )
 def test_logging_tensor_hook_rejects_bad_arguments(kwargs, error, pattern):

@@ -129,3 +129,29 @@ def test_training_session_zero_turns_summaries_off_as_in_tensorflow(tmp_path):
         ) as sess:
             sess.run(train)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("writer", ["logs", 3, tf.summary.SummaryWriter])
+@pytest.mark.parametrize(("hook", "steps_name", "secs_name", "extra"), HOOKS)
+def test_summary_writer_of_the_wrong_type(hook, steps_name, secs_name, extra, writer):
+    with tf.Graph().as_default():
+        with pytest.raises(
+            TypeError,
+            match=f"^{hook.__name__}: summary_writer must be a tf.compat.v1.summary.FileWriter "
+            r"\(graph mode\) or a tf.summary.SummaryWriter \(eager mode\), or None; got ",
+        ):
+            hook(**{steps_name: 1}, summary_writer=writer, **extra)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "pattern"),
+    [
+        ({"scaffold": "scaffold"}, r"scaffold must be a monsession\.Scaffold \(or None\)"),
+        ({"summary_op": 3}, r"summary_op must be a string Tensor .*; it holds 3 of type int"),
+        ({"summary_op": [None]}, r"summary_op must be .*; it holds None of type NoneType"),
+    ],
+)
+def test_summary_source_of_the_wrong_type(tmp_path, kwargs, pattern):
+    with tf.Graph().as_default():
+        with pytest.raises(TypeError, match="^SummarySaverHook: " + pattern):
+            SummarySaverHook(save_steps=1, output_dir=str(tmp_path), **kwargs)

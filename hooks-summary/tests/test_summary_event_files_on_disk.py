@@ -139,3 +139,55 @@ def test_a_file_size_limit_fails_with_an_error_naming_the_directory(tmp_path):
     assert last_line.startswith("monsession_hooks_summary._sinks.SummaryWriteError: "), last_line
     assert f"SummarySaverHook: writing summaries to {logdir} failed" in last_line
     assert "File too large" in last_line
+
+
+_IN_STEP_FILE_TOO_LARGE = textwrap.dedent(
+    """
+    import glob, os, resource, signal, sys
+    import tensorflow as tf
+    import monsession
+    from monsession_hooks_summary import SummarySaverHook
+
+    logdir = sys.argv[1]
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    step = tf.compat.v1.train.get_or_create_global_step()
+
+    @tf.function
+    def train_step():
+        tf.summary.scalar("a_rather_long_tag_name_" * 4, 1.0, step=step + 1)
+        step.assign_add(1)
+
+    hooks = [
+        SummarySaverHook(save_steps=1, output_dir=logdir),
+        monsession.StopAtStepHook(last_step=300),
+    ]
+    with monsession.MonitoredSession(hooks=hooks) as session:
+        (event_file,) = glob.glob(os.path.join(logdir, "events.*"))
+        limit = os.path.getsize(event_file) + 1000
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+        while not session.should_stop():
+            session.run(train_step)
+    print("ended as if the data ran out at step", int(step.numpy()))
+    """
+)
+
+
+def test_eager_in_step_summary_write_past_a_file_size_limit_is_an_error(tmp_path):
+    """The step's own tf.summary write fails with EFBIG (OutOfRangeError in TensorFlow).
+
+    Before, the session took it for the end of the data: exit status 0 after 11 steps.
+    """
+    logdir = tmp_path / "logs"
+    child = subprocess.run(
+        [sys.executable, "-c", _IN_STEP_FILE_TOO_LARGE, str(logdir)],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=120,
+    )
+    assert child.returncode != 0
+    assert "ended as if the data ran out" not in child.stdout
+    last_line = child.stderr.strip().splitlines()[-1]
+    assert last_line.startswith("OSError: [Errno 27] The step failed on a file: "), last_line
+    (event_file,) = event_files(logdir)
+    assert f"{event_file}; File too large" in last_line

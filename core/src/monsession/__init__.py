@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from monsession._arguments import check_directory, check_interval, check_schedule
+from monsession._arguments import check_directory, check_flag, check_interval, check_schedule
 from monsession._control_hooks import FeedFnHook, FinalOpsHook, GlobalStepWaiterHook, StopAtStepHook
 from monsession._hook_api import (
     NextAction,
@@ -59,6 +59,8 @@ _LAZY = {
     "hooks": "monsession.hooks",
     "DamagedCheckpointError": "monsession._checkpoint_files",
     "DirectoryLockedError": "monsession._directory_lock",
+    "DirectoryLockHandle": "monsession._directory_lock",
+    "lock_checkpoint_dir": "monsession._directory_lock",
 }
 
 # The names of `tf.compat.v1.train` whose classes live in hook families.
@@ -79,7 +81,11 @@ _TF_FAMILY_NAMES = (
 if TYPE_CHECKING:
     from monsession import hooks, plugins, testing, tf_logging
     from monsession._checkpoint_files import DamagedCheckpointError
-    from monsession._directory_lock import DirectoryLockedError
+    from monsession._directory_lock import (
+        DirectoryLockedError,
+        DirectoryLockHandle,
+        lock_checkpoint_dir,
+    )
     from monsession._distributed import is_chief
     from monsession._eager import EagerSession
     from monsession._epochs import Epochs
@@ -126,6 +132,7 @@ __all__ = [
     "ChiefSessionCreator",
     "DamagedCheckpointError",
     "DefaultHook",
+    "DirectoryLockHandle",
     "DirectoryLockedError",
     "EagerSession",
     "Epochs",
@@ -149,6 +156,7 @@ __all__ = [
     "TrainingSettings",
     "WorkerSessionCreator",
     "check_directory",
+    "check_flag",
     "check_interval",
     "check_scalar",
     "check_schedule",
@@ -159,6 +167,7 @@ __all__ = [
     "hooks",
     "is_chief",
     "lazy_attributes",
+    "lock_checkpoint_dir",
     "plugins",
     "read_global_step",
     "require_global_step",

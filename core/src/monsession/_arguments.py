@@ -122,6 +122,35 @@ def check_schedule(
         check_interval(owner, secs_name, secs, "secs", allow_zero=allow_zero)
 
 
+def check_flag(owner: str, name: str, value: Any) -> None:
+    """Checks a yes/no argument: a `bool` (a NumPy bool, 0 or 1 too).
+
+    A string is refused: ``"False"`` is true.
+
+    ```python
+    monsession.check_flag("MyHook", "at_end", at_end)
+    ```
+
+    Args:
+      owner: Who checks, first in the message.
+      name: The argument's name.
+      value: The argument's value.
+
+    Raises:
+      TypeError: If `value` is not a bool, NumPy bool, 0 or 1.
+    """
+    kind = type(value)
+    if isinstance(value, bool) or (
+        kind.__module__ == "numpy" and kind.__name__ in ("bool", "bool_")
+    ):
+        return
+    if isinstance(value, numbers.Integral) and value in (0, 1):
+        return
+    raise TypeError(
+        f"{owner}: {name} must be a bool, got {value!r} of type {type(value).__name__}."
+    )
+
+
 class UnwritableDirectoryError(PermissionError, ValueError):
     """A directory argument this process cannot create or write to.
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from monsession import tf_logging
@@ -47,10 +47,15 @@ class StopAtStepHook(SessionRunHook):
     """
 
     def __init__(self, num_steps: int | None = None, last_step: int | None = None) -> None:
+        got = f"got num_steps={num_steps!r} and last_step={last_step!r}"
         if num_steps is None and last_step is None:
-            raise ValueError("One of num_steps or last_step must be specified.")
+            raise ValueError(
+                f"StopAtStepHook: One of num_steps or last_step must be specified; {got}."
+            )
         if num_steps is not None and last_step is not None:
-            raise ValueError("Only one of num_steps or last_step can be specified.")
+            raise ValueError(
+                f"StopAtStepHook: Only one of num_steps or last_step can be specified; {got}."
+            )
         _check_non_negative("StopAtStepHook", "num_steps", num_steps)
         _check_non_negative("StopAtStepHook", "last_step", last_step)
         self._num_steps = num_steps
@@ -102,16 +107,52 @@ class FeedFnHook(SessionRunHook):
         return SessionRunArgs(fetches=None, feed_dict=self.feed_fn())
 
 
+def _fetchable(leaf: Any) -> bool:
+    """Whether `session.run` can evaluate `leaf`, in either mode."""
+    if isinstance(leaf, type):
+        return False
+    if isinstance(leaf, str) or callable(leaf):
+        return True  # A tensor name (graph mode); a function of no arguments (eager).
+    # Tensors, operations, variables, sparse and ragged tensors.
+    return hasattr(leaf, "dtype") or hasattr(leaf, "graph")
+
+
+def _check_final_ops(final_ops: Any) -> None:
+    if final_ops is None:
+        return
+    import tensorflow as tf
+
+    for leaf in tf.nest.flatten(final_ops, expand_composites=False):
+        if not _fetchable(leaf):
+            raise TypeError(
+                "FinalOpsHook: final_ops must be a tensor, an operation, a variable (or in "
+                "eager mode a function of no arguments), or a list or dict of them; it holds "
+                f"{leaf!r} of type {type(leaf).__name__}."
+            )
+
+
 class FinalOpsHook(SessionRunHook):
     """Evaluates tensors once at the end of the session.
 
     Args:
       final_ops: A tensor, a list of tensors or a dict of names to tensors (in
         eager mode also variables or zero-argument callables).
-      final_ops_feed_dict: The `feed_dict` for evaluating them.
+      final_ops_feed_dict: The `feed_dict` for evaluating them: a mapping or `None`.
+
+    Raises:
+      TypeError: If `final_ops` holds something that cannot be evaluated (a
+        number, `None` in a list, a class...), or `final_ops_feed_dict` is
+        not a mapping.
     """
 
     def __init__(self, final_ops: Any, final_ops_feed_dict: Any = None) -> None:
+        _check_final_ops(final_ops)
+        if final_ops_feed_dict is not None and not isinstance(final_ops_feed_dict, Mapping):
+            raise TypeError(
+                "FinalOpsHook: final_ops_feed_dict must be a dict (tensors, or in eager mode "
+                "argument names, to values) or None, got "
+                f"{final_ops_feed_dict!r} of type {type(final_ops_feed_dict).__name__}."
+            )
         self._final_ops = final_ops
         self._final_ops_feed_dict = final_ops_feed_dict
         self._final_ops_values: Any = None
@@ -145,10 +186,22 @@ class GlobalStepWaiterHook(SessionRunHook):
     Used to start workers gradually, e.g. ``wait_until_step=int(K * log(task_id + 1))``.
 
     Args:
-      wait_until_step: The global step to wait for.
+      wait_until_step: The global step to wait for; 0 starts at once.
+
+    Raises:
+      TypeError: If `wait_until_step` is not an int.
+      ValueError: If `wait_until_step` is negative.
     """
 
     def __init__(self, wait_until_step: int) -> None:
+        check_interval(
+            "GlobalStepWaiterHook",
+            "wait_until_step",
+            wait_until_step,
+            "steps",
+            allow_zero=True,
+            expected="a non-negative int global step (0: start at once)",
+        )
         self._wait_until_step = wait_until_step
 
     def begin(self) -> None:

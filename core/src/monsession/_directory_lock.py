@@ -2,19 +2,25 @@
 
 `MonitoredTrainingSession` takes the lock of its `checkpoint_dir` when a
 chief that saves checkpoints starts, and gives it back when the session
-closes. The lock is the file ``.monsession.lock`` holding the pid, the host
-and a token of its holder. A lock whose process no longer runs on this host
-is stale and taken over with a WARNING; a lock of a process on another host
+closes; `CheckpointSaverHook` takes it too, through the public
+`lock_checkpoint_dir`, so that it holds with a plain `MonitoredSession`.
+The lock is the file ``.monsession.lock`` holding the pid, the host and a
+token of its holder. Within one process the lock is shared: every taker gets
+its own handle, and the file goes when the last handle is released (or the
+interpreter exits). A lock whose process no longer runs on this host is
+stale and taken over with a WARNING; a lock of a process on another host
 cannot be checked and is an error like a live one. Remote directories
 (``gs://``, ...) are not locked.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
 import socket
+import threading
 import time
 import uuid
 from typing import Any
@@ -144,20 +150,115 @@ class DirectoryLock:
                 pass
 
 
-def lock_directory(directory: str) -> DirectoryLock | None:
-    """Takes the lock of a local `directory`; `None` for a remote one.
+class DirectoryLockHandle:
+    """One taker's share of this process's lock of a checkpoint directory.
+
+    Returned by `monsession.lock_checkpoint_dir`. The lock file stays until
+    every handle of the directory in this process is released.
+
+    Attributes:
+      directory: The locked directory.
+      path: The lock file.
+    """
+
+    def __init__(self, lock: DirectoryLock) -> None:
+        self._lock: DirectoryLock | None = lock
+        self.directory = lock.directory
+        self.path = lock.path
+
+    @property
+    def held(self) -> bool:
+        """Whether this handle still holds its share (`release` not called yet)."""
+        return self._lock is not None
+
+    def release(self) -> None:
+        """Gives this handle's share back; the last one removes the lock file.
+
+        Calling it again does nothing.
+        """
+        lock, self._lock = self._lock, None
+        if lock is None:
+            return
+        with _HELD_GUARD:
+            key = _key(lock.directory)
+            entry = _HELD.get(key)
+            if entry is None or entry[0] is not lock:
+                return
+            entry[1] -= 1
+            if entry[1] > 0:
+                return
+            del _HELD[key]
+        lock.release()
+
+    def __repr__(self) -> str:
+        return f"DirectoryLockHandle({self.directory!r}, held={self.held})"
+
+
+# This process's locks: the directory's real path -> [lock, number of handles].
+_HELD: dict[str, list[Any]] = {}
+_HELD_GUARD = threading.Lock()
+
+
+def _key(directory: str) -> str:
+    return os.path.realpath(directory)
+
+
+def _release_all_at_exit() -> None:
+    with _HELD_GUARD:
+        locks = [entry[0] for entry in _HELD.values()]
+        _HELD.clear()
+    for lock in locks:
+        lock.release()
+
+
+atexit.register(_release_all_at_exit)
+
+
+def lock_checkpoint_dir(checkpoint_dir: str | os.PathLike[str]) -> DirectoryLockHandle | None:
+    """Takes this process's lock of a local checkpoint directory, for one chief.
+
+    A writer of checkpoints calls it before its first write and releases the
+    handle when it stops writing (clean end, failure or close). Taking it
+    again in the same process (e.g. `MonitoredTrainingSession` and its
+    `CheckpointSaverHook`) shares the lock: no error, no second file. A lock
+    left by a process that no longer runs on this host is taken over with a
+    WARNING. The directory is created if missing.
+
+    ```python
+    handle = monsession.lock_checkpoint_dir(checkpoint_dir)
+    try:
+        ...  # Write checkpoints.
+    finally:
+        if handle is not None:
+            handle.release()
+    ```
+
+    Args:
+      checkpoint_dir: The directory to lock.
+
+    Returns:
+      A `DirectoryLockHandle`, or `None` for a remote directory (``gs://``,
+      ...) or one that cannot be created or written to (the writer's own
+      checks report that).
 
     Raises:
-      DirectoryLockedError: If a live process holds the directory.
+      DirectoryLockedError: If a live process (or one on another host) holds it.
     """
+    directory = os.fspath(checkpoint_dir)
     if "://" in directory:
         logger.info("Remote checkpoint_dir %s is not locked against a second chief.", directory)
         return None
-    lock = DirectoryLock(directory)
-    try:
-        lock.acquire()
-    except OSError as error:
-        # Not a directory we can write to: the checkpoint hook reports it.
-        logger.debug("Could not lock %s: %s", directory, error)
-        return None
-    return lock
+    with _HELD_GUARD:
+        entry = _HELD.get(_key(directory))
+        if entry is not None:
+            entry[1] += 1
+            return DirectoryLockHandle(entry[0])
+        lock = DirectoryLock(directory)
+        try:
+            lock.acquire()
+        except OSError as error:
+            # Not a directory we can write to: the checkpoint hook reports it.
+            logger.debug("Could not lock %s: %s", directory, error)
+            return None
+        _HELD[_key(directory)] = [lock, 1]
+        return DirectoryLockHandle(lock)

@@ -10,7 +10,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from monsession._arguments import check_directory, check_hooks
+from monsession._arguments import check_hooks, check_interval
 from monsession._backend import prepare_graph
 from monsession._eager import BoundStep
 from monsession._fusion import Fusion, check_steps_per_execution
@@ -18,7 +18,11 @@ from monsession._hook_api import SessionRunHook
 from monsession._hook_state import HookStates, attach, restored_from
 from monsession._owned_step import own_global_step_if_missing
 from monsession._retry import policy_for
-from monsession._session_creators import ChiefSessionCreator, SessionCreator
+from monsession._session_creators import (
+    ChiefSessionCreator,
+    SessionCreator,
+    check_creator_arguments,
+)
 from monsession._session_layers import (
     HookSelection,
     _CoordinatedSession,
@@ -104,6 +108,31 @@ def _check_step_fn(step_fn: Callable[..., Any]) -> None:
         )
 
 
+def check_session_arguments(owner: str, session_creator: Any, stop_grace_period_secs: Any) -> None:
+    """Checks the session creator and grace period a monitored session is given.
+
+    Raises:
+      TypeError: If `session_creator` has no `create_session` method (a class
+        instead of an instance included), or `stop_grace_period_secs` is not
+        a number.
+      ValueError: If `stop_grace_period_secs` is negative or NaN.
+    """
+    if session_creator is not None and (
+        isinstance(session_creator, type)
+        or not callable(getattr(session_creator, "create_session", None))
+    ):
+        what = (
+            f"the class {session_creator.__name__}, not an instance"
+            if isinstance(session_creator, type)
+            else f"{session_creator!r} of type {type(session_creator).__name__}"
+        )
+        raise TypeError(
+            f"{owner}: session_creator must be a SessionCreator instance (e.g. "
+            f"ChiefSessionCreator(...)) or None, got {what}."
+        )
+    check_interval(owner, "stop_grace_period_secs", stop_grace_period_secs, "secs", allow_zero=True)
+
+
 class _MonitoredSession:
     """The common part of `MonitoredSession` and `SingularMonitoredSession`."""
 
@@ -126,6 +155,7 @@ class _MonitoredSession:
             True if self._eager else tf.compat.v1.get_default_graph().finalized
         )
         self._hooks = check_hooks(type(self).__name__, "hooks", hooks)
+        check_session_arguments(type(self).__name__, session_creator, stop_grace_period_secs)
         if self._eager:
             own_global_step_if_missing()  # Before the hooks' begin(), which may need it.
         self._hook_states = HookStates(self._hooks, type(self).__name__)
@@ -472,10 +502,12 @@ class MonitoredSession(_MonitoredSession):
     Raises:
       TypeError: If `hooks` is not an iterable of hook instances (an item is
         `None`, a hook class, or lacks a hook method; the message names the
-        item's index), or `stop_on_signals` or `steps_per_execution` has the
-        wrong type.
+        item's index), `session_creator` is not a session creator instance,
+        `stop_grace_period_secs` is not a number, or `stop_on_signals` or
+        `steps_per_execution` has the wrong type.
       ValueError: If `stop_on_signals` names no signal that can be caught,
-        or `steps_per_execution` is smaller than 1, or not 1 in graph mode.
+        `stop_grace_period_secs` is negative, or `steps_per_execution` is
+        smaller than 1, or not 1 in graph mode.
     """
 
     def __init__(
@@ -515,10 +547,14 @@ class SingularMonitoredSession(_MonitoredSession):
       steps_per_execution: Keyword only, as for `MonitoredSession`.
 
     Raises:
-      TypeError: If `hooks` is not an iterable of hook instances, or
+      TypeError: If `hooks` is not an iterable of hook instances, `scaffold`
+        is not a `Scaffold`, `master` not a string, `config` not a
+        `ConfigProto`, `checkpoint_dir` or `checkpoint_filename_with_path`
+        not a path, `stop_grace_period_secs` not a number, or
         `stop_on_signals` or `steps_per_execution` has the wrong type.
-      ValueError: If `checkpoint_dir` is a file or lies under a file, or
-        `steps_per_execution` is invalid (see `MonitoredSession`).
+      ValueError: If `checkpoint_dir` is a file or lies under a file,
+        `stop_grace_period_secs` is negative, or `steps_per_execution` is
+        invalid (see `MonitoredSession`).
     """
 
     def __init__(
@@ -535,8 +571,14 @@ class SingularMonitoredSession(_MonitoredSession):
         steps_per_execution: int | str = 1,
     ) -> None:
         checked_hooks = check_hooks(type(self).__name__, "hooks", hooks)
-        if checkpoint_dir is not None:
-            check_directory(type(self).__name__, "checkpoint_dir", checkpoint_dir, writable=False)
+        check_creator_arguments(
+            type(self).__name__,
+            scaffold,
+            master,
+            config,
+            checkpoint_dir,
+            checkpoint_filename_with_path,
+        )
         creator = ChiefSessionCreator(
             scaffold=scaffold,
             master=master,

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import abc
 import logging
+import os
 from typing import Any
 
 import tensorflow as tf
 
+from monsession._arguments import check_directory, check_interval
 from monsession._checkpoint_files import choose_checkpoint, report_and_repair
 from monsession._eager import EagerSession
 from monsession._hook_state import record_restore
@@ -24,6 +26,64 @@ class SessionCreator(metaclass=abc.ABCMeta):
     def create_session(self) -> Any:
         """Returns a ready session (graph mode) or `EagerSession` (eager mode)."""
         raise NotImplementedError(f"create_session is not implemented for {self}.")
+
+
+def check_creator_arguments(
+    owner: str,
+    scaffold: Any = None,
+    master: Any = "",
+    config: Any = None,
+    checkpoint_dir: Any = None,
+    checkpoint_filename_with_path: Any = None,
+) -> None:
+    """Checks the arguments a session creator takes, naming `owner` in errors.
+
+    Args:
+      owner: Who checks (e.g. ``"ChiefSessionCreator"``).
+      scaffold: `None`, a `monsession.Scaffold` or a `tf.compat.v1.train.Scaffold`.
+      master: A string.
+      config: `None` or a `tf.compat.v1.ConfigProto`.
+      checkpoint_dir: `None` or a directory path (it may be missing or read-only).
+      checkpoint_filename_with_path: `None` or a checkpoint path (a string).
+
+    Raises:
+      TypeError: If an argument has the wrong type.
+      ValueError: If `checkpoint_dir` is a file or lies under one, or
+        `checkpoint_filename_with_path` is empty.
+    """
+    if scaffold is not None and not isinstance(scaffold, (Scaffold, tf.compat.v1.train.Scaffold)):
+        raise TypeError(
+            f"{owner}: scaffold must be a monsession.Scaffold (or None), got {_describe(scaffold)}."
+        )
+    if not isinstance(master, str):
+        raise TypeError(
+            f"{owner}: master must be a string (e.g. '' or 'grpc://host:port'), got "
+            f"{_describe(master)}."
+        )
+    if config is not None and not isinstance(config, tf.compat.v1.ConfigProto):
+        raise TypeError(
+            f"{owner}: config must be a tf.compat.v1.ConfigProto (or None), got "
+            f"{_describe(config)}."
+        )
+    if checkpoint_dir is not None:
+        check_directory(owner, "checkpoint_dir", checkpoint_dir, writable=False)
+    path = checkpoint_filename_with_path
+    if path is not None:
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(
+                f"{owner}: checkpoint_filename_with_path must be a checkpoint path (a string, "
+                f"e.g. 'train/model.ckpt-100'), got {_describe(path)}."
+            )
+        if not os.fspath(path):
+            raise ValueError(
+                f"{owner}: checkpoint_filename_with_path must be a checkpoint path, got ''."
+            )
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, type):
+        return f"the class {value.__name__}"
+    return f"{value!r} of type {type(value).__name__}"
 
 
 class _ScaffoldedCreator(SessionCreator):
@@ -76,6 +136,12 @@ class ChiefSessionCreator(_ScaffoldedCreator):
       checkpoint_dir: Directory whose latest checkpoint is restored.
       checkpoint_filename_with_path: A checkpoint file to restore instead.
 
+    Raises:
+      TypeError: If `scaffold` is not a `Scaffold`, `master` not a string,
+        `config` not a `ConfigProto`, or `checkpoint_dir` or
+        `checkpoint_filename_with_path` not a path.
+      ValueError: If `checkpoint_dir` is a file or lies under a file.
+
     Raises (from `create_session`):
       DamagedCheckpointError: If `checkpoint_dir` holds checkpoint files but
         none can be read.
@@ -86,12 +152,24 @@ class ChiefSessionCreator(_ScaffoldedCreator):
         scaffold: Scaffold | None = None,
         master: str = "",
         config: Any = None,
-        checkpoint_dir: str | None = None,
-        checkpoint_filename_with_path: str | None = None,
+        checkpoint_dir: str | os.PathLike[str] | None = None,
+        checkpoint_filename_with_path: str | os.PathLike[str] | None = None,
     ) -> None:
+        check_creator_arguments(
+            "ChiefSessionCreator",
+            scaffold,
+            master,
+            config,
+            checkpoint_dir,
+            checkpoint_filename_with_path,
+        )
         super().__init__(scaffold, master, config)
-        self._checkpoint_dir = checkpoint_dir
-        self._checkpoint_filename_with_path = checkpoint_filename_with_path
+        self._checkpoint_dir = None if checkpoint_dir is None else os.fspath(checkpoint_dir)
+        self._checkpoint_filename_with_path = (
+            None
+            if checkpoint_filename_with_path is None
+            else os.fspath(checkpoint_filename_with_path)
+        )
 
     def create_session(self) -> Any:
         self._scaffold.finalize()
@@ -141,6 +219,11 @@ class WorkerSessionCreator(_ScaffoldedCreator):
       master: The TensorFlow master to connect to (graph mode).
       config: A `tf.compat.v1.ConfigProto` for the session (graph mode).
       max_wait_secs: How long to wait for the session to become ready.
+
+    Raises:
+      TypeError: If `scaffold` is not a `Scaffold`, `master` not a string,
+        `config` not a `ConfigProto` or `max_wait_secs` not a number.
+      ValueError: If `max_wait_secs` is negative or NaN.
     """
 
     _poll_secs = 1
@@ -152,6 +235,10 @@ class WorkerSessionCreator(_ScaffoldedCreator):
         config: Any = None,
         max_wait_secs: float = 30 * 60,
     ) -> None:
+        check_creator_arguments("WorkerSessionCreator", scaffold, master, config)
+        check_interval(
+            "WorkerSessionCreator", "max_wait_secs", max_wait_secs, "secs", allow_zero=True
+        )
         super().__init__(scaffold, master, config)
         self._max_wait_secs = max_wait_secs
 

@@ -18,6 +18,7 @@ from typing import Any
 import tensorflow as tf
 
 from monsession._backend import make_backend
+from monsession._file_errors import file_error_behind
 from monsession._hook_api import (
     SessionRunArgs,
     SessionRunContext,
@@ -328,9 +329,15 @@ class _HookedSession(_WrappedSession):
         )
         if options is not None and run_metadata is None:
             run_metadata = self._backend.new_run_metadata()
-        caller_results, hook_results = self._backend.run(
-            fetches, hook_fetches, feed_dict, options, run_metadata, feed_owners
-        )
+        try:
+            caller_results, hook_results = self._backend.run(
+                fetches, hook_fetches, feed_dict, options, run_metadata, feed_owners
+            )
+        except tf.errors.OutOfRangeError as error:
+            file_error = file_error_behind(error)
+            if file_error is None:
+                raise  # The end of the input data.
+            raise file_error from error
         run_context._finish_run()
         if self._after_hooks:
             self._call_after_run(run_context, hook_results, options, run_metadata, chosen)

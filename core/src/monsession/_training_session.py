@@ -10,17 +10,18 @@ from typing import Any
 import tensorflow as tf
 
 from monsession import _distributed, _plugin_manager
-from monsession._arguments import check_directory, check_hooks, check_interval
-from monsession._directory_lock import lock_directory
+from monsession._arguments import check_directory, check_flag, check_hooks, check_interval
+from monsession._directory_lock import lock_checkpoint_dir
 from monsession._fusion import check_steps_per_execution
 from monsession._hook_api import SessionRunHook
 from monsession._hookspecs import DefaultHook, TrainingSettings
-from monsession._monitored_session import MonitoredSession
+from monsession._monitored_session import MonitoredSession, check_session_arguments
 from monsession._scaffold import Scaffold
 from monsession._session_creators import (
     ChiefSessionCreator,
     SessionCreator,
     WorkerSessionCreator,
+    check_creator_arguments,
 )
 from monsession._signal_stop import resolve_stop_signals
 
@@ -231,10 +232,14 @@ def MonitoredTrainingSession(  # noqa: N802 - TensorFlow's name.
         installed.
       TypeError: If `hooks` or `chief_only_hooks` is not an iterable of hook
         instances (the message names the argument and the item's index), a
-        schedule argument is not a number (steps: an int; never a `bool`), or
+        schedule argument is not a number (steps: an int; never a `bool`),
+        `is_chief` or `save_graph_def` is not a bool, `scaffold` not a
+        `Scaffold`, `master` not a string, `config` not a `ConfigProto`,
+        `max_wait_secs` or `stop_grace_period_secs` not a number, or
         `stop_on_signals` or `steps_per_execution` has the wrong type.
       ValueError: If `steps_per_execution` is smaller than 1 (or not 1 in
-        graph mode), a schedule argument is negative, both arguments of a
+        graph mode), a schedule argument, `max_wait_secs` or
+        `stop_grace_period_secs` is negative, both arguments of a
         schedule are positive, `checkpoint_dir` or `summary_dir` is a file, or
         `is_chief=False` is passed on the chief of the current multi-worker
         strategy.
@@ -254,6 +259,11 @@ def MonitoredTrainingSession(  # noqa: N802 - TensorFlow's name.
     for name, directory in (("checkpoint_dir", checkpoint_dir), ("summary_dir", summary_dir)):
         if directory:
             check_directory(_OWNER, name, directory, writable=False)
+    for name, flag in (("is_chief", is_chief), ("save_graph_def", save_graph_def)):
+        check_flag(_OWNER, name, flag)
+    check_creator_arguments(_OWNER, scaffold, master, config)
+    check_interval(_OWNER, "max_wait_secs", max_wait_secs, "secs", allow_zero=True)
+    check_session_arguments(_OWNER, None, stop_grace_period_secs)
     explicit = _explicit_arguments(
         save_checkpoint_secs=save_checkpoint_secs,
         save_checkpoint_steps=save_checkpoint_steps,
@@ -353,7 +363,7 @@ def _holding_directory_lock(
     saves = settings.save_checkpoint_secs or settings.save_checkpoint_steps
     if not (settings.checkpoint_dir and saves):
         return make_session()
-    lock = lock_directory(settings.checkpoint_dir)
+    lock = lock_checkpoint_dir(settings.checkpoint_dir)
     if lock is None:
         return make_session()
     try:

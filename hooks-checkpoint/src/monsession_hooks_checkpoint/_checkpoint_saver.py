@@ -10,13 +10,18 @@ from typing import Any
 import tensorflow as tf
 
 from monsession import (
+    DirectoryLockHandle,
     NextAction,
+    Scaffold,
     SecondOrStepTimer,
     SessionRunContext,
     SessionRunHook,
     SessionRunValues,
     check_directory,
+    check_flag,
     check_schedule,
+    is_chief,
+    lock_checkpoint_dir,
     read_global_step,
     require_global_step,
     save_hook_state,
@@ -78,6 +83,22 @@ def _check_max_to_keep(max_to_keep: int | None) -> None:
         )
 
 
+def _check_basename(basename: Any) -> None:
+    if not isinstance(basename, str) or not basename:
+        raise (TypeError if not isinstance(basename, str) else ValueError)(
+            f"{_HOOK}: checkpoint_basename must be a non-empty file name such as "
+            f"'model.ckpt', got {basename!r}."
+        )
+
+
+def _check_scaffold(scaffold: Any) -> None:
+    if scaffold is not None and not isinstance(scaffold, (Scaffold, tf.compat.v1.train.Scaffold)):
+        raise TypeError(
+            f"{_HOOK}: scaffold must be a monsession.Scaffold (or None), got {scaffold!r} of "
+            f"type {type(scaffold).__name__}."
+        )
+
+
 class CheckpointSaverHook(SessionRunHook):
     """Saves checkpoints every N steps or seconds.
 
@@ -132,8 +153,17 @@ class CheckpointSaverHook(SessionRunHook):
         `CheckpointManager` saves into another directory.
       TypeError: If `save_steps` is not an int or `save_secs` not a number
         (a `bool` or a string never is), or `checkpoint_dir`, `saver`, a
-        listener or `save_on_failure` has the wrong type.
+        listener, `scaffold`, `checkpoint_basename`, `save_graph_def`,
+        `async_save` or `save_on_failure` has the wrong type (a flag must be a
+        `bool`).
       PermissionError: If `checkpoint_dir` cannot be created or written to.
+
+    Raises (from `begin`):
+      DirectoryLockedError: If another live process holds `checkpoint_dir`:
+        on the chief the hook holds the directory's lock
+        (`monsession.lock_checkpoint_dir`) from `begin()` to `end()` or
+        `on_failure()`, with any session, shared with a
+        `MonitoredTrainingSession` of the same process.
 
     `checkpoint_dir` is checked at construction, before TensorFlow touches
     it; it is created in `begin()`.
@@ -169,6 +199,10 @@ class CheckpointSaverHook(SessionRunHook):
         check_schedule(_HOOK, "save_steps", save_steps, "save_secs", save_secs)
         self._timer = SecondOrStepTimer(every_secs=save_secs, every_steps=save_steps)
         _check_max_to_keep(max_to_keep)
+        _check_basename(checkpoint_basename)
+        _check_scaffold(scaffold)
+        check_flag(_HOOK, "save_graph_def", save_graph_def)
+        check_flag(_HOOK, "async_save", async_save)
         if saver is not None and not (
             is_object_checkpoint(saver) or callable(getattr(saver, "save", None))
         ):
@@ -194,6 +228,11 @@ class CheckpointSaverHook(SessionRunHook):
         self._save_on_failure = save_on_failure
         self._saving: Saving | None = None
         self._save_error: BaseException | None = None
+        self._directory_lock: DirectoryLockHandle | None = None
+
+    # Whether this hook holds the one-chief lock of `checkpoint_dir`; the
+    # workers' hook, which saves into a temporary directory, does not.
+    _locks_checkpoint_dir = True
 
     def begin(self) -> None:
         ensure_writable_directory(self._checkpoint_dir, _HOOK)
@@ -207,8 +246,25 @@ class CheckpointSaverHook(SessionRunHook):
             async_save=self._async_save,
         )
         require_global_step(_HOOK)
-        for listener in self._listeners:
-            listener.begin()
+        self._lock_checkpoint_dir()
+        try:
+            for listener in self._listeners:
+                listener.begin()
+        except BaseException:
+            self._release_checkpoint_dir()
+            raise
+
+    def _lock_checkpoint_dir(self) -> None:
+        """The chief takes the lock of `checkpoint_dir` (kept if still held from a failed start)."""
+        if not self._locks_checkpoint_dir or self._directory_lock is not None:
+            return
+        if is_chief():
+            self._directory_lock = lock_checkpoint_dir(self._checkpoint_dir)
+
+    def _release_checkpoint_dir(self) -> None:
+        lock, self._directory_lock = self._directory_lock, None
+        if lock is not None:
+            lock.release()
 
     def after_create_session(self, session: Any, coord: Any) -> None:
         assert self._saving is not None, "begin() must be called first."
@@ -254,15 +310,18 @@ class CheckpointSaverHook(SessionRunHook):
 
     def end(self, session: Any) -> None:
         assert self._saving is not None, "begin() must be called first."
-        last_step = read_global_step(session)
-        if last_step != self._timer.last_triggered_step():
-            # A save is a trigger: a restart from it waits one period from now.
-            self._timer.update_last_triggered_step(last_step)
-            self._save(session, last_step)
-        with self._save_errors("the last asynchronous checkpoint"):
-            self._saving.end()
-        for listener in self._listeners:
-            listener.end(session, last_step)
+        try:
+            last_step = read_global_step(session)
+            if last_step != self._timer.last_triggered_step():
+                # A save is a trigger: a restart from it waits one period from now.
+                self._timer.update_last_triggered_step(last_step)
+                self._save(session, last_step)
+            with self._save_errors("the last asynchronous checkpoint"):
+                self._saving.end()
+            for listener in self._listeners:
+                listener.end(session, last_step)
+        finally:
+            self._release_checkpoint_dir()
 
     @contextlib.contextmanager
     def _save_errors(self, what: str) -> Iterator[None]:
@@ -285,6 +344,12 @@ class CheckpointSaverHook(SessionRunHook):
         file flushed, as in `end()`. Listeners see `before_save`/`after_save`
         for a save made here, but no `end()`.
         """
+        try:
+            self._finish_on_failure(session, error)
+        finally:
+            self._release_checkpoint_dir()
+
+    def _finish_on_failure(self, session: Any, error: BaseException) -> None:
         assert self._saving is not None, "begin() must be called first."
         reason = _unsafe_to_save(error) if self._save_error is None else "this hook's save failed"
         if reason is not None:

@@ -44,6 +44,8 @@ class WorkerCheckpointSaverHook(CheckpointSaverHook):
       checkpoint_basename: The chief's file prefix.
     """
 
+    _locks_checkpoint_dir = False
+
     def __init__(
         self,
         chief_checkpoint_dir: str,

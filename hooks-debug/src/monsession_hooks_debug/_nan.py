@@ -90,7 +90,8 @@ class NanTensorHook(SessionRunHook):
 
     Raises:
       TypeError: If `loss_tensor` is not one of the kinds above or is not a
-        float, or `check_every_n_steps` is not an integer.
+        float, `check_every_n_steps` is not an integer, or `fail_on_nan_loss`
+        is not a bool.
       ValueError: If `loss_tensor` is known not to be a scalar, or
         `check_every_n_steps` is smaller than 1.
     """
@@ -106,6 +107,7 @@ class NanTensorHook(SessionRunHook):
         monsession.check_interval(_HOOK, "check_every_n_steps", check_every_n_steps, "steps")
         _check_loss_source(loss_tensor)
         self._loss_tensor = loss_tensor
+        monsession.check_flag(_HOOK, "fail_on_nan_loss", fail_on_nan_loss)
         self._fail_on_nan_loss = fail_on_nan_loss
         self._detect_inf = detect_inf
         self._every_n = check_every_n_steps

@@ -59,7 +59,8 @@ class ProfilerHook(SessionRunHook):
         the given one or `trace_steps` is not positive, or `output_dir` is a
         file.
       TypeError: If `save_steps` or `trace_steps` is not an int or
-        `save_secs` not a number (a `bool` or a string never is).
+        `save_secs` not a number (a `bool` or a string never is), or
+        `show_dataflow` or `show_memory` is not a bool.
       PermissionError: If `output_dir` cannot be created or written to.
     """
 
@@ -76,6 +77,8 @@ class ProfilerHook(SessionRunHook):
         monsession.check_schedule(_HOOK, "save_steps", save_steps, "save_secs", save_secs)
         self._timer = SecondOrStepTimer(every_secs=save_secs, every_steps=save_steps)
         monsession.check_interval(_HOOK, "trace_steps", trace_steps, "steps")
+        monsession.check_flag(_HOOK, "show_dataflow", show_dataflow)
+        monsession.check_flag(_HOOK, "show_memory", show_memory)
         if output_dir:
             monsession.check_directory(_HOOK, "output_dir", output_dir)
         self._output_dir = output_dir

@@ -12,6 +12,7 @@ from monsession import (
     SessionRunContext,
     SessionRunHook,
     SessionRunValues,
+    check_flag,
     check_schedule,
     tf_logging,
 )
@@ -51,7 +52,7 @@ class LoggingTensorHook(SessionRunHook):
         given (unless only `at_end` is set), or one is not positive.
       TypeError: If `tensors` is not a dict or list, `formatter` is not
         callable, `every_n_iter` is not an int or `every_n_secs` not a number
-        (a `bool` or a string never is).
+        (a `bool` or a string never is), or `at_end` is not a bool.
     """
 
     def __init__(
@@ -62,6 +63,7 @@ class LoggingTensorHook(SessionRunHook):
         at_end: bool = False,
         formatter: Formatter | None = None,
     ) -> None:
+        check_flag(_HOOK, "at_end", at_end)
         only_at_end = at_end and every_n_iter is None and every_n_secs is None
         if not only_at_end and (every_n_iter is None) == (every_n_secs is None):
             raise ValueError(

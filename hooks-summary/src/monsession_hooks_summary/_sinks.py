@@ -307,13 +307,50 @@ class EagerRecorder:
             self._sink.flush()
 
 
+def check_summary_writer(hook_name: str, summary_writer: Any) -> None:
+    """Checks, in either mode, that `summary_writer` is `None` or a summary writer.
+
+    `begin()` checks later that it is the writer of the mode it runs in.
+
+    Raises:
+      TypeError: If it is neither a `tf.summary.SummaryWriter` nor has
+        `add_summary` (a `tf.compat.v1.summary.FileWriter`).
+    """
+    if summary_writer is None or isinstance(summary_writer, tf.summary.SummaryWriter):
+        return
+    if isinstance(summary_writer, type) or not callable(
+        getattr(summary_writer, "add_summary", None)
+    ):
+        raise TypeError(
+            f"{hook_name}: summary_writer must be a tf.compat.v1.summary.FileWriter (graph "
+            "mode) or a tf.summary.SummaryWriter (eager mode), or None; got "
+            f"{summary_writer!r} of type {type(summary_writer).__name__}."
+        )
+
+
 def check_summary_source(hook_name: str, scaffold: Any, summary_op: Any) -> None:
     """Checks where `SummarySaverHook`'s summaries come from, for the current mode.
 
     Raises:
       ValueError: In graph mode if neither `scaffold` nor `summary_op` is
         given.
+      TypeError: If `scaffold` has no `summary_op`, or `summary_op` holds
+        something that is not a tensor (or a tensor's name).
     """
+    if scaffold is not None and (isinstance(scaffold, type) or not hasattr(scaffold, "summary_op")):
+        raise TypeError(
+            f"{hook_name}: scaffold must be a monsession.Scaffold (or None), got {scaffold!r} "
+            f"of type {type(scaffold).__name__}."
+        )
+    if summary_op is not None:
+        for leaf in tf.nest.flatten(summary_op):
+            if isinstance(leaf, str) or hasattr(leaf, "dtype"):
+                continue
+            raise TypeError(
+                f"{hook_name}: summary_op must be a string Tensor of serialized summaries (e.g. "
+                "from tf.compat.v1.summary.merge_all()) or a list of them; it holds "
+                f"{leaf!r} of type {type(leaf).__name__}."
+            )
     if not tf.executing_eagerly() and scaffold is None and summary_op is None:
         raise ValueError(
             f"{hook_name}: Exactly one of scaffold or summary_op must be provided in graph "

@@ -19,7 +19,12 @@ from monsession import (
     require_global_step,
     tf_logging,
 )
-from monsession_hooks_summary._sinks import EagerSink, GraphSink, open_sink
+from monsession_hooks_summary._sinks import (
+    EagerSink,
+    GraphSink,
+    check_summary_writer,
+    open_sink,
+)
 
 _NAME = "StepCounterHook"
 
@@ -62,7 +67,8 @@ class StepCounterHook(SessionRunHook):
       ValueError: If both or neither of `every_n_steps` and `every_n_secs`
         are given, or the given one is not positive; if `output_dir` is a file.
       TypeError: If `every_n_steps` is not an int or `every_n_secs` not a
-        number (a `bool` or a string never is).
+        number (a `bool` or a string never is), or `summary_writer` is not a
+        summary writer.
       PermissionError: If `output_dir` (used without `summary_writer`) cannot
         be created or written to.
     """
@@ -75,6 +81,7 @@ class StepCounterHook(SessionRunHook):
         summary_writer: Any = None,
     ) -> None:
         check_schedule(_NAME, "every_n_steps", every_n_steps, "every_n_secs", every_n_secs)
+        check_summary_writer(_NAME, summary_writer)
         if summary_writer is None and output_dir:
             check_directory(_NAME, "output_dir", output_dir)
         self._timer = SecondOrStepTimer(every_steps=every_n_steps, every_secs=every_n_secs)

@@ -20,6 +20,7 @@ from monsession_hooks_summary._sinks import (
     EagerRecorder,
     GraphRecorder,
     check_summary_source,
+    check_summary_writer,
     open_recorder,
 )
 
@@ -68,7 +69,8 @@ class SummarySaverHook(SessionRunHook):
         `summary_op` are given, or neither in graph mode; if neither
         `output_dir` nor `summary_writer` is given, or `output_dir` is a file.
       TypeError: If `save_steps` is not an int or `save_secs` not a number
-        (a `bool` or a string never is).
+        (a `bool` or a string never is), `summary_writer` is not a summary
+        writer, `scaffold` not a `Scaffold`, or `summary_op` not tensors.
       PermissionError: If `output_dir` (used without `summary_writer`) cannot
         be created or written to.
     """
@@ -88,6 +90,7 @@ class SummarySaverHook(SessionRunHook):
                 f"{_NAME}: Exactly one of scaffold or summary_op must be provided, got both."
             )
         check_summary_source(_NAME, scaffold, summary_op)
+        check_summary_writer(_NAME, summary_writer)
         if summary_writer is None and not output_dir:
             raise ValueError(
                 f"{_NAME}: one of output_dir or summary_writer must be provided, so the "
