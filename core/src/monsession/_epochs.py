@@ -61,13 +61,12 @@ class Epochs(tf.Module):
 
     def __init__(self, dataset: Any, num_epochs: int | None = None, name: str | None = None):
         super().__init__(name=name)
-        if num_epochs is not None and (
-            not isinstance(num_epochs, int) or isinstance(num_epochs, bool) or num_epochs < 1
-        ):
-            wrong_type = not isinstance(num_epochs, int) or isinstance(num_epochs, bool)
-            raise (TypeError if wrong_type else ValueError)(
-                f"{_OWNER}: num_epochs must be an int >= 1 or None, got {num_epochs!r}."
-            )
+        if num_epochs is not None:
+            expected = f"{_OWNER}: num_epochs must be an int >= 1 or None, got {num_epochs!r}."
+            if not isinstance(num_epochs, int) or isinstance(num_epochs, bool):
+                raise TypeError(expected)
+            if num_epochs < 1:
+                raise ValueError(expected)
         self._length = _epoch_length(dataset)
         self._num_epochs = num_epochs
         with tf.init_scope():
