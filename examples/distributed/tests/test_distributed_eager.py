@@ -29,7 +29,8 @@ from distributed_testing import (
 )
 
 CHIEF_FILE = re.compile(
-    r"^(checkpoint|events\.out\.tfevents\..*|model\.ckpt-\d+\.(index|data-\d{5}-of-\d{5}))$"
+    r"^(checkpoint|events\.out\.tfevents\..*"
+    r"|model\.ckpt-\d+\.(index|hooks\.json|data-\d{5}-of-\d{5}))$"
 )
 
 
