@@ -157,7 +157,7 @@ def test_multiworker_trains_to_target_and_only_the_chief_writes(tmp_path: Path) 
 
 
 MANAGER_FILE = re.compile(
-    r"^(checkpoint|events\.out\.tfevents\..*|ckpt-\d+\.(index|data-\d{5}-of-\d{5}))$"
+    r"^(checkpoint|events\.out\.tfevents\..*|ckpt-\d+\.(index|hooks\.json|data-\d{5}-of-\d{5}))$"
 )
 
 
