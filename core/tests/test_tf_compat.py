@@ -6,6 +6,10 @@ of the symbol, before it fails somewhere deep in a training run.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
 from collections.abc import Callable
 from typing import Any
 
@@ -136,6 +140,40 @@ def check_local_replica_values() -> None:
     assert [float(value) for value in values] == [1.0, 3.0]
 
 
+def check_cluster_coordinator() -> None:
+    # Its own process: ParameterServerStrategy connects the eager context to the cluster.
+    program = """
+        import socket
+        import tensorflow as tf
+        from monsession import _tf_compat
+
+        def free_port():
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", 0))
+                return sock.getsockname()[1]
+
+        cluster = tf.train.ClusterSpec(
+            {"worker": [f"127.0.0.1:{free_port()}"], "ps": [f"127.0.0.1:{free_port()}"]}
+        )
+        servers = [tf.distribute.Server(cluster, job, 0) for job in ("worker", "ps")]
+        resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(cluster, rpc_layer="grpc")
+        strategy = tf.distribute.experimental.ParameterServerStrategy(resolver)
+        assert _tf_compat.cluster_coordinator(strategy) is None
+        coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
+        assert _tf_compat.cluster_coordinator(strategy) is coordinator
+        print("ok")
+    """
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(program)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert done.stdout.split() == ["ok"], done.stderr[-2000:]
+
+
 CHECKS: dict[str, Callable[[], None]] = {
     "session.BaseSession": check_session_base_class,
     "session._FetchHandler": check_fetch_handler,
@@ -154,6 +192,7 @@ CHECKS: dict[str, Callable[[], None]] = {
     "ops._EagerTensorBase._numpy": check_eager_tensor_base_class,
     "ResourceVariable._caching_device, raw_ops.ReadVariableOp": check_read_variable_to_host,
     "DistributedValues.values": check_local_replica_values,
+    "ParameterServerStrategy._cluster_coordinator": check_cluster_coordinator,
 }
 
 

@@ -56,6 +56,7 @@ _LAZY = {
     "tf_logging": "monsession.tf_logging",
     "plugins": "monsession.plugins",
     "is_chief": "monsession._distributed",
+    "settle": "monsession._pending",
     "hooks": "monsession.hooks",
     "DamagedCheckpointError": "monsession._checkpoint_files",
     "DirectoryLockedError": "monsession._directory_lock",
@@ -99,6 +100,7 @@ if TYPE_CHECKING:
     )
     from monsession._hook_state import save_hook_state
     from monsession._monitored_session import MonitoredSession, SingularMonitoredSession
+    from monsession._pending import settle
     from monsession._scaffold import Scaffold
     from monsession._session_creators import (
         ChiefSessionCreator,
@@ -173,6 +175,7 @@ __all__ = [
     "require_global_step",
     "resolve_fetch",
     "save_hook_state",
+    "settle",
     "testing",
     "tf_logging",
 ]

@@ -16,7 +16,7 @@ from typing import Any
 import tensorflow as tf
 
 from monsession._owned_step import advancing, owned_global_step
-from monsession._tf_compat import read_variable_to_host
+from monsession._tf_compat import cluster_coordinator, read_variable_to_host
 
 logger = logging.getLogger("monsession")
 
@@ -167,6 +167,16 @@ def to_numpy(value: Any) -> Any:
     return value
 
 
+def _current_coordinator() -> Any:
+    """The `ClusterCoordinator` of the current `ParameterServerStrategy`, if any."""
+    if not tf.distribute.has_strategy():
+        return None
+    strategy = tf.distribute.get_strategy()
+    if not isinstance(strategy, tf.distribute.experimental.ParameterServerStrategy):
+        return None
+    return cluster_coordinator(strategy)
+
+
 class EagerSession:
     """The session of eager mode, handed to hooks and to `run_step_fn`.
 
@@ -183,6 +193,17 @@ class EagerSession:
         self._caller = _StepCaller(owned_global_step())
         self._side_caller = _StepCaller()  # Advances nothing.
         self._closed = False
+        self._coordinator = _current_coordinator()
+
+    @property
+    def coordinator(self) -> Any:
+        """The `ClusterCoordinator` of the strategy the session was created in, or `None`."""
+        return self._coordinator
+
+    def settle(self) -> None:
+        """Waits until the closures scheduled so far have run (see `monsession.settle`)."""
+        if self._coordinator is not None:
+            self._coordinator.join()
 
     def run(
         self, fetches: Any, feed_dict: Any = None, options: Any = None, run_metadata: Any = None

@@ -14,6 +14,11 @@ the backend reads the variable after every run from then on. A call with
 chosen hooks (`forget_step`) is not counted: the variable is read when a
 hook next needs the step (one device read), so an evaluation that does not
 advance the global step does not shift the count.
+
+Under a `ClusterCoordinator` (`ParameterServerStrategy`) a step schedules
+closures and returns before they run, so the variable lags behind the
+count: it is not compared after a run, and it is read only once the
+coordinator is joined (`EagerSession.settle`).
 """
 
 from __future__ import annotations
@@ -95,7 +100,10 @@ class EagerBackend:
         self._protos: tuple[Any, Any] | None = None
         self._last_fetches: Any = None
         self._last_calls = False
+        # Closures in flight (ClusterCoordinator): the device lags the count.
+        self._in_flight = sess.coordinator is not None
         if self._variable is not None:
+            sess.settle()
             self._after = self._before = int(to_numpy(self._variable))
 
     def _calls_a_step(self, fetches: Any) -> bool:
@@ -118,6 +126,7 @@ class EagerBackend:
 
     def _read_step(self) -> None:
         assert self._variable is not None
+        self._sess.settle()
         self._after = int(to_numpy(self._variable))
         self._stale = False
 
@@ -200,6 +209,8 @@ class EagerBackend:
             hook: self._evaluate(hook, requested, outputs, read)
             for hook, requested in hook_fetches.items()
         }
+        if self._in_flight:  # Read after a join, only when asked (module docstring).
+            return outputs, hook_results
         if self._stale:
             value = read.get(id(self._variable))
             if value is not None:  # Read with the hooks' values anyway.

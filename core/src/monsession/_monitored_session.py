@@ -17,6 +17,7 @@ from monsession._fusion import Fusion, check_steps_per_execution
 from monsession._hook_api import SessionRunHook
 from monsession._hook_state import HookStates, attach, restored_from
 from monsession._owned_step import own_global_step_if_missing
+from monsession._pending import settle
 from monsession._retry import policy_for
 from monsession._session_creators import (
     ChiefSessionCreator,
@@ -430,6 +431,7 @@ class _MonitoredSession:
         """Calls the hooks' `end()` (after a clean exit), then closes every layer."""
         try:
             if not exception_type:
+                settle(self._coordinated_creator.tf_sess)  # Hooks end on the steps counted.
                 for hook in self._hooks:
                     hook.end(self._coordinated_creator.tf_sess)
         finally:

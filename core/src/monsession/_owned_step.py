@@ -32,7 +32,10 @@ def own_global_step_if_missing() -> bool:
     """Creates the global step, owned by the sessions, if there is none; returns whether."""
     if get_global_step() is not None:
         return False
-    variable = get_or_create_global_step()
+    get_or_create_global_step()
+    # The collection's variable: under ParameterServerStrategy the one
+    # returned is a wrapper (a `CachingVariable`) that nothing else holds.
+    variable = get_global_step()
     _OWNED[id(variable)] = variable
     return True
 

@@ -218,3 +218,16 @@ def local_replica_values(value: Any) -> tuple[Any, ...]:
     outside `strategy.scope()`).
     """
     return tuple(value.values)
+
+
+# -- Eager mode: ParameterServerStrategy's ClusterCoordinator -----------------
+
+
+def cluster_coordinator(strategy: Any) -> Any:
+    """The `ClusterCoordinator` of `strategy`, or `None` if it has none yet.
+
+    `ParameterServerStrategy._cluster_coordinator`: the public constructor,
+    `ClusterCoordinator(strategy)`, gives the existing one but creates one
+    (with its worker threads) when there is none; a session must not.
+    """
+    return getattr(strategy, "_cluster_coordinator", None)

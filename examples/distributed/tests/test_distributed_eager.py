@@ -29,7 +29,8 @@ from distributed_testing import (
 )
 
 CHIEF_FILE = re.compile(
-    r"^(checkpoint|events\.out\.tfevents\..*|model\.ckpt-\d+\.(index|data-\d{5}-of-\d{5}))$"
+    r"^(checkpoint|events\.out\.tfevents\..*"
+    r"|model\.ckpt-\d+\.(index|hooks\.json|data-\d{5}-of-\d{5}))$"
 )
 
 
@@ -156,7 +157,7 @@ def test_multiworker_trains_to_target_and_only_the_chief_writes(tmp_path: Path) 
 
 
 MANAGER_FILE = re.compile(
-    r"^(checkpoint|events\.out\.tfevents\..*|ckpt-\d+\.(index|data-\d{5}-of-\d{5}))$"
+    r"^(checkpoint|events\.out\.tfevents\..*|ckpt-\d+\.(index|hooks\.json|data-\d{5}-of-\d{5}))$"
 )
 
 

@@ -25,7 +25,7 @@ from distributed_testing import (
 
 CHIEF_FILE = re.compile(
     r"^(checkpoint|graph\.pbtxt|events\.out\.tfevents\..*"
-    r"|model\.ckpt-\d+\.(index|meta|data-\d{5}-of-\d{5}))$"
+    r"|model\.ckpt-\d+\.(index|meta|hooks\.json|data-\d{5}-of-\d{5}))$"
 )
 
 

@@ -25,6 +25,7 @@ from monsession import (
     read_global_step,
     require_global_step,
     save_hook_state,
+    settle,
     tf_logging,
 )
 from monsession_hooks_checkpoint._directory import ensure_writable_directory
@@ -172,6 +173,10 @@ class CheckpointSaverHook(SessionRunHook):
     service (`run_context.global_step_after`). On a step where it does not
     save it costs no `Session.run` and no device read; graph mode reads the
     global step once before a save, as TensorFlow does.
+
+    Under `ParameterServerStrategy` with a `ClusterCoordinator`, each save
+    and `end()` first wait for the closures in flight (`monsession.settle`),
+    so a checkpoint holds exactly the steps its number counts.
     """
 
     def __init__(
@@ -311,6 +316,7 @@ class CheckpointSaverHook(SessionRunHook):
     def end(self, session: Any) -> None:
         assert self._saving is not None, "begin() must be called first."
         try:
+            settle(session)  # The closures in flight count in the step read.
             last_step = read_global_step(session)
             if last_step != self._timer.last_triggered_step():
                 # A save is a trigger: a restart from it waits one period from now.
@@ -384,6 +390,7 @@ class CheckpointSaverHook(SessionRunHook):
 
     def _save_and_notify(self, session: Any, step: int) -> bool:
         assert self._saving is not None
+        settle(session)  # The checkpoint holds exactly the steps counted.
         with self._save_errors("the previous asynchronous checkpoint"):
             # The previous checkpoint is complete before listeners see a new one.
             self._saving.wait()
