@@ -93,3 +93,25 @@ def test_eager_user_manager_names_the_state_files_and_restores_the_timer(tmp_pat
         # The checkpoint of step 5 was written by end(), a trigger too.
         assert state == expected["CheckpointSaverHook[0]"]["timer"]
         assert state["last_triggered_step"] == 5
+
+
+def test_state_files_go_with_the_checkpoints_max_to_keep_deletes(tmp_path):
+    directory = str(tmp_path)
+    with fresh_eager():
+        step = monsession.get_or_create_global_step()
+        checkpoint = tf.train.Checkpoint(step=step)
+
+        @tf.function
+        def train():
+            step.assign_add(1)
+
+        hook = CheckpointSaverHook(directory, save_steps=2, saver=checkpoint, max_to_keep=2)
+        with monsession.SingularMonitoredSession(
+            hooks=[hook], scaffold=monsession.Scaffold(saver=checkpoint), checkpoint_dir=directory
+        ) as sess:
+            for _ in range(7):
+                sess.run(train)
+        names = os.listdir(directory)
+        indexes = sorted(n[: -len(".index")] for n in names if n.endswith(".index"))
+        states = sorted(n[: -len(".hooks.json")] for n in names if n.endswith(".hooks.json"))
+        assert states == indexes == ["model.ckpt-6", "model.ckpt-7"]

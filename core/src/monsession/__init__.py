@@ -45,6 +45,7 @@ _LAZY = {
     "Epochs": "monsession._epochs",
     "event_file_writer": "monsession._event_files",
     "save_hook_state": "monsession._hook_state",
+    "prune_hook_state": "monsession._hook_state",
     "get_or_create_global_step": "monsession._global_step",
     "get_global_step": "monsession._global_step",
     "require_global_step": "monsession._global_step",
@@ -98,7 +99,7 @@ if TYPE_CHECKING:
         read_global_step,
         require_global_step,
     )
-    from monsession._hook_state import save_hook_state
+    from monsession._hook_state import prune_hook_state, save_hook_state
     from monsession._monitored_session import MonitoredSession, SingularMonitoredSession
     from monsession._pending import settle
     from monsession._scaffold import Scaffold
@@ -171,6 +172,7 @@ __all__ = [
     "lazy_attributes",
     "lock_checkpoint_dir",
     "plugins",
+    "prune_hook_state",
     "read_global_step",
     "require_global_step",
     "resolve_fetch",

@@ -276,3 +276,18 @@ def save_hook_state(session: Any, checkpoint_prefix: str) -> str | None:
     if states is None:
         return None
     return states.write(os.fspath(checkpoint_prefix))
+
+
+def prune_hook_state(checkpoint_prefix: str) -> None:
+    """Deletes the hook-state files beside checkpoints that no longer exist.
+
+    Call it after writing the checkpoint `checkpoint_prefix`: the saver may
+    have deleted older checkpoints (`max_to_keep`), whose
+    ``.hooks.json`` files then go too. The file of `checkpoint_prefix`
+    itself is kept, even before its index exists (an asynchronous save).
+
+    Args:
+      checkpoint_prefix: The prefix of the checkpoint just written.
+    """
+    prefix = os.fspath(checkpoint_prefix)
+    _prune(os.path.dirname(prefix) or ".", keep=prefix + STATE_SUFFIX)

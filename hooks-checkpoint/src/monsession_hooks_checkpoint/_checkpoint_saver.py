@@ -22,6 +22,7 @@ from monsession import (
     check_schedule,
     is_chief,
     lock_checkpoint_dir,
+    prune_hook_state,
     read_global_step,
     require_global_step,
     save_hook_state,
@@ -403,6 +404,7 @@ class CheckpointSaverHook(SessionRunHook):
             # it is complete, and then its hook state is already beside it.
             save_hook_state(session, self._saving.prefix(step))
             self._saving.save(session, step)
+            prune_hook_state(self._saving.prefix(step))  # Of checkpoints max_to_keep deleted.
         tf_logging.info("Calling checkpoint listeners after saving checkpoint %d...", step)
         should_stop = False
         for listener in self._listeners:
