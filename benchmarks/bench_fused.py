@@ -146,8 +146,9 @@ def run(steps: int, rounds: int) -> dict[str, Any]:
     """Measures every variant; returns the results (also written by `main`)."""
     logging.getLogger("tensorflow").setLevel(logging.WARNING)
     logging.getLogger("absl").setLevel(logging.WARNING)
-    with tempfile.TemporaryDirectory() as root:
-        model = bench_core.EagerModel()
+    # The step is traced first inside a recording session, as training code
+    # should: its tf.summary call then records on the summary hook's steps.
+    with tempfile.TemporaryDirectory() as root, bench_core.eager_model() as model:
         samplers: dict[str, Callable[[], float]] = {
             "raw": bench_core.eager_sampler(model, None, root, steps),
             "fused100": fused_sampler(model, steps),
