@@ -8,9 +8,17 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import tensorflow as tf
 
 import monsession
+
+
+@pytest.fixture(autouse=True)
+def fresh_global_step():
+    tf.compat.v1.reset_default_graph()  # Eager mode's global step lives there.
+    yield
+    tf.compat.v1.reset_default_graph()
 
 
 class _Settles(monsession.SessionRunHook):
