@@ -95,7 +95,7 @@ class _StepCaller:
 
     def __init__(self, owned_step: Any = None) -> None:
         self._checked: set[tuple[int, frozenset[str]]] = set()
-        self._owned_step = owned_step  # The global step, if the session advances it.
+        self.owned_step = owned_step  # The global step, if the session advances it.
 
     def check_feeds(self, fn: _Caller, names: frozenset[str], owner_of: Mapping[str, str]) -> None:
         key = (id(fn), names)
@@ -138,11 +138,11 @@ class _StepCaller:
             )
         if names:  # Without feeds there is nothing to check.
             self.check_feeds(leaf, names, owner_of)
-        if self._owned_step is None:
+        if self.owned_step is None:
             return leaf(**feeds)
         if isinstance(leaf, BoundStep):
-            return advancing(leaf.step, self._owned_step)(*leaf.args, **leaf.kwargs, **feeds)
-        return advancing(leaf, self._owned_step)(**feeds)
+            return advancing(leaf.step, self.owned_step)(*leaf.args, **leaf.kwargs, **feeds)
+        return advancing(leaf, self.owned_step)(**feeds)
 
 
 def _check_feed_keys(feed_dict: Mapping[Any, Any], owner_of: Mapping[Any, str]) -> None:
@@ -194,6 +194,11 @@ class EagerSession:
         self._side_caller = _StepCaller()  # Advances nothing.
         self._closed = False
         self._coordinator = _current_coordinator()
+
+    @property
+    def owned_global_step(self) -> Any:
+        """The global step the session advances per step (see `_owned_step`), or `None`."""
+        return self._caller.owned_step
 
     @property
     def coordinator(self) -> Any:

@@ -106,6 +106,16 @@ class EagerBackend:
             sess.settle()
             self._after = self._before = int(to_numpy(self._variable))
 
+    @property
+    def global_step_variable(self) -> Any:
+        """The global step variable, or `None`."""
+        return self._variable
+
+    @property
+    def owned_global_step(self) -> Any:
+        """The global step if the session advances it per step, else `None`."""
+        return self._sess.owned_global_step
+
     def _calls_a_step(self, fetches: Any) -> bool:
         """Whether running `fetches` calls a step (remembered for the last step object)."""
         if fetches is self._last_fetches:

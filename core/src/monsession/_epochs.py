@@ -102,23 +102,27 @@ class Epochs(tf.Module):
           The number of each epoch that completed (0 for the first).
         """
         hooks = list(getattr(session, "_hooks", ()))
-        while self._num_epochs is None or int(self.epoch.numpy()) < self._num_epochs:
+        epoch = int(self.epoch.numpy())
+        while self._num_epochs is None or epoch < self._num_epochs:
             if session.should_stop():
                 return
             position, batch = next(self.iterator)
-            index, epoch = int(position), int(self.epoch.numpy())  # Restored after recovery too.
+            index = int(position)  # One host read per batch: where the epochs end.
             if index == 0:
+                epoch = int(self.epoch.numpy())
                 _notify(hooks, "epoch_begin", epoch)
             if isinstance(batch, tuple):
                 session.call(step, *batch)
             else:
                 session.call(step, batch)
             if index == self._length - 1:
+                epoch = int(self.epoch.numpy())  # Restored with a recovery too.
                 self.epoch.assign_add(1)
                 stop = _notify(hooks, "epoch_end", epoch)
                 yield epoch
                 if stop:
                     return
+                epoch += 1
 
 
 def _notify(hooks: list[Any], method: str, epoch: int) -> bool:

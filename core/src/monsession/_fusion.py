@@ -18,10 +18,9 @@ from typing import Any
 
 import tensorflow as tf
 
-from monsession._eager_backend import EagerBackend
-from monsession._global_step import get_global_step
+from monsession._eager_backend import EagerBackend, _hook_name
 from monsession._hook_api import NextAction, SessionRunHook
-from monsession._owned_step import advancing, owned_global_step
+from monsession._owned_step import advancing
 from monsession._session_layers import _overrides
 
 logger = logging.getLogger("monsession")
@@ -70,13 +69,12 @@ def check_steps_per_execution(owner: str, value: Any, eager: bool) -> int | None
     return cap
 
 
-def fusable_step(fetches: Any) -> Any:
+def fusable_step(fetches: Any, owned: Any) -> Any:
     """The `tf.function` to fuse for `run(fetches)`, or `None` (see `_fusable`).
 
-    With a global step the session owns, the step wrapped to advance it.
+    With a global step the session owns (`owned`), the step wrapped to advance it.
     """
     step = _fusable(fetches)
-    owned = owned_global_step()
     if step is None or owned is None:
         return step
     return advancing(step, owned)
@@ -99,10 +97,6 @@ def _plans_ahead(hook: Any) -> bool:
     """Whether `hook` has a `next_action()` of its own (not the base class's)."""
     method = getattr(type(hook), "next_action", None)
     return callable(method) and method is not SessionRunHook.next_action
-
-
-def _hook_name(hook: Any) -> str:
-    return type(hook).__name__
 
 
 class Fusion:
@@ -137,7 +131,7 @@ class Fusion:
         """
         if not self._enabled or feed_dict or not isinstance(backend, EagerBackend):
             return 0, {}
-        step = fusable_step(fetches)
+        step = fusable_step(fetches, backend.owned_global_step)
         if step is None:
             return 0, {}
         if not backend.counts_steps():
@@ -151,7 +145,7 @@ class Fusion:
         steps, at_time, keep = self._plan(global_step)
         if steps <= 1 or (at_time is not None and at_time <= time.time()):
             return 0, {}
-        loop = _loop_for(step, keep)  # Traced before the clock starts.
+        loop = _loop_for(step, keep, backend.global_step_variable)  # Traced before the clock.
         deadline = time.time() + MAX_SECONDS_PER_CALL
         if at_time is not None:
             deadline = min(deadline, at_time)
@@ -192,10 +186,9 @@ _LOOPS: weakref.WeakKeyDictionary[Any, dict[tuple[str, ...], tuple[Any, Any]]] =
 )
 
 
-def _loop_for(step: Any, keep: tuple[str, ...]) -> Callable[..., Any]:
-    """The fused loop of `step` keeping `keep`, built and traced on first use."""
+def _loop_for(step: Any, keep: tuple[str, ...], variable: Any) -> Callable[..., Any]:
+    """The fused loop of `step` keeping `keep` and reading `variable`, traced on first use."""
     loops = _LOOPS.setdefault(step, {})
-    variable = get_global_step()
     cached = loops.get(keep)
     if cached is None or cached[0] is not variable:
         loop = _build_loop(step, variable, keep)
