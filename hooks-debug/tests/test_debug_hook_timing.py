@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-import time
+import types
 
 import pytest
 import tensorflow as tf
@@ -13,23 +13,38 @@ import monsession
 from monsession_hooks_debug import HookTimingHook, NanTensorHook
 
 
-class SlowHook(monsession.SessionRunHook):
-    """Sleeps in after_run; says how often it was called."""
+class FakeClock:
+    """A `perf_counter` that only moves when a hook says it spent time."""
 
-    def __init__(self, secs):
+    def __init__(self):
+        self.now = 1000.0
+
+    def perf_counter(self):
+        return self.now
+
+
+class SlowHook(monsession.SessionRunHook):
+    """Spends `secs` of the fake clock in after_run; says how often it was called."""
+
+    def __init__(self, clock, secs):
+        self.clock = clock
         self.secs = secs
         self.after_runs = 0
 
     def after_run(self, run_context, run_values):
         self.after_runs += 1
-        time.sleep(self.secs)
+        self.clock.now += self.secs
 
 
 @pytest.mark.parametrize("mode", ["graph", "eager"])
-def test_wrap_times_each_hook_and_reports_the_slow_one(mode, caplog):
+def test_wrap_times_each_hook_and_reports_the_slow_one(mode, caplog, monkeypatch):
+    from monsession_hooks_debug import _hook_timing
+
+    clock = FakeClock()
+    monkeypatch.setattr(_hook_timing, "time", types.SimpleNamespace(perf_counter=clock.perf_counter))
     with mode_context(mode):
         program = make_program(mode, lr=STABLE_LR)
-        slow = SlowHook(0.01)
+        slow = SlowHook(clock, 0.25)
         nan = NanTensorHook(program.loss)
         hooks = HookTimingHook.wrap([nan, slow], every_n_steps=2)
         reporter = hooks[-1]
@@ -49,9 +64,9 @@ def test_wrap_times_each_hook_and_reports_the_slow_one(mode, caplog):
     assert timings["NanTensorHook"]["before_run"].calls == 5
     assert timings["SlowHook"]["before_run"].calls == 0  # Not overridden: never called.
     slow_after_run = timings["SlowHook"]["after_run"]
-    assert slow_after_run.total_secs >= 0.05
-    assert slow_after_run.max_secs >= 0.01
-    assert timings["NanTensorHook"]["after_run"].total_secs < slow_after_run.total_secs
+    assert slow_after_run.total_secs == 1.25  # Exactly what the hook spent: 5 x 0.25.
+    assert slow_after_run.max_secs == 0.25
+    assert timings["NanTensorHook"]["after_run"].total_secs == 0.0
     report = reporter.report()
     lines = report.splitlines()
     assert lines[0] == "Hook timing after 5 steps:"
@@ -94,7 +109,7 @@ def test_proxies_forward_requests_results_and_attributes():
 def test_repeated_classes_get_numbered_labels():
     reporter = HookTimingHook()
     for _ in range(3):
-        reporter.time(SlowHook(0))
+        reporter.time(SlowHook(FakeClock(), 0))
     assert list(reporter.timings()) == ["SlowHook", "SlowHook#2", "SlowHook#3"]
 
 
