@@ -41,7 +41,9 @@ def test_wrap_times_each_hook_and_reports_the_slow_one(mode, caplog, monkeypatch
     from monsession_hooks_debug import _hook_timing
 
     clock = FakeClock()
-    monkeypatch.setattr(_hook_timing, "time", types.SimpleNamespace(perf_counter=clock.perf_counter))
+    monkeypatch.setattr(
+        _hook_timing, "time", types.SimpleNamespace(perf_counter=clock.perf_counter)
+    )
     with mode_context(mode):
         program = make_program(mode, lr=STABLE_LR)
         slow = SlowHook(clock, 0.25)
