@@ -157,6 +157,7 @@ class KerasCallbacksHook(SessionRunHook):
         self._started = False
         self._epoch: int | None = None  # The open epoch.
         self._next_epoch = 0  # The epoch that steps outside an epoch open.
+        self._restored_epoch: int | None = None  # From the checkpoint's hook state.
         self._first_step: int | None = None  # Global step at the start of the epoch.
         self._batch = 0
         self._step_logs: dict[str, Any] = {}  # The last step's.
@@ -180,6 +181,7 @@ class KerasCallbacksHook(SessionRunHook):
             raise RuntimeError(_GRAPH_MODE)
         self._started = False  # A new session: training begins (again).
         self._epoch = None
+        self._restored_epoch = None
         self._epoch_logs = None
 
     def after_create_session(self, session: Any, coord: Any) -> None:
@@ -189,7 +191,25 @@ class KerasCallbacksHook(SessionRunHook):
         self._model.stop_training = False
         for callback in self._callbacks:
             callback.on_train_begin({})
-        self._next_epoch = self.initial_epoch
+        if self._restored_epoch is None:
+            self._next_epoch = self.initial_epoch
+        else:  # The checkpoint's, over `BackupAndRestore`'s.
+            self._next_epoch, self._restored_epoch = self._restored_epoch, None
+
+    def state_dict(self) -> dict[str, Any]:
+        """The epoch that steps outside an epoch open (see `monsession.StatefulHook`).
+
+        Saved with each checkpoint, so that a loop resumed in the middle of
+        an epoch (`Epochs` calls no `epoch_begin` for it) goes on in the
+        same epoch.
+        """
+        return {"epoch": self._next_epoch if self._epoch is None else self._epoch}
+
+    def load_state_dict(self, state: Any) -> None:
+        """Takes back the epoch that steps outside an epoch open."""
+        self._restored_epoch = int(state["epoch"])
+        if self._started:  # Recovered within training: the checkpoint's epoch goes on.
+            self._next_epoch, self._restored_epoch = self._restored_epoch, None
 
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
         step = run_context.global_step
