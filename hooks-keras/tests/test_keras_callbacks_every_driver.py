@@ -49,28 +49,64 @@ def assert_same_weights(loop_model, fit_model):
 drivers = pytest.mark.parametrize("driver", sorted(DRIVERS))
 
 
-@drivers
-def test_model_checkpoint_saves_at_the_same_batches_and_epochs(tmp_path, driver):
-    def callbacks(directory):
-        return [
-            keras.callbacks.ModelCheckpoint(
-                str(directory / "b{epoch}-{batch}.weights.h5"), save_weights_only=True, save_freq=3
+def _recorders(directory, trace):
+    """Callbacks that only record: checkpoints, rows, events, history and calls."""
+    return [
+        keras.callbacks.ModelCheckpoint(
+            str(directory / "b{epoch}-{batch}.weights.h5"), save_weights_only=True, save_freq=3
+        ),
+        keras.callbacks.ModelCheckpoint(
+            str(directory / "e{epoch}-{loss:.4f}.weights.h5"), save_weights_only=True
+        ),
+        keras.callbacks.CSVLogger(str(directory / "log.csv")),
+        keras.callbacks.TensorBoard(directory / "tb", update_freq=1, write_graph=False),
+        keras.callbacks.History(),
+        keras.callbacks.LambdaCallback(
+            on_train_begin=lambda logs: trace.append(("train_begin",)),
+            on_epoch_begin=lambda epoch, logs: trace.append(("epoch_begin", epoch)),
+            on_train_batch_begin=lambda batch, logs: trace.append(("batch_begin", batch)),
+            on_train_batch_end=lambda batch, logs: trace.append(
+                ("batch_end", batch, round(logs["loss"], 4))
             ),
-            keras.callbacks.ModelCheckpoint(
-                str(directory / "e{epoch}-{loss:.4f}.weights.h5"), save_weights_only=True
+            on_epoch_end=lambda epoch, logs: trace.append(
+                ("epoch_end", epoch, round(logs["loss"], 4))
             ),
-        ]
+            on_train_end=lambda logs: trace.append(("train_end", round(logs["loss"], 4))),
+        ),
+    ]
 
-    (fit_dir, _), (loop_dir, _) = both(callbacks, tmp_path, driver)
-    saved = files(fit_dir)
+
+@pytest.fixture(scope="module", params=sorted(DRIVERS))
+def recorded(request, tmp_path_factory):
+    """One `fit` and one loop per driver, with every recording callback."""
+    dirs, traces, histories = {}, {}, {}
+
+    def make(directory):
+        run = directory.name
+        dirs[run], traces[run] = directory, []
+        callbacks = _recorders(directory, traces[run])
+        histories[run] = next(cb for cb in callbacks if type(cb) is keras.callbacks.History)
+        return callbacks
+
+    fresh_state()
+    both(make, tmp_path_factory.mktemp(request.param), request.param)
+    fresh_state()
+    epochs = DRIVERS[request.param] or 1
+    return {"driver": request.param, "epochs": epochs, "dirs": dirs, "trace": traces,
+            "history": histories}  # fmt: skip
+
+
+def test_model_checkpoint_saves_at_the_same_batches_and_epochs(recorded):
+    fit_dir, loop_dir = recorded["dirs"]["fit"], recorded["dirs"]["loop"]
+    saved = [name for name in files(fit_dir) if name.endswith(".weights.h5")]
     per_batch = [name for name in saved if name.startswith("b")]
     per_epoch = [name for name in saved if name.startswith("e")]
     # Every 3rd batch, counted across epochs (fit's rule); one file per epoch, named with its loss.
-    assert per_batch == (["b1-3.weights.h5"] if driver == "no_epochs" else
+    assert per_batch == (["b1-3.weights.h5"] if recorded["driver"] == "no_epochs" else
                          ["b1-3.weights.h5", "b2-2.weights.h5", "b3-1.weights.h5",
                           "b3-4.weights.h5"])  # fmt: skip
-    assert len(per_epoch) == (DRIVERS[driver] or 1)
-    assert files(loop_dir) == saved
+    assert len(per_epoch) == recorded["epochs"]
+    assert [name for name in files(loop_dir) if name.endswith(".weights.h5")] == saved
     for name in saved:
         loaded = []
         for directory in (fit_dir, loop_dir):
@@ -80,31 +116,37 @@ def test_model_checkpoint_saves_at_the_same_batches_and_epochs(tmp_path, driver)
         assert_same_weights(*loaded)
 
 
-@drivers
-def test_csv_logger_writes_one_row_per_epoch(tmp_path, driver):
-    def callbacks(directory):
-        return [keras.callbacks.CSVLogger(str(directory / "log.csv"))]
-
-    (fit_dir, _), (loop_dir, _) = both(callbacks, tmp_path, driver)
-    fit_rows, loop_rows = (list(csv.reader(open(d / "log.csv"))) for d in (fit_dir, loop_dir))
+def test_csv_logger_writes_one_row_per_epoch(recorded):
+    fit_rows, loop_rows = (
+        list(csv.reader(open(recorded["dirs"][run] / "log.csv"))) for run in ("fit", "loop")
+    )
     assert loop_rows[0] == fit_rows[0]
-    assert [row[0] for row in loop_rows[1:]] == [str(e) for e in range(DRIVERS[driver] or 1)]
+    assert [row[0] for row in loop_rows[1:]] == [str(e) for e in range(recorded["epochs"])]
     assert [row[0] for row in fit_rows[1:]] == [row[0] for row in loop_rows[1:]]
     np.testing.assert_allclose(
         [float(r[1]) for r in loop_rows[1:]], [float(r[1]) for r in fit_rows[1:]], rtol=1e-5
     )
 
 
-@drivers
-def test_tensorboard_writes_the_same_batch_and_epoch_scalars(tmp_path, driver):
-    def callbacks(directory):
-        return [keras.callbacks.TensorBoard(directory / "tb", update_freq=1, write_graph=False)]
-
-    (fit_dir, _), (loop_dir, _) = both(callbacks, tmp_path, driver)
-    fit_scalars = scalars(fit_dir / "tb")
+def test_tensorboard_writes_the_same_batch_and_epoch_scalars(recorded):
+    fit_scalars = scalars(recorded["dirs"]["fit"] / "tb")
     epoch_steps = [step for _, step, tag, _ in fit_scalars if tag == "epoch_loss"]
-    assert epoch_steps == list(range(DRIVERS[driver] or 1))
-    assert scalars(loop_dir / "tb") == fit_scalars
+    assert epoch_steps == list(range(recorded["epochs"]))
+    assert {tag for _, _, tag, _ in fit_scalars} >= {"batch_loss", "epoch_loss"}
+    assert scalars(recorded["dirs"]["loop"] / "tb") == fit_scalars
+
+
+def test_history_records_the_same_epochs(recorded):
+    fit_history, loop_history = recorded["history"]["fit"], recorded["history"]["loop"]
+    assert loop_history.epoch == fit_history.epoch == list(range(recorded["epochs"]))
+    np.testing.assert_allclose(loop_history.history["loss"], fit_history.history["loss"], rtol=1e-5)
+
+
+def test_lambda_callback_sees_the_same_calls(recorded):
+    fit_trace, loop_trace = (recorded["trace"][run] for run in ("fit", "loop"))
+    assert [t[0] for t in fit_trace].count("epoch_end") == recorded["epochs"]
+    assert [t[0] for t in fit_trace].count("batch_end") == 4 * recorded["epochs"]
+    assert loop_trace == fit_trace
 
 
 @drivers
@@ -151,48 +193,6 @@ def test_terminate_on_nan_stops_at_the_nan_step(tmp_path, driver):
 
     (_, fit_model), (_, loop_model) = both(callbacks, tmp_path, driver, x=x)
     assert int(fit_model.optimizer.iterations) == int(loop_model.optimizer.iterations) == 2
-
-
-@drivers
-def test_history_records_the_same_epochs(tmp_path, driver):
-    histories = []
-
-    def callbacks(directory):
-        histories.append(keras.callbacks.History())
-        return histories[-1:]
-
-    both(callbacks, tmp_path, driver)
-    fit_history, loop_history = histories
-    assert loop_history.epoch == fit_history.epoch == list(range(DRIVERS[driver] or 1))
-    np.testing.assert_allclose(loop_history.history["loss"], fit_history.history["loss"], rtol=1e-5)
-
-
-@drivers
-def test_lambda_callback_sees_the_same_calls(tmp_path, driver):
-    traces = []
-
-    def callbacks(directory):
-        trace = []
-        traces.append(trace)
-        return [
-            keras.callbacks.LambdaCallback(
-                on_train_begin=lambda logs: trace.append(("train_begin",)),
-                on_epoch_begin=lambda epoch, logs: trace.append(("epoch_begin", epoch)),
-                on_train_batch_begin=lambda batch, logs: trace.append(("batch_begin", batch)),
-                on_train_batch_end=lambda batch, logs: trace.append(
-                    ("batch_end", batch, round(logs["loss"], 4))
-                ),
-                on_epoch_end=lambda epoch, logs: trace.append(
-                    ("epoch_end", epoch, round(logs["loss"], 4))
-                ),
-                on_train_end=lambda logs: trace.append(("train_end", round(logs["loss"], 4))),
-            )
-        ]
-
-    both(callbacks, tmp_path, driver)
-    fit_trace, loop_trace = traces
-    assert [t[0] for t in fit_trace].count("epoch_end") == DRIVERS[driver] or 1
-    assert loop_trace == fit_trace
 
 
 @drivers

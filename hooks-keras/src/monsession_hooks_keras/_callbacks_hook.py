@@ -82,7 +82,9 @@ class KerasCallbacksHook(SessionRunHook):
       epoch is open open one: a loop without epochs is one epoch, as `fit`
       with ``epochs=1`` (`on_epoch_begin` before its first step,
       `on_epoch_end` in `end()`). An epoch still open in `end()` (the
-      session stopped mid-epoch) ends there, as in `fit`.
+      session stopped mid-epoch) ends there, as in `fit`. The epoch in
+      progress is saved with each checkpoint (the hook's state), so a run
+      resumed mid-epoch goes on in that epoch.
     * `on_train_batch_begin` / `on_train_batch_end` around every step. The
       batch index is the number of global steps since the epoch began, from
       the step service: the hook never reads the global step itself.
