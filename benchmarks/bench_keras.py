@@ -4,8 +4,9 @@ Same small Keras model (32 -> 32 -> 1, batches of 64, SGD) throughout.
 
 * The monsession loop (`KerasCallbacksHook`): a `tf.function` step run by a
   `monsession.MonitoredSession`, ``loop`` without hooks, ``loop_callbacks``
-  with `KerasCallbacksHook([EarlyStopping(), ReduceLROnPlateau()])` (epoch
-  callbacks: nothing is fetched per step), and ``loop_callbacks_logs`` with
+  with `KerasCallbacksHook([EarlyStopping(), ReduceLROnPlateau()], logs=())`
+  (epoch callbacks, epoch logs given by the loop: nothing is fetched per
+  step), and ``loop_callbacks_logs`` with
   `KerasCallbacksHook([TerminateOnNaN()])` (batch logs: the loss is fetched
   and read to the host after every step, as `fit` does for it).
 * `model.fit` (`HooksCallback`): ``fit`` without callbacks, ``fit_hooks_idle``
@@ -107,7 +108,7 @@ class LoopRunner:
         hooks: list[Any] = []
         if variant == "loop_callbacks":
             callbacks = [keras.callbacks.EarlyStopping(), keras.callbacks.ReduceLROnPlateau()]
-            hooks = [KerasCallbacksHook(callbacks, model)]
+            hooks = [KerasCallbacksHook(callbacks, model, logs=())]
         elif variant == "loop_callbacks_logs":
             hooks = [KerasCallbacksHook([keras.callbacks.TerminateOnNaN()], model)]
         self.global_step = global_step

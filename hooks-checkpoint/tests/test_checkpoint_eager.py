@@ -182,6 +182,21 @@ def test_eager_needs_a_checkpoint_to_save(tmp_path):
         CheckpointSaverHook(str(tmp_path), save_steps=1, scaffold=monsession.Scaffold()).begin()
 
 
+def test_without_saver_the_checkpoint_of_the_savers_collection_is_saved(tmp_path):
+    global_step, step, checkpoint = _counter_checkpoint()
+    savers = tf.compat.v1.GraphKeys.SAVERS
+    tf.compat.v1.add_to_collection(savers, checkpoint)  # As HooksCallback does under fit.
+    hook = CheckpointSaverHook(str(tmp_path), save_steps=2)
+    with monsession.MonitoredSession(hooks=[hook]) as session:
+        for _ in range(3):
+            session.run(step)
+    assert checkpoint_steps(str(tmp_path)) == [0, 2, 3]
+    assert load_step(str(tmp_path / "model.ckpt-2"), STATE_STEP) == 2
+    tf.compat.v1.add_to_collection(savers, tf.train.Checkpoint(step=global_step))
+    with pytest.raises(ValueError, match=r"holds 2 tf\.train\.Checkpoints; pass the one"):
+        CheckpointSaverHook(str(tmp_path / "two"), save_steps=2).begin()
+
+
 def test_checkpoint_manager_in_another_directory_is_refused(tmp_path):
     _, _, checkpoint = _counter_checkpoint()
     manager = tf.train.CheckpointManager(checkpoint, str(tmp_path / "elsewhere"), max_to_keep=1)

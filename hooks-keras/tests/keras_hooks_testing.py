@@ -75,14 +75,58 @@ def fit_run(
     *,
     epochs: int = 3,
     x: Any = X,
+    y: Any = Y,
     model: Any = None,
     verbose: int = 0,
 ) -> Any:
     """Trains with `model.fit` (batches of 4, not shuffled); returns the model."""
     model = model or make_model()
     model.fit(
-        x, Y, batch_size=BATCH, epochs=epochs, shuffle=False, verbose=verbose, callbacks=callbacks
+        x, y, batch_size=BATCH, epochs=epochs, shuffle=False, verbose=verbose, callbacks=callbacks
     )
+    return model
+
+
+def keras_loop_run(
+    callbacks: list[Any],
+    x: Any,
+    y: Any,
+    *,
+    epochs: int | None,
+    model: Any = None,
+    **hook_arguments: Any,
+) -> Any:
+    """Trains with a `KerasCallbacksHook` in a monsession loop; returns the model.
+
+    With `epochs`, `monsession.Epochs` runs that many epochs (and calls the
+    hook's epoch methods); without, the loop runs each batch once and calls
+    no epoch method. The step returns the running mean of the loss (reset
+    by the hook when an epoch begins), as `fit`'s does.
+    """
+    from monsession_hooks_keras import KerasCallbacksHook
+
+    model = model or make_model()
+    global_step = monsession.get_or_create_global_step()
+
+    @tf.function
+    def step(x: Any, y: Any) -> Any:
+        loss = train_step(model, x, y)
+        model.loss_tracker.update_state(loss)
+        with tf.control_dependencies([loss]):
+            global_step.assign_add(1)
+        return {"loss": model.loss_tracker.result()}
+
+    hook = KerasCallbacksHook(callbacks, model, epochs=epochs, **hook_arguments)
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(BATCH)
+    with monsession.MonitoredSession(hooks=[hook]) as session:
+        if epochs is not None:
+            for _ in monsession.Epochs(dataset, num_epochs=epochs).run(session, step):
+                pass
+        else:
+            for bx, by in dataset:
+                if session.should_stop():
+                    break
+                session.run(step, feed_dict={"x": bx, "y": by})
     return model
 
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import keras
+import numpy as np
 import tensorflow as tf
-from keras_hooks_testing import loop_run, make_model
+from keras_hooks_testing import files, loop_run, make_model, weights
 
 import monsession
 from monsession_hooks_keras import KerasCallbacksHook
@@ -21,7 +22,7 @@ def _tracer(trace):
     )
 
 
-def test_without_epochs_batches_count_from_the_first_step_and_train_end_has_no_logs():
+def test_without_epochs_the_loop_is_one_epoch_whose_batches_count_from_the_first_step():
     trace = []
     model = make_model()
     hook = KerasCallbacksHook([_tracer(trace)], model)
@@ -36,8 +37,10 @@ def test_without_epochs_batches_count_from_the_first_step_and_train_end_has_no_l
     with monsession.MonitoredSession(hooks=[hook]) as session:
         for _ in range(2):
             session.run(step)
-    assert trace == ["train_begin", "batch_begin 0", "batch_end 0 ['loss']", "batch_begin 1",
-                     "batch_end 1 ['loss']", "train_end []"]  # fmt: skip
+    # As fit(epochs=1): the epoch's logs are its last step's.
+    assert trace == ["train_begin", "epoch_begin 0", "batch_begin 0", "batch_end 0 ['loss']",
+                     "batch_begin 1", "batch_end 1 ['loss']", "epoch_end 0 ['loss']",
+                     "train_end ['loss']"]  # fmt: skip
 
 
 def test_a_hook_reused_in_a_second_session_begins_training_again():
@@ -74,7 +77,7 @@ def test_a_program_without_global_step_gets_the_sessions_own():
     with monsession.MonitoredSession(hooks=[hook]) as session:  # It creates the global step.
         for _ in range(2):
             session.run(tf.function(lambda: {"loss": tf.constant(1.0)}))
-    assert trace[1:5] == ["batch_begin 0", "batch_end 0 ['loss']", "batch_begin 1",
+    assert trace[2:6] == ["batch_begin 0", "batch_end 0 ['loss']", "batch_begin 1",
                           "batch_end 1 ['loss']"]  # fmt: skip
 
 
@@ -104,3 +107,78 @@ def test_epoch_callbacks_run_at_the_boundaries_of_monsession_epochs():
     assert done == [0, 1]  # EarlyStopping-like: stop_training at an epoch's end ends the loop.
     assert trace == ["begin 0", "end 0", "begin 1", "end 1"]
     assert int(monsession.get_global_step().numpy()) == 6
+
+
+def test_model_checkpoint_saves_every_n_batches_in_a_training_session_without_epochs(tmp_path):
+    model = make_model()
+    global_step = monsession.get_or_create_global_step()
+    saved = {}
+
+    @tf.function
+    def step():
+        for variable in model.trainable_variables:
+            variable.assign_add(tf.ones_like(variable))
+        global_step.assign_add(1)
+        return {"loss": tf.constant(1.0)}
+
+    checkpoint = keras.callbacks.ModelCheckpoint(
+        str(tmp_path / "b{epoch}-{batch}.weights.h5"), save_weights_only=True, save_freq=3
+    )
+    keep = keras.callbacks.LambdaCallback(
+        on_train_batch_end=lambda batch, logs: saved.setdefault(batch + 1, weights(model))
+    )
+    hook = KerasCallbacksHook([checkpoint, keep], model)
+    with monsession.MonitoredTrainingSession(hooks=[hook]) as session:
+        for _ in range(7):
+            session.run(step)
+    assert files(tmp_path) == ["b1-3.weights.h5", "b1-6.weights.h5"]
+    for batch in (3, 6):
+        loaded = make_model()
+        loaded.load_weights(tmp_path / f"b1-{batch}.weights.h5")
+        for value, expected in zip(weights(loaded), saved[batch], strict=True):
+            np.testing.assert_allclose(value, expected)
+
+
+def test_an_epoch_stopped_midway_ends_with_the_session():
+    trace = []
+    model = make_model()
+    hook = KerasCallbacksHook([_tracer(trace)], model, logs=())
+    data = monsession.Epochs(tf.data.Dataset.range(3), num_epochs=5)
+
+    @tf.function
+    def step(x):
+        return {"loss": tf.cast(x, tf.float32)}
+
+    stop = monsession.StopAtStepHook(last_step=4)
+    with monsession.MonitoredSession(hooks=[hook, stop]) as session:
+        assert list(data.run(session, step)) == [0]
+    assert [t for t in trace if "batch" not in t] == [
+        "train_begin", "epoch_begin 0", "epoch_end 0 []", "epoch_begin 1", "epoch_end 1 []",
+        "train_end []"]  # fmt: skip
+
+
+def test_a_run_resumed_in_the_middle_of_an_epoch_goes_on_in_that_epoch(tmp_path):
+    traces = []
+    for last_step in (4, 9):  # Stopped in epoch 1 (steps 4-6), then resumed there.
+        monsession.get_global_step() or monsession.get_or_create_global_step()
+        trace = []
+        traces.append(trace)
+        hook = KerasCallbacksHook([_tracer(trace)], make_model(), logs=())
+        data = monsession.Epochs(tf.data.Dataset.range(3), num_epochs=3)
+        state = tf.train.Checkpoint(data=data, step=monsession.get_global_step())
+
+        @tf.function
+        def step(x):
+            monsession.get_global_step().assign_add(1)
+            return {"loss": tf.cast(x, tf.float32)}
+
+        with monsession.MonitoredTrainingSession(
+            checkpoint_dir=str(tmp_path),
+            save_checkpoint_steps=100,
+            scaffold=monsession.Scaffold(saver=state),
+            hooks=[hook, monsession.StopAtStepHook(last_step=last_step)],
+        ) as session:
+            list(data.run(session, step))
+    epochs = [[t for t in trace if t.startswith("epoch")] for trace in traces]
+    assert epochs[0] == ["epoch_begin 0", "epoch_end 0 []", "epoch_begin 1", "epoch_end 1 []"]
+    assert epochs[1] == ["epoch_begin 1", "epoch_end 1 []", "epoch_begin 2", "epoch_end 2 []"]

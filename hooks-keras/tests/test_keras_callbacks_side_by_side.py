@@ -218,7 +218,7 @@ def test_backup_and_restore_resumes_at_the_same_epoch_with_the_same_weights(tmp_
     assert not files(fit_dir / "backup") and not files(loop_dir / "backup")  # Deleted at the end.
 
 
-def test_batch_logs_are_fetched_only_when_a_callback_reads_them(tmp_path):
+def test_logs_are_fetched_only_when_a_callback_reads_them(tmp_path):
     fetched = []
 
     class Spy(KerasCallbacksHook):
@@ -227,12 +227,19 @@ def test_batch_logs_are_fetched_only_when_a_callback_reads_them(tmp_path):
             fetched.append(args)
             return args
 
-    loop_run(lambda model: [], epochs=1, keras_hook=lambda m: Spy(
-        [keras.callbacks.EarlyStopping(monitor="loss"), keras.callbacks.CSVLogger(
-            str(tmp_path / "log.csv"))], m))  # fmt: skip
-    assert fetched == [None, None]
-    fetched.clear()
-    fresh_state()
-    loop_run(lambda model: [], epochs=1, keras_hook=lambda m: Spy(
-        [keras.callbacks.TerminateOnNaN()], m))  # fmt: skip
-    assert [args.fetches for args in fetched] == [{"loss": "loss"}] * 2
+    def run(callbacks, **arguments):
+        fetched.clear()
+        fresh_state()
+        loop_run(lambda model: [], epochs=1, keras_hook=lambda m: Spy(callbacks, m, **arguments))
+        return [None if args is None else args.fetches for args in fetched]
+
+    # Epoch logs are the last step's unless the loop gives them: `logs=()` fetches nothing.
+    epoch_callbacks = [keras.callbacks.EarlyStopping(monitor="loss"),
+                       keras.callbacks.CSVLogger(str(tmp_path / "log.csv"))]  # fmt: skip
+    assert run(epoch_callbacks) == [{"loss": "loss"}] * 2
+    assert run(epoch_callbacks, logs=()) == [None, None]
+    assert run([keras.callbacks.TerminateOnNaN()]) == [{"loss": "loss"}] * 2
+    assert (
+        run([keras.callbacks.LearningRateScheduler(lambda epoch, lr: lr)]) == [{"loss": "loss"}] * 2
+    )
+    assert run([keras.callbacks.LambdaCallback(on_epoch_begin=lambda e, logs: None)]) == [None] * 2

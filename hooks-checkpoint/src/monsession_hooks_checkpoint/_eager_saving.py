@@ -16,6 +16,30 @@ def is_object_checkpoint(saver: Any) -> bool:
     return isinstance(saver, (tf.train.Checkpoint, tf.train.CheckpointManager))
 
 
+def collection_state() -> Any:
+    """The eager default state: the one object checkpoint in the SAVERS collection, or `None`.
+
+    Graph mode falls back to the `Saver` of the default graph's
+    ``tf.compat.v1.GraphKeys.SAVERS`` collection; eager mode, to the
+    `tf.train.Checkpoint` (or `CheckpointManager`) a driver put there
+    (`HooksCallback` does under `model.fit`).
+
+    Raises:
+      ValueError: If the collection holds more than one.
+    """
+    found = [
+        item
+        for item in tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.SAVERS)
+        if is_object_checkpoint(item)
+    ]
+    if len(found) > 1:
+        raise ValueError(
+            f"CheckpointSaverHook: the collection {tf.compat.v1.GraphKeys.SAVERS} holds "
+            f"{len(found)} tf.train.Checkpoints; pass the one to save as saver=."
+        )
+    return found[0] if found else None
+
+
 def check_manager_directory(manager: Any, checkpoint_dir: str) -> None:
     """Raises unless a `CheckpointManager` writes into `checkpoint_dir`.
 
@@ -65,7 +89,9 @@ class EagerSaving:
                 "CheckpointSaverHook: in eager mode there is no graph to save; pass the state as "
                 "saver=tf.train.Checkpoint(...) or "
                 "scaffold=Scaffold(saver=tf.train.Checkpoint(model=..., optimizer=..., "
-                f"step=global_step)). Got saver {state!r}."
+                f"step=global_step)), or add it to the collection "
+                f"{tf.compat.v1.GraphKeys.SAVERS} (under model.fit, HooksCallback does). "
+                f"Got saver {state!r}."
             )
         self._directory = checkpoint_dir
         self._manager: Any = None

@@ -51,7 +51,9 @@ def make_saving(
       checkpoint_dir: The directory to save into.
       checkpoint_basename: The file prefix of the checkpoints.
       saver: The hook's `saver` argument, or `None`.
-      scaffold: The hook's `scaffold` argument, or `None`.
+      scaffold: The hook's `scaffold` argument, or `None`. Without either
+        (or a scaffold without saver), eager mode saves the one
+        `tf.train.Checkpoint` of the SAVERS collection (`collection_state`).
       save_graph_def: Graph mode: whether to write ``graph.pbtxt`` and ``.meta`` files.
       max_to_keep: Eager mode: how many checkpoints to keep.
       async_save: Eager mode: whether to write in a background thread.
@@ -61,9 +63,11 @@ def make_saving(
       ValueError: If `async_save` is asked for in graph mode.
     """
     if tf.executing_eagerly():
-        from monsession_hooks_checkpoint._eager_saving import EagerSaving
+        from monsession_hooks_checkpoint._eager_saving import EagerSaving, collection_state
 
         state = saver if saver is not None or scaffold is None else scaffold.saver
+        if state is None:
+            state = collection_state()
         return EagerSaving(state, checkpoint_dir, checkpoint_basename, max_to_keep, async_save)
     from monsession_hooks_checkpoint._graph_saving import GraphSaving
 

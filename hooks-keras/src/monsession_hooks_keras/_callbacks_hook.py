@@ -16,7 +16,7 @@ from monsession import (
     tf_logging,
 )
 from monsession_hooks_keras import _keras_compat
-from monsession_hooks_keras._logs import acts_on, host_logs, needs_batch_logs
+from monsession_hooks_keras._logs import acts_on, host_logs, needs_logs
 
 _NAME = "KerasCallbacksHook"
 
@@ -76,34 +76,37 @@ class KerasCallbacksHook(SessionRunHook):
     * `on_train_begin` when the session is created (not again when it is
       re-created after a preemption error; again in a new session that
       holds the same hook); `on_train_end` in `end()`, with the logs of the
-      last `epoch_end()`.
-    * `on_train_batch_begin` / `on_train_batch_end` around every step. The
-      batch index is the number of global steps since the last
-      `epoch_begin()` (since the first step without epochs), from the step
-      service: the hook never reads the global step itself.
+      last epoch.
     * `on_epoch_begin` / `on_epoch_end` when the loop calls `epoch_begin()`
-      / `epoch_end()`: the session has no epochs of its own.
+      / `epoch_end()` (`monsession.Epochs` does). Steps that run while no
+      epoch is open open one: a loop without epochs is one epoch, as `fit`
+      with ``epochs=1`` (`on_epoch_begin` before its first step,
+      `on_epoch_end` in `end()`). An epoch still open in `end()` (the
+      session stopped mid-epoch) ends there, as in `fit`. The epoch in
+      progress is saved with each checkpoint (the hook's state), so a run
+      resumed mid-epoch goes on in that epoch.
+    * `on_train_batch_begin` / `on_train_batch_end` around every step. The
+      batch index is the number of global steps since the epoch began, from
+      the step service: the hook never reads the global step itself.
 
     `logs` of a batch are the entries `logs` of the mapping the step
-    returns, fetched by name and converted to host floats only when some
-    callback reads batch logs (has its own `on_train_batch_end` or
-    `on_batch_end`, Keras's own rule); otherwise nothing is fetched and the
-    step costs no device-to-host copy. A callback that sets
-    `model.stop_training = True` in a batch stops the session after that
-    step; in `epoch_end()` the method returns `True` so the loop can stop.
+    returns, fetched by name and converted to host floats when some
+    callback reads logs (has its own batch-end, `on_epoch_end` or
+    `on_train_end` method). An epoch's logs are those given to
+    `epoch_end()`, else the logs of its last step, as `fit` logs its last
+    step's metrics. The model's metrics are reset when an epoch begins, as
+    `fit` does. A callback that sets `model.stop_training = True` in a batch
+    stops the session after that step; in `epoch_end()` the method returns
+    `True` so the loop can stop.
 
     Eager mode only: Keras 3 does not train in graph mode, so a session in
     graph mode raises a `RuntimeError` in `begin()`.
 
     ```python
-    hook = KerasCallbacksHook([keras.callbacks.TensorBoard(log_dir)], model, epochs=3)
-    with monsession.MonitoredSession(hooks=[hook]) as sess:
-        for epoch in range(hook.initial_epoch, 3):
-            hook.epoch_begin(epoch)
-            for x, y in dataset:
-                outputs = sess.run(train_step, feed_dict={"x": x, "y": y})
-            if hook.epoch_end(epoch, {"loss": outputs["loss"]}):
-                break
+    hook = KerasCallbacksHook([keras.callbacks.ModelCheckpoint(path, save_freq=3)], model)
+    with monsession.MonitoredSession(hooks=[hook]) as sess:  # One epoch.
+        for x, y in dataset:
+            sess.run(train_step, feed_dict={"x": x, "y": y})
     ```
 
     Args:
@@ -111,8 +114,9 @@ class KerasCallbacksHook(SessionRunHook):
       model: The `keras.Model` the callbacks act on (saved, stopped, its
         optimizer's learning rate changed...).
       logs: The names of the entries of the step's output mapping given to
-        the callbacks as batch logs.
-      epochs: What `fit(epochs=...)` would say (`ProgbarLogger` shows it).
+        the callbacks as logs; ``()`` fetches nothing.
+      epochs: What `fit(epochs=...)` would say (`ProgbarLogger` shows it);
+        `None` says 1.
       steps: Steps per epoch, if known (`ProgbarLogger`'s target).
       verbose: The `verbose` parameter the callbacks see.
 
@@ -140,7 +144,7 @@ class KerasCallbacksHook(SessionRunHook):
         self._callbacks = _check_callbacks(callbacks)
         self._log_names = _check_logs(logs)
         self._model = model
-        params = {"verbose": verbose, "epochs": epochs, "steps": steps}
+        params = {"verbose": verbose, "epochs": 1 if epochs is None else epochs, "steps": steps}
         for callback in self._callbacks:
             callback.set_model(model)
             callback.set_params(params)
@@ -148,12 +152,18 @@ class KerasCallbacksHook(SessionRunHook):
         self._batch_begin = [cb for cb in self._callbacks if acts_on(cb, "begin")]
         self._batch_end = [cb for cb in self._callbacks if acts_on(cb, "end")]
         self._fetches = (
-            {name: name for name in self._log_names} if needs_batch_logs(self._callbacks) else None
+            {name: name for name in self._log_names}
+            if self._log_names and needs_logs(self._callbacks)
+            else None
         )
         self._started = False
+        self._epoch: int | None = None  # The open epoch.
+        self._next_epoch = 0  # The epoch that steps outside an epoch open.
+        self._restored_epoch: int | None = None  # From the checkpoint's hook state.
         self._first_step: int | None = None  # Global step at the start of the epoch.
         self._batch = 0
-        self._epoch_logs: dict[str, Any] | None = None
+        self._step_logs: dict[str, Any] = {}  # The last step's.
+        self._epoch_logs: dict[str, Any] | None = None  # The last epoch's.
 
     @property
     def callbacks(self) -> list[Any]:
@@ -172,7 +182,8 @@ class KerasCallbacksHook(SessionRunHook):
         if not tf.executing_eagerly():
             raise RuntimeError(_GRAPH_MODE)
         self._started = False  # A new session: training begins (again).
-        self._first_step = None
+        self._epoch = None
+        self._restored_epoch = None
         self._epoch_logs = None
 
     def after_create_session(self, session: Any, coord: Any) -> None:
@@ -182,6 +193,25 @@ class KerasCallbacksHook(SessionRunHook):
         self._model.stop_training = False
         for callback in self._callbacks:
             callback.on_train_begin({})
+        if self._restored_epoch is None:
+            self._next_epoch = self.initial_epoch
+        else:  # The checkpoint's, over `BackupAndRestore`'s.
+            self._next_epoch, self._restored_epoch = self._restored_epoch, None
+
+    def state_dict(self) -> dict[str, Any]:
+        """The epoch that steps outside an epoch open (see `monsession.StatefulHook`).
+
+        Saved with each checkpoint, so that a loop resumed in the middle of
+        an epoch (`Epochs` calls no `epoch_begin` for it) goes on in the
+        same epoch.
+        """
+        return {"epoch": self._next_epoch if self._epoch is None else self._epoch}
+
+    def load_state_dict(self, state: Any) -> None:
+        """Takes back the epoch that steps outside an epoch open."""
+        self._restored_epoch = int(state["epoch"])
+        if self._started:  # Recovered within training: the checkpoint's epoch goes on.
+            self._next_epoch, self._restored_epoch = self._restored_epoch, None
 
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
         step = run_context.global_step
@@ -191,6 +221,8 @@ class KerasCallbacksHook(SessionRunHook):
                 "monsession.get_or_create_global_step() and advance it in the step, so "
                 "the callbacks get batch indices."
             )
+        if self._epoch is None:
+            self._begin_epoch(self._next_epoch)  # A loop without (this) epoch's begin.
         if self._first_step is None:
             self._first_step = step
         self._batch = step - self._first_step
@@ -199,8 +231,10 @@ class KerasCallbacksHook(SessionRunHook):
         return None if self._fetches is None else SessionRunArgs(self._fetches)
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+        if run_values.results is not None:
+            self._step_logs = host_logs(run_values.results)
         if self._batch_end:
-            logs = {} if run_values.results is None else host_logs(run_values.results)
+            logs = dict(self._step_logs)  # One mapping for all, as in `fit`.
             for callback in self._batch_end:
                 callback.on_train_batch_end(self._batch, logs)
         if self._model.stop_training:
@@ -209,7 +243,8 @@ class KerasCallbacksHook(SessionRunHook):
     def epoch_begin(self, epoch: int) -> None:
         """Runs the callbacks' `on_epoch_begin(epoch)`; batches count from 0 again.
 
-        Call it inside the session, before the epoch's first step.
+        Call it inside the session, before the epoch's first step. The
+        model's metrics are reset first, as `fit` does.
 
         Args:
           epoch: The epoch index (0-based, as in `fit`).
@@ -218,9 +253,7 @@ class KerasCallbacksHook(SessionRunHook):
           RuntimeError: If called outside the session (before it is created).
         """
         self._check_started("epoch_begin")
-        self._first_step = None
-        for callback in self._callbacks:
-            callback.on_epoch_begin(epoch, {})
+        self._begin_epoch(epoch)
 
     def epoch_end(self, epoch: int, logs: Mapping[str, Any] | None = None) -> bool:
         """Runs the callbacks' `on_epoch_end(epoch, logs)`.
@@ -230,7 +263,8 @@ class KerasCallbacksHook(SessionRunHook):
           logs: The epoch's metrics (tensors or numbers), e.g.
             ``{"loss": mean_loss, "val_loss": val_loss}``: what `EarlyStopping`,
             `ReduceLROnPlateau`, `ModelCheckpoint(save_best_only=True)` and
-            `CSVLogger` read. Converted to host floats here.
+            `CSVLogger` read. Converted to host floats here. `None`: the logs
+            of the epoch's last step.
 
         Returns:
           Whether a callback asked to stop training (`model.stop_training`).
@@ -239,14 +273,31 @@ class KerasCallbacksHook(SessionRunHook):
           RuntimeError: If called outside the session.
         """
         self._check_started("epoch_end")
-        self._epoch_logs = host_logs(logs or {})
-        for callback in self._callbacks:
-            callback.on_epoch_end(epoch, dict(self._epoch_logs))
+        self._end_epoch(epoch, self._step_logs if logs is None else host_logs(logs))
+        self._next_epoch = epoch + 1
         return bool(self._model.stop_training)
 
     def end(self, session: Any) -> None:
+        if self._epoch is not None:  # The one epoch of a loop without epochs, or a stop.
+            self._end_epoch(self._epoch, self._step_logs)
         for callback in self._callbacks:
-            callback.on_train_end(None if self._epoch_logs is None else dict(self._epoch_logs))
+            callback.on_train_end(self._epoch_logs)
+
+    def _begin_epoch(self, epoch: int) -> None:
+        self._epoch = epoch
+        self._first_step = None
+        self._step_logs = {}
+        self._model.reset_metrics()
+        for callback in self._callbacks:
+            callback.on_epoch_begin(epoch, {})
+
+    def _end_epoch(self, epoch: int, logs: dict[str, Any]) -> None:
+        self._epoch = None
+        # One mapping for all, kept for `on_train_end`: as in `fit`, what a
+        # callback adds (`LearningRateScheduler`'s "learning_rate") is seen by the next.
+        self._epoch_logs = dict(logs)
+        for callback in self._callbacks:
+            callback.on_epoch_end(epoch, self._epoch_logs)
 
     def _check_started(self, method: str) -> None:
         if not self._started:

@@ -70,3 +70,35 @@ def fit_global_step(model: Any) -> Iterator[Any]:
         yield variable
     finally:
         collection[:] = previous
+
+
+@contextlib.contextmanager
+def fit_checkpoint(model: Any, step: Any) -> Iterator[Any]:
+    """Offers the state of `model.fit` to hooks that save one while the block runs.
+
+    Adds ``tf.train.Checkpoint(model=model, optimizer=model.optimizer, step=step)``
+    to the default graph's ``SAVERS`` collection, where `CheckpointSaverHook`
+    finds its state when it is given no saver (as graph mode finds its
+    `Saver` there); removed at the end. A collection that already holds a
+    `tf.train.Checkpoint` (the program's own) is left as it is.
+
+    Args:
+      model: A compiled Keras 3 model.
+      step: The global step variable (`model.optimizer.iterations`).
+
+    Yields:
+      The checkpoint offered, or `None` if the program's was kept.
+    """
+    collection = tf.compat.v1.get_collection_ref(tf.compat.v1.GraphKeys.SAVERS)
+    if any(
+        isinstance(item, (tf.train.Checkpoint, tf.train.CheckpointManager)) for item in collection
+    ):
+        yield None
+        return
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer, step=step)
+    collection.append(checkpoint)
+    try:
+        yield checkpoint
+    finally:
+        if checkpoint in collection:
+            collection.remove(checkpoint)

@@ -10,7 +10,7 @@ import keras
 
 from monsession import EagerSession, SessionRunHook, SessionRunValues
 from monsession_hooks_keras._fit_steps import FitRunContext, FitSteps, evaluate_fetches
-from monsession_hooks_keras._global_step import fit_global_step
+from monsession_hooks_keras._global_step import fit_checkpoint, fit_global_step
 
 _NAME = "HooksCallback"
 _HOOK_METHODS = ("begin", "after_create_session", "before_run", "after_run", "end")
@@ -43,14 +43,16 @@ class HooksCallback(keras.callbacks.Callback):
     """Runs monsession hooks inside `model.fit`, as a monitored session would.
 
     * Train begin: the optimizer's iteration count becomes the global step
-      (`fit_global_step`), then every hook's `begin()` and
+      (`fit_global_step`), and ``tf.train.Checkpoint(model=..., optimizer=...,
+      step=...)`` the state a `CheckpointSaverHook` given no saver saves (in
+      the ``SAVERS`` collection); then every hook's `begin()` and
       `after_create_session(session, None)`.
     * Each batch (one `train_function` call): `before_run` before it,
       `after_run` after it, with a `SessionRunContext` whose step service
       gives the iteration count before and after the batch, counted on the
       host (one read at train begin).
-    * Train end: every hook's `end(session)`; the global step goes back to
-      what it was.
+    * Train end: every hook's `end(session)`; the global step and the
+      ``SAVERS`` collection go back to what they were.
 
     A hook's fetches are names of `logs` entries (``"loss"``, the metrics),
     variables, tensors or zero-argument callables; their host values reach
@@ -67,9 +69,8 @@ class HooksCallback(keras.callbacks.Callback):
     puts the global step back first.
 
     ```python
-    ckpt = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
     model.fit(x, y, epochs=2, callbacks=[HooksCallback([
-        CheckpointSaverHook(ckpt_dir, save_steps=100, saver=ckpt),
+        CheckpointSaverHook(ckpt_dir, save_steps=100),  # Saves model, optimizer, step.
         StopAtStepHook(last_step=1000),
     ])])
     ```
@@ -101,6 +102,7 @@ class HooksCallback(keras.callbacks.Callback):
         self._close()  # A previous fit that raised left its state behind.
         scope = contextlib.ExitStack()
         variable = scope.enter_context(fit_global_step(self.model))
+        scope.enter_context(fit_checkpoint(self.model, variable))
         self._scope = scope
         self._session = EagerSession()
         self._steps = FitSteps(int(variable.numpy()))

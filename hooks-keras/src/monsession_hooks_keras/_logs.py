@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -35,6 +35,18 @@ def needs_batch_logs(callbacks: Iterable[Any]) -> bool:
     has its own `on_train_batch_end` or `on_batch_end`.
     """
     return any(acts_on(callback, "end") for callback in callbacks)
+
+
+def needs_logs(callbacks: Sequence[Any]) -> bool:
+    """Whether some callback reads logs: of each batch, or of an epoch or training's end.
+
+    An epoch's logs default to its last step's, so they are fetched with each step.
+    """
+    return needs_batch_logs(callbacks) or any(
+        overrides(callback, name)
+        for callback in callbacks
+        for name in ("on_epoch_end", "on_train_end")
+    )
 
 
 def host_value(value: Any) -> Any:
