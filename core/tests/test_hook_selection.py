@@ -244,3 +244,17 @@ def test_training_must_be_a_bool_or_none(graph, value):
         with pytest.raises(TypeError, match=r"MonitoredSession.run\(\): training must be True"):
             sess.run(global_step, training=value)
         assert sess.run(global_step, training=False) == 0
+
+
+def test_a_training_call_with_chosen_hooks_is_counted_in_both_modes(program, caplog):
+    calls = []
+    recorder, other = Recorder("recorder", calls), Recorder("other", calls)
+    stop = monsession.StopAtStepHook(last_step=3)
+    with caplog.at_level(logging.WARNING, logger="monsession"):
+        with monsession.MonitoredSession(
+            monsession.ChiefSessionCreator(program.scaffold()), hooks=[stop, recorder, other]
+        ) as sess:
+            while not sess.should_stop():
+                sess.run(program.step, hooks=[stop, recorder], training=True)
+    assert recorder.steps == [(0, 1), (1, 2), (2, 3)] and other.steps == []
+    assert not [r for r in caplog.records if "global step" in r.getMessage()]
