@@ -19,7 +19,7 @@ from typing import Any
 import tensorflow as tf
 
 from monsession._eager import BoundStep
-from monsession._eager_backend import EagerBackend, _hook_name
+from monsession._eager_backend import EagerBackend, _calls_a_step, _hook_name
 from monsession._hook_api import NextAction, SessionRunHook
 from monsession._owned_step import advancing
 from monsession._session_layers import _overrides
@@ -180,8 +180,8 @@ class Fusion:
         return steps, deadline, tuple(keep)
 
     def _explain(self, fetches: Any, feed_dict: Any) -> None:
-        """Says once per session why a call runs one step, though fusion is on."""
-        if self._explained:
+        """Says once per session why a call of a step runs one step, though fusion is on."""
+        if self._explained or not _calls_a_step(fetches):
             return
         self._explained = True
         if feed_dict:
