@@ -171,3 +171,90 @@ def test_hooks_argument_must_name_the_sessions_own_hooks(graph):
         with pytest.raises(TypeError, match="hooks must be an iterable"):
             sess.run(global_step, hooks=own)
         assert sess.run(global_step, hooks=[own]) == 0
+
+
+@pytest.fixture
+def owned_step():
+    """Eager mode without a global step: the session creates and owns one."""
+    tf.compat.v1.reset_default_graph()
+    yield
+    tf.compat.v1.reset_default_graph()
+
+
+def test_a_gan_loop_with_chosen_hooks_stops_on_the_session_owned_step(owned_step):
+    generated, critic = tf.Variable(0.0), tf.Variable(1.0)
+
+    @tf.function
+    def discriminator_step():
+        critic.assign_sub(0.2 * (critic - generated))
+        return {"d_loss": tf.square(critic - generated)}
+
+    @tf.function
+    def generator_step():
+        generated.assign_sub(0.2 * (generated - 3.0))
+        return {"g_loss": tf.square(generated - 3.0)}
+
+    @tf.function
+    def evaluate():
+        return tf.abs(generated - 3.0)
+
+    calls = []
+    d_log, g_log = Recorder("d", calls), Recorder("g", calls)
+    stop = monsession.StopAtStepHook(last_step=4)
+    rounds = 0
+    with monsession.MonitoredSession(hooks=[stop, d_log, g_log]) as sess:
+        while not sess.should_stop() and rounds < 20:
+            sess.run(discriminator_step, hooks=[d_log])  # Not a training step (the default).
+            sess.run(generator_step, hooks=[stop, g_log], training=True)
+            if not sess.should_stop():
+                sess.run(evaluate, hooks=[])
+            rounds += 1
+        global_step = monsession.get_global_step()
+    assert rounds == 4 and int(global_step.numpy()) == 4
+    assert d_log.steps == [(0, 0), (1, 1), (2, 2), (3, 3)]
+    assert g_log.steps == [(0, 1), (1, 2), (2, 3), (3, 4)]
+
+
+def test_a_call_with_every_hook_that_is_not_training_is_neither_counted_nor_fused(owned_step):
+    evaluations = tf.Variable(0)
+
+    @tf.function
+    def train():
+        return {"loss": tf.constant(1.0)}
+
+    @tf.function
+    def evaluate():
+        evaluations.assign_add(1)
+        return {"accuracy": tf.constant(0.5)}
+
+    stop = monsession.StopAtStepHook(last_step=6)
+    with monsession.MonitoredSession(hooks=[stop], steps_per_execution="auto") as sess:
+        sess.run(evaluate, training=False)
+        global_step = monsession.get_global_step()
+        assert int(evaluations.numpy()) == 1 and int(global_step.numpy()) == 0
+        sess.run(train)  # Fused: up to the last step.
+        assert int(global_step.numpy()) == 6 and sess.should_stop()
+    assert int(evaluations.numpy()) == 1
+
+
+@pytest.mark.parametrize("value", ["yes", 1, [True]])
+def test_training_must_be_a_bool_or_none(graph, value):
+    global_step = monsession.get_or_create_global_step()
+    with monsession.MonitoredSession() as sess:
+        with pytest.raises(TypeError, match=r"MonitoredSession.run\(\): training must be True"):
+            sess.run(global_step, training=value)
+        assert sess.run(global_step, training=False) == 0
+
+
+def test_a_training_call_with_chosen_hooks_is_counted_in_both_modes(program, caplog):
+    calls = []
+    recorder, other = Recorder("recorder", calls), Recorder("other", calls)
+    stop = monsession.StopAtStepHook(last_step=3)
+    with caplog.at_level(logging.WARNING, logger="monsession"):
+        with monsession.MonitoredSession(
+            monsession.ChiefSessionCreator(program.scaffold()), hooks=[stop, recorder, other]
+        ) as sess:
+            while not sess.should_stop():
+                sess.run(program.step, hooks=[stop, recorder], training=True)
+    assert recorder.steps == [(0, 1), (1, 2), (2, 3)] and other.steps == []
+    assert not [r for r in caplog.records if "global step" in r.getMessage()]

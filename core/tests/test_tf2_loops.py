@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 import tensorflow as tf
 
@@ -258,3 +260,36 @@ def test_a_call_with_chosen_hooks_does_not_advance_the_owned_global_step():
                 sess.run(evaluate, hooks=[])  # Neither advances the step nor calls a hook.
     assert int(monsession.get_global_step().numpy()) == 4
     assert train_runs == 4 and steps.after == [1, 2, 3, 4]
+
+
+def test_epochs_with_fused_steps_say_once_why_each_batch_is_one_call(caplog):
+    @tf.function
+    def step(x):
+        return {"x": x}
+
+    epochs = monsession.Epochs(tf.data.Dataset.range(6).batch(2), num_epochs=2)
+    with caplog.at_level(logging.INFO, logger="monsession"):
+        with monsession.MonitoredSession(steps_per_execution="auto") as sess:
+            sess.run(tf.Variable(1.0))  # Calls no step: nothing to say.
+            assert list(epochs.run(sess, step)) == [0, 1]
+    said = [r for r in caplog.records if "steps_per_execution" in r.getMessage()]
+    assert len(said) == 1 and said[0].levelno == logging.WARNING
+    message = said[0].getMessage()
+    assert "Epochs.run passes each batch" in message
+    assert "read the batch inside the tf.function" in message
+    assert int(monsession.get_global_step().numpy()) == 6
+
+
+def test_call_of_a_step_without_arguments_is_fused():
+    @tf.function
+    def step():
+        return {"loss": tf.constant(1.0)}
+
+    calls = 0
+    hooks = [monsession.StopAtStepHook(last_step=40)]
+    with monsession.MonitoredSession(hooks=hooks, steps_per_execution="auto") as sess:
+        while not sess.should_stop():
+            sess.call(step)
+            calls += 1
+    assert int(monsession.get_global_step().numpy()) == 40
+    assert calls < 40

@@ -22,7 +22,7 @@ class Backend(Protocol):
         """Called before the hooks' `before_run` of every run."""
 
     def forget_step(self) -> None:
-        """The current run may not add one to the global step (a call with chosen hooks).
+        """The current run is not a training step: it may not add one to the global step.
 
         Called after `start_run`: the step before the run stays known, but the
         step after it is read from the device when a hook asks, and the next

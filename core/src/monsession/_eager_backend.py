@@ -7,11 +7,11 @@ may change variables, so reads after it start afresh.
 
 The step service: the global step is read from the device once, when the
 session is created (or re-created after recovery), then advanced on the
-host by one for every run that calls a step. Whenever hooks make the
+host by one for every training run that calls a step. Whenever hooks make the
 session read the device anyway, the variable is read too and compared; if
 the step did not advance it by exactly one, a warning is logged once and
-the backend reads the variable after every run from then on. A call with
-chosen hooks (`forget_step`) is not counted: the variable is read when a
+the backend reads the variable after every run from then on. A run that is
+not a training step (`forget_step`) is not counted: the variable is read when a
 hook next needs the step (one device read), so an evaluation that does not
 advance the global step does not shift the count.
 
@@ -97,6 +97,7 @@ class EagerBackend:
         self._before: int | None = None  # Before the current run.
         self._exact = False
         self._stale = False  # Whether the host copy must be read again (forget_step).
+        self._uncounted = False  # Whether the current run is not a training step.
         self._protos: tuple[Any, Any] | None = None
         self._last_fetches: Any = None
         self._last_calls = False
@@ -129,8 +130,10 @@ class EagerBackend:
         if self._stale:
             self._read_step()
         self._before = self._after
+        self._uncounted = False
 
     def forget_step(self) -> None:
+        self._uncounted = True
         if self._variable is not None:
             self._stale = True
 
@@ -205,10 +208,13 @@ class EagerBackend:
         run_metadata: Any,
         feed_owners: Mapping[Any, str],
     ) -> tuple[Any, dict[Any, Any]]:
-        # A call with chosen hooks (stale step) is a side call: an owned
-        # global step is not advanced by it.
-        outputs = self._sess.call(fetches, feed_dict, feed_owners, advance=not self._stale)
-        if self._after is not None and not self._stale and self._calls_a_step(fetches):
+        # A run that is not a training step is a side call: an owned global
+        # step is not advanced by it, and the host copy is read again when needed.
+        counted = not self._uncounted
+        outputs = self._sess.call(fetches, feed_dict, feed_owners, advance=counted)
+        if not counted:
+            self._stale = self._variable is not None
+        elif self._after is not None and self._calls_a_step(fetches):
             self._after += 1
         if not hook_fetches:
             if self._exact:

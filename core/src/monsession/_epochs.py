@@ -32,7 +32,10 @@ class Epochs(tf.Module):
     counter and the position in the data (the iterator's state, shuffle
     buffers included) are saved with every checkpoint: a restarted run
     resumes mid-epoch at exactly the next batch, and sees the batches an
-    uninterrupted run would.
+    uninterrupted run would. The counter (`epoch`) counts an epoch once its
+    last batch is pulled, before that step runs: a checkpoint taken on any
+    step holds the counter of the epoch the iterator is at, and a loop that
+    finished its epochs trains nothing when run again.
 
     ```python
     data = ms.Epochs(dataset, num_epochs=3)
@@ -92,7 +95,9 @@ class Epochs(tf.Module):
         epoch (`KerasCallbacksHook` does when a callback sets
         `model.stop_training`). The loop ends when the session should stop,
         without yielding for an epoch that did not complete, or after
-        `num_epochs`.
+        `num_epochs`. Each batch is one `session.call`: with
+        `steps_per_execution` the session runs one step per call here and
+        says once why.
 
         Args:
           session: The monitored session (eager mode).
@@ -111,13 +116,18 @@ class Epochs(tf.Module):
             if index == 0:
                 epoch = int(self.epoch.numpy())
                 _notify(hooks, "epoch_begin", epoch)
+            last = index == self._length - 1
+            if last:
+                epoch = int(self.epoch.numpy())  # Restored with a recovery too.
+                # Counted with the pull of its last batch, before that step
+                # runs: a checkpoint taken in the step (its hooks) holds the
+                # counter of the epoch the iterator is at.
+                self.epoch.assign_add(1)
             if isinstance(batch, tuple):
                 session.call(step, *batch)
             else:
                 session.call(step, batch)
-            if index == self._length - 1:
-                epoch = int(self.epoch.numpy())  # Restored with a recovery too.
-                self.epoch.assign_add(1)
+            if last:
                 stop = _notify(hooks, "epoch_end", epoch)
                 yield epoch
                 if stop:

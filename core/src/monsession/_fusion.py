@@ -18,7 +18,8 @@ from typing import Any
 
 import tensorflow as tf
 
-from monsession._eager_backend import EagerBackend, _hook_name
+from monsession._eager import BoundStep
+from monsession._eager_backend import EagerBackend, _calls_a_step, _hook_name
 from monsession._hook_api import NextAction, SessionRunHook
 from monsession._owned_step import advancing
 from monsession._session_layers import _overrides
@@ -83,10 +84,13 @@ def fusable_step(fetches: Any, owned: Any) -> Any:
 def _fusable(fetches: Any) -> Any:
     """The `tf.function` to fuse for `run(fetches)`, or `None`.
 
-    A `tf.function`, or a wrapper that names the `tf.function` it calls in
-    its `monsession_fused_step` attribute (a wrapper that does nothing on the
-    steps where no hook acts, e.g. `NanTensorHook.watch`).
+    A `tf.function` (or `sess.call` of one, without arguments), or a wrapper
+    that names the `tf.function` it calls in its `monsession_fused_step`
+    attribute (a wrapper that does nothing on the steps where no hook acts,
+    e.g. `NanTensorHook.watch`).
     """
+    if isinstance(fetches, BoundStep) and not (fetches.args or fetches.kwargs):
+        fetches = fetches.step  # sess.call(step): the step itself.
     step = getattr(fetches, FUSED_STEP_ATTRIBUTE, fetches)
     if isinstance(step, tf.types.experimental.PolymorphicFunction):
         return step
@@ -115,6 +119,7 @@ class Fusion:
         self._hooks = [h for h in per_run if _plans_ahead(h)]
         blocking = [_hook_name(h) for h in per_run if not _plans_ahead(h)]
         self._enabled = self._cap > 1
+        self._explained = False  # Whether a call that cannot be fused was explained.
         if blocking:
             self._stop_fusing(
                 logging.INFO,
@@ -129,10 +134,11 @@ class Fusion:
         Returns:
           How many steps ran, and the entries hooks asked to keep.
         """
-        if not self._enabled or feed_dict or not isinstance(backend, EagerBackend):
+        if not self._enabled or not isinstance(backend, EagerBackend):
             return 0, {}
-        step = fusable_step(fetches, backend.owned_global_step)
+        step = None if feed_dict else fusable_step(fetches, backend.owned_global_step)
         if step is None:
+            self._explain(fetches, feed_dict)
             return 0, {}
         if not backend.counts_steps():
             self._stop_fusing(
@@ -172,6 +178,28 @@ class Fusion:
                 deadline = action.at_time if deadline is None else min(deadline, action.at_time)
             keep.extend(name for name in action.keep if name not in keep)
         return steps, deadline, tuple(keep)
+
+    def _explain(self, fetches: Any, feed_dict: Any) -> None:
+        """Says once per session why a call of a step runs one step, though fusion is on."""
+        if self._explained or not _calls_a_step(fetches):
+            return
+        self._explained = True
+        if feed_dict:
+            why = "it is given a feed_dict"
+        elif isinstance(fetches, BoundStep):
+            why = (
+                "it is called with arguments (sess.call(step, *args); Epochs.run passes each "
+                "batch so)"
+            )
+        else:
+            why = "it is not a tf.function"
+        logger.warning(
+            "%s: steps_per_execution runs this step one step per call: %s, and fused steps "
+            "run a tf.function without arguments from the host. To fuse, read the batch "
+            "inside the tf.function (next(iterator)) and call sess.run(step).",
+            self._owner,
+            why,
+        )
 
     def _stop_fusing(self, level: int, reason: str) -> None:
         if self._enabled:

@@ -15,8 +15,8 @@ nothing, or several) is logged once, and from then on the variable is read
 whenever a hook needs the step after a run. Sessions without per-step hooks
 fetch nothing more than TensorFlow would. `global_step_after(reaching)`
 reads the variable itself only when the expected value passes `reaching`,
-once per run at most, as TensorFlow's hooks do before they act. A call with
-chosen hooks (`forget_step`) fetches no step and is not counted: a hook that
+once per run at most, as TensorFlow's hooks do before they act. A run that is
+not a training step (`forget_step`) fetches no step and is not counted: a hook that
 needs the step after it reads the variable, and the next run starts from a
 fresh read, so an evaluation that does not add one shifts nothing.
 """

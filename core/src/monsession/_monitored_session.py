@@ -211,6 +211,7 @@ class _MonitoredSession:
         run_metadata: Any = None,
         *,
         hooks: Iterable[SessionRunHook] | None = None,
+        training: bool | None = None,
     ) -> Any:
         """Runs one step with the hooks (or with the ones chosen by `hooks`).
 
@@ -224,13 +225,22 @@ class _MonitoredSession:
         some of the session's hooks, in the session's order: `hooks=[]` runs
         none (an evaluation, a debugging fetch), `hooks=[d_logger]` only
         that one (the second optimizer of a GAN). Recovery, stop requests
-        and signals work as for any call. Such a call is not assumed to add
-        one to the global step: hooks that ask for the step after it get it
-        read from the device, and the next call starts from that value, so
-        an evaluation that does not advance the global step never shifts
-        step-based hooks (`StopAtStepHook`, timers). A hook left out of a call
-        does not see it at all; leave `StopAtStepHook` in every call that
-        advances the global step, or it stops only at the next call it sees.
+        and signals work as for any call. A hook left out of a call does not
+        see it at all; leave `StopAtStepHook` in every training call, or it
+        stops only at the next call it sees.
+
+        `training` (keyword only; not in TensorFlow) says whether the call is
+        a training step, whichever hooks it runs. `None` (the default): a
+        call without `hooks=` is one, a call with `hooks=` is not. A training
+        step adds one to the global step: a global step the session owns is
+        advanced by it (eager mode), hooks get the step counted on the host,
+        and with `steps_per_execution` a call without `hooks=` may fuse. Any
+        other call is not assumed to add one (an evaluation): it advances no
+        owned global step and is never fused; hooks that ask for the step
+        after it get it read from the device, and the next call starts from
+        that value, so step-based hooks (`StopAtStepHook`, timers) are never
+        shifted by it. E.g. the generator step of a GAN, run with its own
+        hooks: `sess.run(g_step, hooks=[stop, g_logger], training=True)`.
 
         If a stop signal arrived (see `stop_on_signals`), `run()` runs no
         step: it closes the session, as `close()` does, and hands the signal
@@ -240,18 +250,27 @@ class _MonitoredSession:
           RuntimeError: If the session is closed, or a hook requested a stop,
             or it stopped on a signal whose previous handler returned (the
             `with` block then ends cleanly).
-          TypeError: If `hooks` is not an iterable of hooks.
+          TypeError: If `hooks` is not an iterable of hooks, or `training`
+            is not True, False or None.
           ValueError: If `hooks` holds a hook that is not one of the session's.
         """
         if self._sess is None:
             self._check_open("run")
         chosen = None if hooks is None else self._chosen_hooks(hooks)
+        if training is None:
+            training = chosen is None
+        elif not isinstance(training, bool):
+            raise TypeError(
+                f"{type(self).__name__}.run(): training must be True (the call is a training "
+                "step: it adds one to the global step), False (it is not: an evaluation) or "
+                f"None (a training step unless hooks= is given), got {training!r}."
+            )
         if self._signal_stop.stop_requested():
             self._close_on_signal("run")
-        if chosen is None:
+        if chosen is None and training:
             results = self._sess.run(fetches, feed_dict, options, run_metadata)
         else:
-            with self._selection.choose(chosen):
+            with self._selection.choose(chosen, training):
                 results = self._sess.run(fetches, feed_dict, options, run_metadata)
         self._agree_on_stop()
         return results
@@ -262,7 +281,9 @@ class _MonitoredSession:
         Per-batch data passes as the step's own arguments. Hooks name the
         step's outputs as for `run()`: a mapping's keys, or `"output"` for
         an output that is not a mapping (`"output/0"`, `"output/1"`... for
-        the items of a tuple or list). One call is one step.
+        the items of a tuple or list). One call is one training step, with
+        all the hooks (every keyword goes to the step; for an evaluation or
+        chosen hooks, use `run(step, feed_dict=..., hooks=..., training=...)`).
 
         Raises:
           RuntimeError: In graph mode (use `run()`), or as `run()` raises.

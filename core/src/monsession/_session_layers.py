@@ -254,7 +254,7 @@ def _overrides(hook: Any, name: str) -> bool:
 
 
 class HookSelection:
-    """Which hooks the current `run()` calls: all of them (`None`), or the ones chosen.
+    """What the current `run()` is: the hooks it calls (`None`: all), and whether it trains.
 
     Shared by the monitored session and every `_HookedSession` it creates,
     so a call retried after a preemption runs with the same choice.
@@ -262,16 +262,18 @@ class HookSelection:
 
     def __init__(self) -> None:
         self.hooks: frozenset[int] | None = None  # ids of the chosen hooks.
+        self.training = True  # Whether the call is a training step (adds one).
 
     @contextlib.contextmanager
-    def choose(self, hooks: Sequence[Any] | None) -> Iterator[None]:
-        """Within the block, runs call only `hooks` (all of them when `None`)."""
-        previous = self.hooks
+    def choose(self, hooks: Sequence[Any] | None, training: bool) -> Iterator[None]:
+        """Within the block, runs call only `hooks` (all when `None`), as training steps or not."""
+        previous = self.hooks, self.training
         self.hooks = None if hooks is None else frozenset(map(id, hooks))
+        self.training = training
         try:
             yield
         finally:
-            self.hooks = previous
+            self.hooks, self.training = previous
 
 
 class _HookedSession(_WrappedSession):
@@ -312,14 +314,14 @@ class _HookedSession(_WrappedSession):
     ) -> Any:
         if self._should_stop or self.should_stop():
             raise RuntimeError("Run called even after should_stop requested.")
-        chosen = self._selection.hooks
+        chosen, training = self._selection.hooks, self._selection.training
         silent, kept = (0, None)
-        if self._fusion is not None and chosen is None:
+        if self._fusion is not None and chosen is None and training:
             silent, kept = self._fusion.run_silent_steps(fetches, feed_dict, self._backend)
         self._backend.start_run()
-        if chosen is not None:
-            # A call with chosen hooks (an evaluation, a second optimizer) may
-            # not add one to the global step: it is read again when needed.
+        if not training:
+            # Not a training step (an evaluation, a second optimizer): it may
+            # not add one to the global step, which is read again when needed.
             self._backend.forget_step()
         run_context = SessionRunContext(
             SessionRunArgs(fetches, feed_dict), self._sess, self._backend, silent, kept
