@@ -1,0 +1,88 @@
+"""The training programs of the matrix, forked from one process that imported everything.
+
+Usage: python child.py JOBS_JSON. Importing TensorFlow, Keras and the hook
+families takes most of a small program's time, so this process imports
+them once, runs nothing, and forks one real subprocess per job (two at a
+time): each child starts TensorFlow's runtime afresh, runs its job and
+exits, or dies by SIGKILL when its plan says so. A job is `{"driver",
+"plans", "after"}`: `after` names the job that must have ended first (a
+restart after a kill). A plan is a run, `{"dir", "last_steps", "kill_at"?,
+"abort_at"?, "tf_hooks"?}`: its sessions train to each of `last_steps` in
+turn (a clean resume is two), with everything recorded in `dir` (see
+records.py). An error ends its run only: it is recorded, and the matrix shows
+it in the cells of that run. Prints `<job index> <exit status>` per job.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import keras  # noqa: F401  (imported before forking, not run)
+import monsession_hooks_earlystop._early_stopping  # noqa: F401
+import tensorflow as tf  # noqa: F401
+
+import monsession
+import monsession_hooks_keras  # noqa: F401
+from driver_matrix import drivers, records, table
+
+PARALLEL = 2
+
+
+def run_job(job: dict) -> None:
+    """Runs in the forked child."""
+    spec = table.DRIVERS[job["driver"]]
+    records.capture_logs()
+    for plan in job["plans"]:
+        records.open_records(plan["dir"])
+        for last_step in plan["last_steps"]:
+            try:
+                drivers.RUNNERS[spec.mode](spec, plan, last_step)
+            except Exception as error:  # Recorded: the cells of this run show it.
+                records.record("error", error=f"{type(error).__name__}: {error}")
+                traceback.print_exc()
+                break
+
+
+def _fork(job: dict) -> int:
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            run_job(job)
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    return pid
+
+
+def main() -> None:
+    for name in ("EarlyStoppingHook", "ProgressBarHook", "SummarySaverHook"):
+        getattr(monsession.hooks, name)  # Resolve the families before forking.
+    jobs = json.loads(sys.argv[1])
+    waiting = list(range(len(jobs)))
+    done: set[int] = set()
+    running: dict[int, int] = {}
+    while waiting or running:
+        ready = [i for i in waiting if jobs[i].get("after") in done or jobs[i].get("after") is None]
+        while ready and len(running) < PARALLEL:
+            index = ready.pop(0)
+            waiting.remove(index)
+            running[_fork(jobs[index])] = index
+        pid, status = os.wait()
+        index = running.pop(pid)
+        done.add(index)
+        print(index, os.waitstatus_to_exitcode(status), flush=True)
+
+
+if __name__ == "__main__":
+    main()

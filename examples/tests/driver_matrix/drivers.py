@@ -1,0 +1,220 @@
+"""The columns of the matrix: one small training program per driver.
+
+Every driver trains the same thing: a weight `w` updated as
+`w = 0.9 * w + sum(batch) / 100` (order-dependent, so the final weight shows
+which batches were trained), batch `s` (from 0) being ids `4 * (s % 10)` to
+`4 * (s % 10) + 3` of 40 ids: 10 steps per epoch. Loops without `Epochs`
+derive the batch from the global step, so a restart resumes the data too.
+The step returns `loss` (w squared), `w`, `step` (after the step) and
+`probe` (the loss, NaN from step 30 on, for `NanTensorHook`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import tensorflow as tf
+
+import monsession
+import monsession.testing
+from driver_matrix import records, rows, table
+
+NO_DEFAULT_HOOKS = {
+    "save_checkpoint_secs": None,
+    "save_checkpoint_steps": None,
+    "save_summaries_steps": None,
+    "save_summaries_secs": None,
+    "log_step_count_steps": None,
+}
+
+
+def _dataset() -> Any:
+    return tf.data.Dataset.range(4 * 10).batch(4)
+
+
+def _outputs(w: Any, step: Any) -> dict[str, Any]:
+    loss = tf.square(w)
+    probe = tf.where(step >= table.LAST_STEP, tf.constant(float("nan")), loss)
+    return {"loss": loss, "w": w, "step": step, "probe": probe}
+
+
+def _update(w: Any, global_step: Any, count: Any, ids: Any) -> dict[str, Any]:
+    """One training step, eager mode and fit."""
+    w.assign(0.9 * w + tf.reduce_sum(tf.cast(ids, tf.float32)) / 100.0)
+    count.assign_add(1)
+    global_step.assign_add(1)
+    step = tf.identity(tf.convert_to_tensor(global_step))
+    value = tf.identity(tf.convert_to_tensor(w))
+    tf.summary.scalar("w", value, step=step)
+    return _outputs(value, step)
+
+
+def _ids_of(global_step: Any) -> Any:
+    return (tf.cast(global_step, tf.int64) % 10) * 4 + tf.range(4, dtype=tf.int64)
+
+
+def _interrupt(plan: dict[str, Any]) -> tuple[int, bool] | None:
+    if plan.get("kill_at"):
+        return plan["kill_at"], True
+    if plan.get("abort_at"):
+        return plan["abort_at"], False
+    return None
+
+
+def run_graph(spec: table.Driver, plan: dict[str, Any], last_step: int) -> None:
+    with tf.Graph().as_default():
+        global_step = tf.compat.v1.train.get_or_create_global_step()
+        w = tf.compat.v1.get_variable("weight", initializer=1.0)  # "w": the summary
+        count = tf.compat.v1.get_variable("count", initializer=tf.constant(0, tf.int64))
+        new_w = w.assign(0.9 * w + tf.reduce_sum(tf.cast(_ids_of(global_step), tf.float32)) / 100)
+        # After TensorFlow's shared read of the global step, so that TensorFlow's hooks read
+        # the step before the increment on every run (otherwise the order is undefined).
+        read = monsession.testing.global_step_read_tensor()
+        with tf.control_dependencies([new_w, read]):
+            step = global_step.assign_add(1)
+            counted = count.assign_add(1)
+        fetch = _outputs(tf.identity(new_w, name="w_out"), tf.identity(step, name="step_out"))
+        summary_op = tf.compat.v1.summary.scalar("w", fetch["w"])
+        train_op = tf.group(step, counted)
+        program = rows.Program(
+            plan["dir"], fetch, {"step": global_step, "w": w, "count": count}, summary_op
+        )
+        hooks, _ = rows.build_hooks(
+            program,
+            last_step,
+            tf_hooks=plan.get("tf_hooks", False),
+            mode="graph",
+            interrupt=_interrupt(plan),
+        )
+        factory = (
+            tf.compat.v1.train.MonitoredTrainingSession
+            if spec.tf_session
+            else monsession.MonitoredTrainingSession
+        )
+        with factory(checkpoint_dir=program.path("ckpt"), hooks=hooks, **NO_DEFAULT_HOOKS) as sess:
+            while not sess.should_stop():
+                sess.run(train_op)
+
+
+def _line_model(fit: bool) -> Any:
+    import keras
+
+    class Line(keras.Model):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = self.add_weight(
+                shape=(), initializer="ones", name="w", aggregation="only_first_replica"
+            )
+            self.count = tf.Variable(
+                0,
+                dtype=tf.int64,
+                trainable=False,
+                aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
+            )
+            self.built = True
+
+        def call(self, x):
+            return x * self.w
+
+        if fit:
+
+            def train_step(self, data):
+                return _update(self.w, self.optimizer.iterations, self.count, data)
+
+    return Line()
+
+
+def run_eager(spec: table.Driver, plan: dict[str, Any], last_step: int) -> None:
+    tf.compat.v1.reset_default_graph()
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0"]) if spec.mirrored else None
+    scope = strategy.scope() if strategy else _Nothing()
+    with scope:
+        global_step = monsession.get_or_create_global_step()
+        model = _line_model(fit=False)
+        state: dict[str, Any] = {"model": model, "step": global_step, "count": model.count}
+        epochs = None
+        if spec.epochs:
+            epochs = monsession.Epochs(
+                _dataset(), num_epochs=last_step // 10 + (last_step % 10 > 0)
+            )
+            state["data"] = epochs
+
+        def replica_step(ids: Any = None) -> Any:
+            ids = _ids_of(global_step) if ids is None else ids
+            return _update(model.w, global_step, model.count, ids)
+
+        if strategy is not None:
+            step: Callable[..., Any] = tf.function(lambda: strategy.run(replica_step))
+        elif spec.epochs:
+            step = tf.function(lambda ids: replica_step(ids))
+        else:
+            step = tf.function(lambda: replica_step())
+        scaffold = monsession.Scaffold(saver=tf.train.Checkpoint(**state))
+        program = rows.Program(
+            plan["dir"],
+            {"step": "step", "w": "w", "loss": "loss", "probe": "probe"},
+            {"step": global_step, "w": model.w.value, "count": model.count},
+            scaffold=scaffold,
+            model=model,
+            fused=spec.fused,
+        )
+        hooks, wrap = rows.build_hooks(
+            program, last_step, keras_callbacks=spec.keras_callbacks, interrupt=_interrupt(plan)
+        )
+        if wrap is not None:
+            step = wrap(step)
+        with monsession.MonitoredTrainingSession(
+            checkpoint_dir=program.path("ckpt"),
+            scaffold=scaffold,
+            hooks=hooks,
+            steps_per_execution="auto" if spec.fused else 1,
+            **NO_DEFAULT_HOOKS,
+        ) as sess:
+            if epochs is not None:
+                for epoch in epochs.run(sess, step):
+                    records.record("epoch", epoch=epoch, step=int(global_step.numpy()))
+            else:
+                while not sess.should_stop():
+                    sess.run(step)
+
+
+def run_fit(spec: table.Driver, plan: dict[str, Any], last_step: int) -> None:
+    import keras
+
+    from monsession_hooks_keras import HooksCallback
+
+    tf.compat.v1.reset_default_graph()
+    model = _line_model(fit=True)
+    model.compile(optimizer=keras.optimizers.SGD())
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer, count=model.count)
+    latest = tf.train.latest_checkpoint(os.path.join(plan["dir"], "ckpt"))
+    if latest:  # HooksCallback restores nothing: the user restores before fit.
+        checkpoint.restore(latest)
+    program = rows.Program(
+        plan["dir"],
+        {"step": "step", "w": "w", "loss": "loss", "probe": "probe"},
+        {"step": model.optimizer.iterations.value, "w": model.w.value, "count": model.count},
+        saver=checkpoint,
+        model=model,
+    )
+    hooks, _ = rows.build_hooks(program, last_step, mode="fit", interrupt=_interrupt(plan))
+    model.fit(
+        _dataset(),
+        epochs=table.LAST_STEP // 10,
+        initial_epoch=int(model.optimizer.iterations.numpy()) // 10,
+        callbacks=[HooksCallback(hooks)],
+        verbose=0,
+    )
+
+
+class _Nothing:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+RUNNERS = {"graph": run_graph, "eager": run_eager, "fit": run_fit}

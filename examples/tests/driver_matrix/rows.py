@@ -1,0 +1,210 @@
+"""The hooks of the matrix: each row's hook(s), built for one run of one driver.
+
+`Program` is what a driver gives the rows: fetches by role (graph tensors,
+or names of the step's outputs in eager mode and under `fit`), the state to
+save, the directory. `build_hooks` returns every applicable hook of one run,
+installed together, in one order; TensorFlow's own hooks when `tf_hooks`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import os
+import signal
+from typing import Any
+
+import tensorflow as tf
+
+import monsession
+from driver_matrix import table
+from driver_matrix.records import record
+
+
+@dataclasses.dataclass
+class Program:
+    directory: str
+    fetch: dict[str, Any]  # "step", "w", "loss", "probe".
+    variables: dict[str, Any]  # "step", "w", "count": read at the end of a session.
+    summary_op: Any = None
+    scaffold: Any = None  # Eager: the scaffold whose Checkpoint is saved and restored.
+    saver: Any = None  # fit: the Checkpoint CheckpointSaverHook saves.
+    model: Any = None
+    fused: bool = False
+
+    def path(self, name: str) -> str:
+        return os.path.join(self.directory, name)
+
+
+class Trace(monsession.SessionRunHook):
+    """Records where each session starts and, at its end, the trained state."""
+
+    def __init__(self, program: Program, extra: Any = None) -> None:
+        self._program = program
+        self._extra = extra
+
+    def after_create_session(self, session, coord):
+        record("start", step=int(session.run(self._program.variables["step"])))
+
+    def next_action(self, global_step):
+        return monsession.NextAction()
+
+    def end(self, session):
+        values = session.run(self._program.variables)
+        record(
+            "final",
+            step=int(values["step"]),
+            w=float(values["w"]),
+            count=int(values["count"]),
+            **(self._extra() if self._extra else {}),
+        )
+
+
+class Interrupt(monsession.SessionRunHook):
+    """After the step that reaches `at` (first time only): SIGKILL or a real AbortedError."""
+
+    def __init__(self, program: Program, at: int, kill: bool) -> None:
+        self._fetch, self._at, self._kill, self._done = program.fetch["step"], at, kill, False
+
+    def next_action(self, global_step):
+        ahead = self._at - global_step
+        return monsession.NextAction(steps=ahead if ahead >= 1 and not self._done else None)
+
+    def before_run(self, run_context):
+        return monsession.SessionRunArgs(self._fetch)
+
+    def after_run(self, run_context, run_values):
+        if int(run_values.results) != self._at or self._done:
+            return
+        self._done = True
+        if self._kill:
+            record("killed", step=self._at)
+            os.kill(os.getpid(), signal.SIGKILL)
+        raise tf.errors.AbortedError(None, None, "driver matrix: injected preemption")
+
+
+def _listener_base(tf_hooks: bool) -> type:
+    if tf_hooks:
+        return tf.compat.v1.train.CheckpointSaverListener
+    from monsession_hooks_checkpoint import CheckpointSaverListener
+
+    return CheckpointSaverListener
+
+
+def _saves(directory: str, tf_hooks: bool) -> Any:
+    class Saves(_listener_base(tf_hooks)):  # type: ignore[misc]
+        """Reads back each checkpoint the hook wrote."""
+
+        def after_save(self, session, global_step_value):
+            reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(directory))
+            shapes = reader.get_variable_to_shape_map()
+            dtypes = reader.get_variable_to_dtype_map()
+            weights = [
+                float(reader.get_tensor(key))
+                for key in shapes
+                if dtypes[key] == tf.float32 and shapes[key] == [] and "optimizer" not in key
+            ]
+            record("ckpt", step=int(global_step_value), w=weights)
+
+    return Saves()
+
+
+def _keras_hook(program: Program, epochs: int) -> Any:
+    import keras
+
+    from monsession_hooks_keras import KerasCallbacksHook
+
+    folder = program.path("keras")
+    os.makedirs(folder, exist_ok=True)
+
+    def batch_end(batch, logs):
+        record("keras-batch", batch=int(batch), step=int(logs["step"]), loss=float(logs["loss"]))
+
+    callbacks = [
+        keras.callbacks.ModelCheckpoint(
+            os.path.join(folder, "e{epoch:02d}-b{batch:02d}.weights.h5"),
+            save_weights_only=True,
+            save_freq=table.SAVE_STEPS,
+        ),
+        keras.callbacks.CSVLogger(os.path.join(folder, "log.csv"), append=True),
+        keras.callbacks.LambdaCallback(
+            on_train_batch_end=batch_end,
+            on_epoch_end=lambda epoch, logs: record("keras-epoch", epoch=int(epoch)),
+        ),
+    ]
+    return KerasCallbacksHook(
+        callbacks, program.model, logs=("loss", "step"), epochs=epochs, steps=10, verbose=0
+    )
+
+
+def build_hooks(
+    program: Program,
+    last_step: int,
+    *,
+    tf_hooks: bool = False,
+    keras_callbacks: bool = False,
+    mode: str = "eager",
+    interrupt: tuple[int, bool] | None = None,
+) -> tuple[list[Any], Any]:
+    """The hooks of one session, and the step wrapper (`NanTensorHook.watch`) or None."""
+    ns = tf.compat.v1.train if tf_hooks else monsession.hooks
+    f = program.fetch
+    hooks: list[Any] = []
+    earlystop = None
+    wrap = None
+    if keras_callbacks:
+        hooks.append(_keras_hook(program, epochs=table.LAST_STEP // 10))
+    else:
+        if not tf_hooks:
+            from monsession_hooks_earlystop import EarlyStoppingHook
+
+            from monsession_hooks_logging import ProgressBarHook
+
+            earlystop = EarlyStoppingHook(f["loss"], patience=100, every_n_steps=5)
+            hooks.append(earlystop)
+        summary = {"summary_op": program.summary_op} if mode == "graph" else {}
+        hooks += [
+            ns.SummarySaverHook(save_steps=3, output_dir=program.path("summary"), **summary),
+            ns.StepCounterHook(every_n_steps=4, output_dir=program.path("steps")),
+            ns.LoggingTensorHook({"step": f["step"], "w": f["w"]}, every_n_iter=4),
+        ]
+        if not tf_hooks:
+            hooks.append(
+                ProgressBarHook(
+                    every_n_iter=2, last_step=last_step, file=io.StringIO(), log_every_n_secs=0
+                )
+            )
+        if program.fused:
+            nan = ns.NanTensorHook(f["probe"], fail_on_nan_loss=False, check_every_n_steps=10)
+            wrap = nan.watch
+        else:
+            nan = ns.NanTensorHook(f["probe"], fail_on_nan_loss=False)
+        hooks += [nan, ns.ProfilerHook(save_steps=20, output_dir=program.path("profile"))]
+    saving: dict[str, Any] = {}
+    if program.scaffold is not None:
+        saving["scaffold"] = program.scaffold
+    if program.saver is not None:
+        saving["saver"] = program.saver
+    hooks += [
+        ns.CheckpointSaverHook(
+            program.path("ckpt"),
+            save_steps=table.SAVE_STEPS,
+            listeners=[_saves(program.path("ckpt"), tf_hooks)],
+            **saving,
+        ),
+        ns.StopAtStepHook(last_step=last_step),
+    ]
+
+    def extra() -> dict[str, Any]:
+        if earlystop is None:
+            return {}
+        return {
+            "best_step": earlystop.best_step,
+            "best": earlystop.best,
+            "stopped_step": earlystop.stopped_step,
+        }
+
+    hooks.insert(0, Trace(program, extra))
+    if interrupt is not None:
+        hooks.append(Interrupt(program, *interrupt))
+    return hooks, wrap

@@ -1,0 +1,264 @@
+"""The driver matrix as data: rows (hooks), columns (drivers), lifecycle events.
+
+A new hook is one entry of `ROWS` (and its builder in `rows.py`), a new driver
+one entry of `DRIVERS` (and its program in `drivers.py`). Cells that cannot
+apply are in `NOT_APPLICABLE` with the reason; cells that fail because of a
+known, open finding are in `KNOWN_FAILURES` (strict xfail: a fixed cell fails
+until its entry is removed).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+LAST_STEP = 30  # 40 ids, batches of 4: 10 steps per epoch, 3 epochs.
+RESUME_FIRST = 20  # A clean resume: a first run to step 20, then a second to 30.
+SAVE_STEPS = 5
+KILLS = {"kill-between": 17, "kill-checkpoint": 15, "kill-epoch": 10}
+ABORT_AT = 17
+
+EVENTS = ("fresh", "resume", "kill-between", "kill-checkpoint", "kill-epoch", "aborted")
+
+
+@dataclasses.dataclass(frozen=True)
+class Driver:
+    """A column: how the hooks are driven, and what its cells are compared with."""
+
+    mode: str  # "graph", "eager" or "fit": how the child builds the program.
+    description: str
+    fused: bool = False
+    epochs: bool = False
+    tf_session: bool = False  # TensorFlow's own MonitoredTrainingSession.
+    mirrored: bool = False
+    keras_callbacks: bool = False  # Runs KerasCallbacksHook instead of the other hooks.
+
+
+DRIVERS = {
+    "ms-graph": Driver("graph", "monsession.MonitoredTrainingSession, graph mode"),
+    "tf-graph": Driver(
+        "graph", "tf.compat.v1.train.MonitoredTrainingSession, graph mode", tf_session=True
+    ),
+    "eager": Driver("eager", "eager single steps (sess.run(step))"),
+    "eager-auto": Driver("eager", 'eager, steps_per_execution="auto"', fused=True),
+    "epochs": Driver("eager", "monsession.Epochs loop", epochs=True),
+    "epochs-auto": Driver(
+        "eager", 'monsession.Epochs loop, steps_per_execution="auto"', fused=True, epochs=True
+    ),
+    "fit": Driver("fit", "model.fit with HooksCallback"),
+    "keras-loop": Driver("eager", "Keras callbacks via KerasCallbacksHook", keras_callbacks=True),
+    "keras-epochs": Driver(
+        "eager",
+        "Keras callbacks via KerasCallbacksHook, Epochs loop",
+        epochs=True,
+        keras_callbacks=True,
+    ),
+    "mirrored": Driver("eager", "eager single steps in a MirroredStrategy scope", mirrored=True),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    """A hook: whether TensorFlow has one of the same name (the graph-mode reference)."""
+
+    description: str
+    tf_counterpart: bool
+    keras: bool = False  # Only the Keras-callback drivers run it.
+
+
+ROWS = {
+    "checkpoint": Row("CheckpointSaverHook(save_steps=5): checkpoint steps and weights", True),
+    "summary": Row("SummarySaverHook(save_steps=3): summary steps and values", True),
+    "step-counter": Row("StepCounterHook(every_n_steps=4): steps of the rate summaries", True),
+    "logging": Row(
+        "LoggingTensorHook(every_n_iter=4): logged steps, values, first-line format", True
+    ),
+    "progress": Row("ProgressBarHook(every_n_iter=2): steps of its lines", False),
+    "nan": Row("NanTensorHook(fail_on_nan_loss=False), NaN at step 30: divergence lines", True),
+    "profiler": Row("ProfilerHook(save_steps=20): traced steps (graph) / traces (eager)", True),
+    "stop": Row("StopAtStepHook(last_step): the step each run stopped at", True),
+    "earlystop": Row("EarlyStoppingHook (example package): best, best_step, stopped_step", False),
+    "model": Row("the training itself: final step, weight, batches trained", True),
+    "keras": Row(
+        "KerasCallbacksHook(ModelCheckpoint(save_freq=5), CSVLogger, LambdaCallback)",
+        False,
+        keras=True,
+    ),
+}
+
+_NO_KILL_FIT = (
+    "model.fit restores nothing and resumes no data position by itself (HooksCallback, "
+    "documented): a killed fit restarts under the user's own policy"
+)
+_TF_RESTART = (
+    "TensorFlow's session restores no hook state: after a restart its hooks start over; "
+    "the restart promises are monsession's, tested under monsession's sessions"
+)
+_NO_EPOCHS = "no epochs in this loop: step 10 is an ordinary checkpoint step (kill-checkpoint)"
+
+
+def reference(row: str, driver: str, event: str) -> tuple[str, str] | None:
+    """The (driver, event) of the run a cell is compared with; None for a reference itself.
+
+    Graph mode: TensorFlow's hook of the same name under TensorFlow's session.
+    Otherwise the uninterrupted single-step run of the column's kind; that run
+    itself is compared with graph mode (`eager`) or with `eager` (`epochs`)
+    where what a user sees does not differ by nature.
+    """
+    spec = DRIVERS[driver]
+    if spec.mode == "graph" and ROWS[row].tf_counterpart:
+        return "tf-graph", "ref-" + (event if spec.tf_session else "fresh")
+    ref = (driver if row == "keras" else "epochs" if spec.epochs else "eager"), "fresh"
+    if ref != (driver, event):
+        return ref
+    if row in _OWN_REFERENCE.get(driver, {}):
+        return None
+    return ("eager", "fresh") if spec.epochs else ("ms-graph", "fresh")
+
+
+# The reference runs' cells with nothing independent to compare with, and why.
+_OWN_REFERENCE = {
+    "eager": {
+        "profiler": "graph mode writes timelines, eager mode profiler traces",
+    },
+    "epochs": {"model": "it is the reference of completed epochs"},
+    "keras-loop": {"keras": "it is the reference of its column"},
+    "keras-epochs": {"keras": "it is the reference of its column"},
+}
+
+
+def not_applicable(row: str, driver: str, event: str) -> str | None:
+    """Why a cell cannot apply, or None."""
+    spec, hook = DRIVERS[driver], ROWS[row]
+    if hook.keras != spec.keras_callbacks and row not in ("model", "stop"):
+        if hook.keras:
+            return "KerasCallbacksHook runs in its own columns (keras-loop, keras-epochs)"
+        return (
+            "the Keras-callback columns run KerasCallbacksHook with only the checkpoint saver and "
+            "StopAtStepHook it needs; the other hooks are covered by the eager and epochs columns"
+        )
+    if event == "kill-epoch" and not spec.epochs and spec.mode != "fit":
+        return _NO_EPOCHS
+    if spec.mode == "fit" and event.startswith("kill"):
+        return _NO_KILL_FIT
+    if spec.mode == "fit" and event == "aborted":
+        return "model.fit has no session to re-create: an AbortedError ends fit"
+    if spec.tf_session and event not in ("fresh", "resume"):
+        return _TF_RESTART
+    if reference(row, driver, event) is None:
+        why = _OWN_REFERENCE[driver][row]
+        return f"the reference run of this row and column ({why})"
+    return NOT_APPLICABLE.get((row, driver, event))
+
+
+# Cells that cannot apply beyond the rules above: {(row, driver, event): reason}.
+NOT_APPLICABLE: dict[tuple[str, str, str], str] = {}
+
+# Cells that fail because of a known finding: {(row, driver, event): finding}.
+# Strict xfail: remove the entries of a finding when its fix lands.
+KNOWN_FAILURES: dict[tuple[str, str, str], str] = {}
+
+_EAGER = ("eager", "eager-auto", "epochs", "epochs-auto", "mirrored")
+_KILLS = ("kill-between", "kill-checkpoint", "kill-epoch")
+_EPOCHS = ("epochs", "epochs-auto", "keras-epochs")
+
+
+def cells() -> list[tuple[str, str, str]]:
+    return [(r, d, e) for d in DRIVERS for e in EVENTS for r in ROWS]
+
+
+def _known(rows: tuple[str, ...], drivers: tuple[str, ...], events: tuple[str, ...], why: str):
+    for cell in cells():
+        if cell[0] in rows and cell[1] in drivers and cell[2] in events:
+            if not_applicable(*cell) is None:
+                KNOWN_FAILURES[cell] = why
+
+
+def not_applicable_markdown() -> str:
+    """The cells that do not apply, as the table of core/README.md ("The driver matrix")."""
+    groups: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    for row, driver, event in cells():
+        reason = not_applicable(row, driver, event)
+        if reason is not None:
+            groups.setdefault((reason, driver), []).append((row, event))
+    lines = ["| driver | hooks | events | why not |", "| --- | --- | --- | --- |"]
+    for (reason, driver), found in groups.items():
+        rows = sorted({row for row, _ in found}, key=list(ROWS).index)
+        events = sorted({event for _, event in found}, key=EVENTS.index)
+        assert len(found) == len(rows) * len(events), (reason, driver)  # A product.
+        hooks = ", ".join(rows)
+        if len(rows) > len(ROWS) / 2:
+            hooks = "all but " + ", ".join(row for row in ROWS if row not in rows)
+        lines.append(f"| {driver} | {hooks} | {', '.join(events)} | {reason} |")
+    return "\n".join(lines) + "\n"
+
+
+_known(
+    tuple(ROWS),
+    ("tf-graph",),
+    EVENTS,
+    "issue 26: monsession hooks under TensorFlow's MonitoredTrainingSession raise "
+    "AttributeError: 'SessionRunContext' object has no attribute 'silent_steps'",
+)
+_known(
+    tuple(ROWS),
+    ("keras-loop",),
+    EVENTS,
+    "issue 26: KerasCallbacksHook without Epochs: AttributeError: 'ModelCheckpoint' "
+    "object has no attribute '_current_epoch'",
+)
+_known(
+    tuple(ROWS),
+    ("keras-epochs",),
+    ("kill-between", "kill-checkpoint"),
+    "found by the matrix: KerasCallbacksHook with Epochs restarted mid-epoch: epoch_begin is "
+    "not called for the resumed epoch, so ModelCheckpoint raises AttributeError: "
+    "'ModelCheckpoint' object has no attribute '_current_epoch'",
+)
+_known(
+    ("logging",),
+    ("ms-graph", *_EAGER),
+    ("resume", *_KILLS),
+    "issue 26: after a restart LoggingTensorHook's first line shows the seconds since the "
+    "previous session's last line, e.g. 'step = 17, w = 6.1878 (0.512 sec)'; TensorFlow's "
+    "first line has no time",
+)
+_known(
+    ("summary",),
+    ("ms-graph", *_EAGER),
+    ("resume", "kill-epoch"),
+    "issue 26: after a restart SummarySaverHook writes at the first step of the new session "
+    "and shifts its schedule: steps 21, 24, 27, 30 instead of 22, 25, 28 (resume at 20)",
+)
+_known(
+    ("model", "keras"),
+    _EPOCHS,
+    ("resume", "kill-epoch"),
+    "issue 26: a checkpoint taken on an epoch's last step holds the previous epoch's "
+    "counter: the resumed loop counts epochs one behind (completed epochs [0, 1, 1] or "
+    "[0, 1] instead of [0, 1, 2]; without a stop hook it trains an extra epoch)",
+)
+_known(
+    ("profiler",),
+    ("ms-graph", *_EAGER),
+    ("kill-between", "kill-checkpoint"),
+    "found by the matrix: ProfilerHook keeps no state across restarts: after a restart from "
+    "step 15 its timer starts again at step 16, so the trace of step 20 (graph; 21 eager) "
+    "is never taken (uninterrupted: one trace)",
+)
+_known(
+    ("checkpoint", "summary", "logging", "model", "keras"),
+    _EPOCHS,
+    ("aborted",),
+    "found by the matrix: Epochs after recovering from an AbortedError: the session retries "
+    "the aborted call with the batch already taken while the restored checkpoint rewinds "
+    "the iterator: from step 16 every batch is one off (final w 8.2418 instead of 8.8193, "
+    "epoch 1 ends at step 21, epoch 2 never completes)",
+)
+_known(
+    ("summary", "step-counter", "earlystop"),
+    ("fit",),
+    ("resume",),
+    "found by the matrix: HooksCallback restores no hook state when the user restores the "
+    "checkpoint before fit, so schedules start over: summaries at 21, 24, 27, 30 instead of "
+    "22, 25, 28, a rate at 25 instead of 21, EarlyStoppingHook's best at step 25 instead of 5",
+)
