@@ -151,7 +151,21 @@ def not_applicable(row: str, driver: str, event: str) -> str | None:
 
 
 # Cells that cannot apply beyond the rules above: {(row, driver, event): reason}.
-NOT_APPLICABLE: dict[tuple[str, str, str], str] = {}
+_KERAS_COUNTERS = (
+    "Keras callbacks keep their own counters in Python (ModelCheckpoint's batches since its "
+    "last save, the batch index of its file names): a restarted process counts from the "
+    "restart and a recovery does not rewind them, as with a restarted model.fit"
+)
+NOT_APPLICABLE: dict[tuple[str, str, str], str] = {
+    **{
+        ("keras", "keras-loop", event): _KERAS_COUNTERS
+        for event in ("resume", "kill-between", "kill-checkpoint", "aborted")
+    },
+    **{
+        ("keras", "keras-epochs", event): _KERAS_COUNTERS
+        for event in ("kill-between", "kill-checkpoint")
+    },
+}
 
 # Cells that fail because of a known finding: {(row, driver, event): finding}.
 # Strict xfail: remove the entries of a finding when its fix lands.
@@ -200,21 +214,6 @@ _known(
     "AttributeError: 'SessionRunContext' object has no attribute 'silent_steps'",
 )
 _known(
-    tuple(ROWS),
-    ("keras-loop",),
-    EVENTS,
-    "issue 26: KerasCallbacksHook without Epochs: AttributeError: 'ModelCheckpoint' "
-    "object has no attribute '_current_epoch'",
-)
-_known(
-    tuple(ROWS),
-    ("keras-epochs",),
-    ("kill-between", "kill-checkpoint"),
-    "found by the matrix: KerasCallbacksHook with Epochs restarted mid-epoch: epoch_begin is "
-    "not called for the resumed epoch, so ModelCheckpoint raises AttributeError: "
-    "'ModelCheckpoint' object has no attribute '_current_epoch'",
-)
-_known(
     ("logging",),
     ("ms-graph", *_EAGER),
     ("resume", *_KILLS),
@@ -232,10 +231,11 @@ _known(
 _known(
     ("model", "keras"),
     _EPOCHS,
-    ("resume", "kill-epoch"),
-    "issue 26: a checkpoint taken on an epoch's last step holds the previous epoch's "
-    "counter: the resumed loop counts epochs one behind (completed epochs [0, 1, 1] or "
-    "[0, 1] instead of [0, 1, 2]; without a stop hook it trains an extra epoch)",
+    ("kill-epoch",),
+    "issue 26: a process killed after the checkpoint of an epoch's last step, before the "
+    "loop yields that epoch, never runs that epoch's end (completed epochs [[20, 1], "
+    "[30, 2]] instead of [[10, 0], [20, 1], [30, 2]]; the Keras epoch-end files and CSV row "
+    "of that epoch are missing)",
 )
 _known(
     ("profiler",),
