@@ -483,7 +483,8 @@ def as_run_context(run_context: Any) -> SessionRunContext:
     Call it at the top of `before_run` and `after_run` in a hook that reads
     what monsession adds to the run context (`global_step`,
     `global_step_after()`, `silent_steps`, `silent_outputs`). A context the
-    monitored session built comes back unchanged (no cost). A context of
+    monitored session built (or an object that forwards to one) comes back
+    unchanged (no cost). A context of
     TensorFlow's sessions (`tf.compat.v1.train.MonitoredSession` and the
     loops built on it), or one user code builds by hand, comes back as a
     view that reads the global step through `run_context.session` when
@@ -503,8 +504,8 @@ def as_run_context(run_context: Any) -> SessionRunContext:
         any object with TensorFlow's `original_args`, `session`,
         `request_stop()` and `stop_requested`.
     """
-    if isinstance(run_context, SessionRunContext):
-        return run_context
+    if isinstance(run_context, SessionRunContext) or hasattr(run_context, "global_step_after"):
+        return run_context  # Ours, or a proxy of ours: it has the step service.
     view = getattr(run_context, _VIEW, None)
     if view is None:
         view = _ForeignRunContext(run_context)
