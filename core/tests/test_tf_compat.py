@@ -112,6 +112,11 @@ def check_file_writer_cache_get_or_add() -> None:
             tf.compat.v1.summary.FileWriterCache.clear()
 
 
+def check_file_writer_class() -> None:
+    # The module global TensorFlow's FileWriterCache.get builds writers with.
+    assert _tf_compat.file_writer_class() is tf.compat.v1.summary.FileWriter
+
+
 def check_tf_logging() -> None:
     logging = _tf_compat.tf_logging()
     for name in ("info", "warning", "error", "log_every_n"):
@@ -188,6 +193,7 @@ CHECKS: dict[str, Callable[[], None]] = {
     "tensorflow.python.ops.resources": check_resources_module,
     "graph_view.ObjectGraphView.frozen_saveable_objects": check_checkpoint_saveables,
     "FileWriterCache._lock, FileWriterCache._cache": check_file_writer_cache_get_or_add,
+    "writer_cache.FileWriter": check_file_writer_class,
     "tensorflow.python.platform.tf_logging": check_tf_logging,
     "ops._EagerTensorBase._numpy": check_eager_tensor_base_class,
     "ResourceVariable._caching_device, raw_ops.ReadVariableOp": check_read_variable_to_host,

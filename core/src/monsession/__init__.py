@@ -11,12 +11,15 @@ from typing import TYPE_CHECKING, Any
 from monsession._arguments import check_directory, check_flag, check_interval, check_schedule
 from monsession._control_hooks import FeedFnHook, FinalOpsHook, GlobalStepWaiterHook, StopAtStepHook
 from monsession._hook_api import (
+    HOOK_METHOD_NAMES,
     NextAction,
     SessionRunArgs,
     SessionRunContext,
     SessionRunHook,
     SessionRunValues,
     StatefulHook,
+    as_run_context,
+    hook_overrides,
 )
 from monsession._hookspecs import (
     ORDER_CHECKPOINT_SAVER,
@@ -127,6 +130,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "HOOK_METHOD_NAMES",
     "ORDER_CHECKPOINT_SAVER",
     "ORDER_OTHER",
     "ORDER_STEP_COUNTER",
@@ -158,6 +162,7 @@ __all__ = [
     "TensorNotFoundError",
     "TrainingSettings",
     "WorkerSessionCreator",
+    "as_run_context",
     "check_directory",
     "check_flag",
     "check_interval",
@@ -166,6 +171,7 @@ __all__ = [
     "event_file_writer",
     "get_global_step",
     "get_or_create_global_step",
+    "hook_overrides",
     "hookimpl",
     "hooks",
     "is_chief",

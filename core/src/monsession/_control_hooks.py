@@ -14,6 +14,7 @@ from monsession._hook_api import (
     SessionRunContext,
     SessionRunHook,
     SessionRunValues,
+    as_run_context,
 )
 
 
@@ -75,6 +76,7 @@ class StopAtStepHook(SessionRunHook):
             self._last_step = _read_global_step(session) + self._num_steps
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+        run_context = as_run_context(run_context)
         if run_context.global_step_after(self._reached) is not None:
             run_context.request_stop()
 
@@ -209,6 +211,7 @@ class GlobalStepWaiterHook(SessionRunHook):
         _require_global_step("GlobalStepWaiterHook")
 
     def before_run(self, run_context: SessionRunContext) -> None:
+        run_context = as_run_context(run_context)
         if self._worker_is_started:
             return None
         if self._wait_until_step <= 0:

@@ -7,6 +7,8 @@ from typing import Any
 
 import tensorflow as tf
 
+from monsession._hook_api import hook_overrides
+
 _OWNER = "Epochs"
 
 
@@ -88,8 +90,8 @@ class Epochs(tf.Module):
         """Runs `step` on each batch with `session.call`; yields each completed epoch.
 
         A batch that is a tuple passes as the step's positional arguments,
-        any other batch as its one argument. Hooks with an
-        `epoch_begin(epoch)` or `epoch_end(epoch)` method have it called at
+        any other batch as its one argument. Hooks that override
+        `SessionRunHook.epoch_begin(epoch)` or `epoch_end(epoch)` have it called at
         the boundaries (`epoch_begin` not for an epoch resumed in its
         middle); an `epoch_end` that returns True ends the loop after that
         epoch (`KerasCallbacksHook` does when a callback sets
@@ -136,10 +138,9 @@ class Epochs(tf.Module):
 
 
 def _notify(hooks: list[Any], method: str, epoch: int) -> bool:
-    """Calls `method(epoch)` of the hooks that have it; returns whether one returned True."""
+    """Calls `method(epoch)` of the hooks that override it; returns whether one returned True."""
     stop = False
     for hook in hooks:
-        call = getattr(hook, method, None)
-        if callable(call):
-            stop = call(epoch) is True or stop
+        if hook_overrides(hook, method):
+            stop = getattr(hook, method)(epoch) is True or stop
     return stop

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import tensorflow as tf
 
@@ -24,12 +25,20 @@ def event_file_writer(logdir: str | os.PathLike[str]) -> tf.compat.v1.summary.Fi
       logdir: The directory of the event file.
 
     Returns:
-      The cached writer (it records the default graph when created).
+      The cached writer (it records the default graph when created). When
+      the `FileWriter` of TensorFlow's writer-cache module is replaced (as
+      TensorFlow's hook tests do with a fake writer), the writer is made by
+      the replacement, with the arguments TensorFlow's cache gives it.
     """
     key = os.fspath(logdir)
-    return _tf_compat.file_writer_cache_get_or_add(
-        key,
-        lambda: tf.compat.v1.summary.FileWriter(
-            key, graph=tf.compat.v1.get_default_graph(), filename_suffix=f".{os.getpid()}"
-        ),
-    )
+    return _tf_compat.file_writer_cache_get_or_add(key, lambda: _new_writer(key))
+
+
+def _new_writer(logdir: str) -> Any:
+    """A writer of the class TensorFlow's cache uses now; ours names its file with the pid."""
+    writer_class = _tf_compat.file_writer_class()
+    graph = tf.compat.v1.get_default_graph()
+    if writer_class is not tf.compat.v1.summary.FileWriter:
+        # Replaced (TensorFlow's hook tests install a fake writer): built as the cache builds it.
+        return writer_class(logdir, graph=graph)
+    return writer_class(logdir, graph=graph, filename_suffix=f".{os.getpid()}")

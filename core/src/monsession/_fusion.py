@@ -20,9 +20,8 @@ import tensorflow as tf
 
 from monsession._eager import BoundStep
 from monsession._eager_backend import EagerBackend, _calls_a_step, _hook_name
-from monsession._hook_api import NextAction, SessionRunHook
+from monsession._hook_api import NextAction, hook_overrides
 from monsession._owned_step import advancing
-from monsession._session_layers import _overrides
 
 logger = logging.getLogger("monsession")
 
@@ -99,8 +98,7 @@ def _fusable(fetches: Any) -> Any:
 
 def _plans_ahead(hook: Any) -> bool:
     """Whether `hook` has a `next_action()` of its own (not the base class's)."""
-    method = getattr(type(hook), "next_action", None)
-    return callable(method) and method is not SessionRunHook.next_action
+    return hook_overrides(hook, "next_action")
 
 
 class Fusion:
@@ -115,7 +113,9 @@ class Fusion:
     def __init__(self, owner: str, cap: int | None, hooks: list[Any]) -> None:
         self._owner = owner
         self._cap = _UNCAPPED if cap is None else cap
-        per_run = [h for h in hooks if _overrides(h, "before_run") or _overrides(h, "after_run")]
+        per_run = [
+            h for h in hooks if hook_overrides(h, "before_run") or hook_overrides(h, "after_run")
+        ]
         self._hooks = [h for h in per_run if _plans_ahead(h)]
         blocking = [_hook_name(h) for h in per_run if not _plans_ahead(h)]
         self._enabled = self._cap > 1

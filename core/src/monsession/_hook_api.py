@@ -27,25 +27,40 @@ class SessionRunHook:
       fetches, feeds or run options to the call.
     * `end(session)`: once, when the monitored session closes after a clean
       exit. Not called when the `with` block raises an error.
-    * `next_action(global_step)` (monsession only; optional): before a call
-      of `run()` in eager mode with `steps_per_execution` other than 1: when
-      the hook next acts. The session runs the steps before that without
-      calling the hook (fused into one `tf.function`). A hook that overrides
-      `before_run` or `after_run` but not this method acts on every step, and
-      the session then runs single steps.
-    * `on_failure(session, error)` (monsession only; optional): once, when the
-      `with` block exits with an error, instead of `end()`. The hooks are
-      called in list order, after the error, before the session closes. What
-      one raises is logged, and the next hook is called: the session's own
-      error propagates unchanged. Not called after a clean exit, nor for the
-      ends of data (`OutOfRangeError`, `StopIteration`) that close cleanly.
-    * `state_dict()` / `load_state_dict(state)` (monsession only; optional,
-      see `StatefulHook`): a hook with both has its state saved beside every
-      checkpoint a `CheckpointSaverHook` writes, and loaded back when the
-      session is created from that checkpoint (a restart, a recovery after a
-      preemption, an older checkpoint when the newest is damaged), before
-      `after_create_session`. `SecondOrStepTimer` has both, for hooks whose
-      state is their timer.
+    * `next_action(global_step)` (monsession only): before a call of `run()`
+      in eager mode with `steps_per_execution` other than 1: when the hook
+      next acts. The session runs the steps before that without calling the
+      hook (fused into one `tf.function`). A hook that overrides `before_run`
+      or `after_run` but not this method acts on every step, and the session
+      then runs single steps.
+    * `on_failure(session, error)` (monsession only): once, when the `with`
+      block exits with an error, instead of `end()`. The hooks are called in
+      list order, after the error, before the session closes. What one
+      raises is logged, and the next hook is called: the session's own error
+      propagates unchanged. Not called after a clean exit, nor for the ends
+      of data (`OutOfRangeError`, `StopIteration`) that close cleanly.
+    * `state_dict()` / `load_state_dict(state)` (monsession only, see
+      `StatefulHook`): a hook that overrides both has its state saved beside
+      every checkpoint a `CheckpointSaverHook` writes, and loaded back when
+      the session is created from that checkpoint (a restart, a recovery
+      after a preemption, an older checkpoint when the newest is damaged),
+      before `after_create_session`. `SecondOrStepTimer` has both, for hooks
+      whose state is their timer.
+    * `epoch_begin(epoch)` / `epoch_end(epoch)` (monsession only): at the
+      boundaries of the epochs of `monsession.Epochs.run`; an `epoch_end`
+      that returns True ends the loop after that epoch.
+
+    Every method has a no-op default here: a hook overrides the ones it
+    needs. The monsession-only methods are called only by monsession's
+    sessions and loops; TensorFlow's sessions call the others, so a hook
+    derived from this class is also a valid `tf.compat.v1.train` hook. Hooks
+    that do not derive from it (TensorFlow's own, or any object with the five
+    methods `begin` ... `end`) run too; their monsession-only methods, when
+    they have some, are called as well (see `hook_overrides`). A hook that
+    reads what monsession adds to the run context (`global_step`,
+    `global_step_after()`, `silent_steps`, `silent_outputs`) calls
+    `as_run_context(run_context)` first, so that it also runs under
+    TensorFlow's sessions.
 
     Hooks are written once and run unchanged in graph and eager mode.
     """
@@ -90,7 +105,7 @@ class SessionRunHook:
         """
 
     def next_action(self, global_step: int) -> NextAction:
-        """When this hook next acts, for the session's fused steps (optional).
+        """When this hook next acts, for the session's fused steps.
 
         Not part of TensorFlow's hook API. Called in eager mode, with
         `steps_per_execution` other than 1, before each call of `run()`. The
@@ -130,6 +145,42 @@ class SessionRunHook:
           error: The exception the `with` block raised.
         """
 
+    def state_dict(self) -> Any:
+        """The hook's state, to save beside each checkpoint (see `StatefulHook`).
+
+        Not part of TensorFlow's hook API. The default returns `None`: a hook
+        that overrides neither this method nor `load_state_dict` has no state
+        to save, and no state file entry.
+        """
+        return None
+
+    def load_state_dict(self, state: Any) -> None:
+        """Takes back a state returned by `state_dict()` (see `StatefulHook`); default: nothing."""
+
+    def epoch_begin(self, epoch: int) -> None:
+        """Called by `monsession.Epochs.run` before the first step of each epoch.
+
+        Not part of TensorFlow's hook API. Not called for an epoch resumed in
+        its middle (after a restart).
+
+        Args:
+          epoch: The number of the epoch (0 for the first).
+        """
+
+    def epoch_end(self, epoch: int) -> bool | None:
+        """Called by `monsession.Epochs.run` after the last step of each epoch.
+
+        Not part of TensorFlow's hook API.
+
+        Args:
+          epoch: The number of the epoch that ended (0 for the first).
+
+        Returns:
+          True to end the loop after this epoch; `None` (the default) or
+          False to go on.
+        """
+        return None
+
 
 class NextAction(NamedTuple):
     """When a hook next acts: what `SessionRunHook.next_action()` returns.
@@ -155,7 +206,8 @@ class NextAction(NamedTuple):
 class StatefulHook(Protocol):
     """The optional hook methods that make a hook's state survive restarts.
 
-    Not part of TensorFlow's hook API. A hook with both methods has its state
+    Not part of TensorFlow's hook API. A hook that has both methods of its
+    own (not `SessionRunHook`'s defaults, which mean "no state") has its state
     written beside every checkpoint that `CheckpointSaverHook` writes (file
     ``<checkpoint prefix>.hooks.json``, written before the checkpoint's state
     file names the checkpoint) and loaded back into it when the monitored
@@ -245,7 +297,9 @@ class SessionRunContext:
       original_args: The `SessionRunArgs` of the caller's `run()`.
       session: The session-like object the step runs in.
       step_service: What knows the global step; given by the monitored
-        session. Without it (a context made by hand) `global_step` is `None`.
+        session. Without it (a context made by hand, as TensorFlow's hook
+        tests do) the context reads the global step through `session`
+        whenever a hook asks, as TensorFlow's hooks do.
     """
 
     def __init__(
@@ -259,8 +313,9 @@ class SessionRunContext:
         self._original_args = original_args
         self._session = session
         self._stop_requested = False
-        self._steps = step_service
-        self._ran = False
+        # Without a service nothing tells when the run happened: no check.
+        self._ran = step_service is None
+        self._steps = _SessionReads(session) if step_service is None else step_service
         self._silent_steps = silent_steps
         self._silent_outputs = silent_outputs or _NOTHING_KEPT
 
@@ -313,9 +368,11 @@ class SessionRunContext:
         read tensor, fetched with every step. If the runs do not add exactly
         one each, both log one warning and from then on read the variable
         whenever a hook needs the step after a run. `None` when there is no
-        global step.
+        global step. A context the monitored session did not build reads the
+        variable through `session` the first time a hook asks (in
+        `before_run`), and keeps that value for the run.
         """
-        return None if self._steps is None else self._steps.global_step_before()
+        return self._steps.global_step_before()
 
     def global_step_after(self, reaching: Callable[[int], bool] | None = None) -> int | None:
         """The global step after this run, as a host integer (in `after_run`).
@@ -350,8 +407,6 @@ class SessionRunContext:
                 "SessionRunContext.global_step_after() is known after the run: call it in "
                 "after_run(), or use global_step in before_run()."
             )
-        if self._steps is None:
-            return None
         return self._steps.global_step_after(reaching)
 
     def _finish_run(self) -> None:
@@ -373,3 +428,136 @@ class SessionRunValues(NamedTuple):
     results: Any
     options: Any
     run_metadata: Any
+
+
+class _SessionReads:
+    """The step service of a context no monitored session built: reads through the session.
+
+    The step before the run is read the first time a hook asks (in
+    `before_run`), then kept: a context stands for one run.
+    """
+
+    def __init__(self, session: Any) -> None:
+        self._session = session
+        self._before: int | None = None
+        self._read_before = False
+
+    def global_step_before(self) -> int | None:
+        if not self._read_before:
+            self._before, self._read_before = self._read(), True
+        return self._before
+
+    def global_step_after(self, reaching: Callable[[int], bool] | None = None) -> int | None:
+        step = self._read()
+        if step is None or (reaching is not None and not reaching(step)):
+            return None
+        return step
+
+    def _read(self) -> int | None:
+        from monsession._global_step import get_global_step, read_global_step
+
+        graph = getattr(self._session, "graph", None)
+        if self._session is None or get_global_step(graph) is None:
+            return None
+        return read_global_step(self._session)
+
+
+class _ForeignRunContext(SessionRunContext):
+    """A monsession view of another run context (TensorFlow's): stops go to it."""
+
+    def __init__(self, context: Any) -> None:
+        super().__init__(context.original_args, context.session)
+        self._context = context
+
+    @property
+    def stop_requested(self) -> bool:
+        return bool(self._context.stop_requested)
+
+    def request_stop(self) -> None:
+        self._context.request_stop()
+
+
+def as_run_context(run_context: Any) -> SessionRunContext:
+    """`run_context` as a monsession `SessionRunContext`, whoever built it.
+
+    Call it at the top of `before_run` and `after_run` in a hook that reads
+    what monsession adds to the run context (`global_step`,
+    `global_step_after()`, `silent_steps`, `silent_outputs`). A context the
+    monitored session built (or an object that forwards to one) comes back
+    unchanged (no cost). A context of
+    TensorFlow's sessions (`tf.compat.v1.train.MonitoredSession` and the
+    loops built on it), or one user code builds by hand, comes back as a
+    view that reads the global step through `run_context.session` when
+    asked, as TensorFlow's hooks do (`global_step` the first time a hook of
+    the run asks, `global_step_after()` each time), with no silent steps;
+    `request_stop()` on it stops the original.
+
+    ```python
+    def after_run(self, run_context, run_values):
+        run_context = monsession.as_run_context(run_context)
+        step = run_context.global_step_after(self._timer.should_trigger_for_step)
+        ...
+    ```
+
+    Args:
+      run_context: The context given to `before_run` / `after_run`: ours, or
+        any object with TensorFlow's `original_args`, `session`,
+        `request_stop()` and `stop_requested`.
+    """
+    if isinstance(run_context, SessionRunContext) or hasattr(run_context, "global_step_after"):
+        return run_context  # Ours, or a proxy of ours: it has the step service.
+    view = getattr(run_context, _VIEW, None)
+    if view is None:
+        view = _ForeignRunContext(run_context)
+        try:  # One view per context: every hook of the run sees the same step before it.
+            setattr(run_context, _VIEW, view)
+        except AttributeError:
+            pass
+    return view
+
+
+_VIEW = "_monsession_view"
+
+
+def hook_overrides(hook: Any, name: str) -> bool:
+    """Whether `hook` has its own `name` method, not a hook base class's default.
+
+    The base classes are monsession's `SessionRunHook` and TensorFlow's
+    `tf.compat.v1.train.SessionRunHook`. A hook that derives from neither
+    overrides every method it has; a method set on the instance (a proxy)
+    counts too. monsession calls a hook's optional methods (`next_action`,
+    `on_failure`, `state_dict`, `epoch_end` ...) only when this is true.
+
+    Args:
+      hook: Any hook.
+      name: A method `SessionRunHook` declares.
+
+    Raises:
+      ValueError: If `SessionRunHook` declares no method `name`.
+    """
+    if not callable(getattr(SessionRunHook, name, None)) or name.startswith("_"):
+        raise ValueError(
+            f"hook_overrides: SessionRunHook declares no method {name!r}; the hook methods are "
+            f"{', '.join(HOOK_METHOD_NAMES)}."
+        )
+    if name in getattr(hook, "__dict__", ()):
+        return callable(hook.__dict__[name])
+    for klass in type(hook).__mro__:
+        if name in vars(klass):
+            return not _is_hook_base(klass)
+    return False
+
+
+def _is_hook_base(klass: type) -> bool:
+    """Whether `klass` is our `SessionRunHook` or TensorFlow's (without importing TensorFlow)."""
+    return klass is SessionRunHook or (
+        klass.__name__ == "SessionRunHook" and klass.__module__.startswith("tensorflow.")
+    )
+
+
+HOOK_METHOD_NAMES = tuple(
+    name
+    for name, value in vars(SessionRunHook).items()
+    if callable(value) and not name.startswith("_")
+)
+"""Every method of `SessionRunHook`, in declaration order."""

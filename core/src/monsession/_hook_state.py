@@ -1,6 +1,7 @@
 """Hook state that survives restarts: saved beside each checkpoint, restored with it.
 
-A hook takes part by having two methods (see `SessionRunHook`):
+A hook takes part by overriding two methods of `SessionRunHook` (whose
+defaults mean "no state"):
 `state_dict()` returns its state as plain JSON values, and
 `load_state_dict(state)` takes such a value back. Core keeps the stateful
 hooks of each monitored session (`HookStates`); the checkpoint family calls
@@ -26,6 +27,8 @@ import weakref
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from monsession._hook_api import hook_overrides
+
 logger = logging.getLogger("monsession")
 
 STATE_SUFFIX = ".hooks.json"
@@ -34,10 +37,8 @@ _INDEX_SUFFIX = ".index"
 
 
 def has_state(hook: Any) -> bool:
-    """Whether `hook` exports and imports its state (`state_dict`, `load_state_dict`)."""
-    return callable(getattr(hook, "state_dict", None)) and callable(
-        getattr(hook, "load_state_dict", None)
-    )
+    """Whether `hook` has its own `state_dict` and `load_state_dict` (not the base's "no state")."""
+    return hook_overrides(hook, "state_dict") and hook_overrides(hook, "load_state_dict")
 
 
 def _strict_json(value: Any, where: str) -> str:

@@ -14,7 +14,7 @@ from monsession._arguments import check_hooks, check_interval
 from monsession._backend import prepare_graph
 from monsession._eager import BoundStep
 from monsession._fusion import Fusion, check_steps_per_execution
-from monsession._hook_api import SessionRunHook
+from monsession._hook_api import SessionRunHook, hook_overrides
 from monsession._hook_state import HookStates, attach, restored_from
 from monsession._owned_step import own_global_step_if_missing
 from monsession._pending import settle
@@ -28,7 +28,6 @@ from monsession._session_layers import (
     HookSelection,
     _CoordinatedSession,
     _HookedSession,
-    _overrides,
     _RecoverableSession,
     _WrappedSession,
 )
@@ -164,7 +163,7 @@ class _MonitoredSession:
         self._signal_stop = SignalStop(
             resolve_stop_signals(
                 stop_on_signals,
-                lambda: any(_overrides(hook, "end") for hook in self._hooks),
+                lambda: any(hook_overrides(hook, "end") for hook in self._hooks),
                 type(self).__name__,
             ),
             type(self).__name__,
@@ -386,16 +385,15 @@ class _MonitoredSession:
         return exception_type is None
 
     def _notify_failure(self, error: BaseException) -> None:
-        """Calls `on_failure(session, error)` of the hooks that have one, in order."""
+        """Calls `on_failure(session, error)` of the hooks that override it, in order."""
         session = self._coordinated_creator.tf_sess
         if self._sess is None or session is None:
             return
         for hook in self._hooks:
-            on_failure = getattr(hook, "on_failure", None)
-            if not callable(on_failure):
+            if not hook_overrides(hook, "on_failure"):
                 continue
             try:
-                on_failure(session, error)
+                hook.on_failure(session, error)
             except Exception:
                 logger.exception(
                     "%s.on_failure() raised; the session's own error (%s: %s) propagates.",

@@ -22,8 +22,8 @@ from monsession._file_errors import file_error_behind
 from monsession._hook_api import (
     SessionRunArgs,
     SessionRunContext,
-    SessionRunHook,
     SessionRunValues,
+    hook_overrides,
 )
 from monsession._retry import RetryBudget, RetryPolicy, policy_for
 from monsession._step_context import StepContext
@@ -240,19 +240,6 @@ def _only(hooks: list[Any], chosen: frozenset[int] | None) -> list[Any]:
     return hooks if chosen is None else [hook for hook in hooks if id(hook) in chosen]
 
 
-def _base_methods(name: str) -> tuple[Any, ...]:
-    """The do-nothing `name` methods of the hook base classes (ours and TensorFlow's)."""
-    bases = [SessionRunHook, tf.compat.v1.train.SessionRunHook]
-    return tuple(getattr(base, name) for base in bases)
-
-
-def _overrides(hook: Any, name: str) -> bool:
-    """Whether `hook` has its own `name` method (not a base class's no-op)."""
-    method = getattr(type(hook), name, None)
-    own = getattr(hook, "__dict__", {})
-    return method is None or method not in _base_methods(name) or name in own
-
-
 class HookSelection:
     """What the current `run()` is: the hooks it calls (`None`: all), and whether it trains.
 
@@ -301,8 +288,8 @@ class _HookedSession(_WrappedSession):
         self._fusion = fusion
         self._selection = selection or HookSelection()
         self._hooks = list(hooks)
-        self._before_hooks = [hook for hook in self._hooks if _overrides(hook, "before_run")]
-        self._after_hooks = [hook for hook in self._hooks if _overrides(hook, "after_run")]
+        self._before_hooks = [hook for hook in self._hooks if hook_overrides(hook, "before_run")]
+        self._after_hooks = [hook for hook in self._hooks if hook_overrides(hook, "after_run")]
         self._should_stop = False
         self._backend = make_backend(sess, bool(self._before_hooks or self._after_hooks))
 

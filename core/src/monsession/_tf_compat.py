@@ -156,6 +156,18 @@ def file_writer_cache_get_or_add(logdir: str, create: Any) -> Any:
         return writer
 
 
+def file_writer_class() -> Any:
+    """The class `tf.compat.v1.summary.FileWriterCache` builds writers with, now.
+
+    `tensorflow.python.summary.writer.writer_cache.FileWriter`, looked up at
+    call time: TensorFlow's own hook tests replace it there with a fake
+    writer, and `tf.compat.v1.summary.FileWriter` keeps the original class.
+    """
+    from tensorflow.python.summary.writer import writer_cache
+
+    return writer_cache.FileWriter
+
+
 # -- Logging --------------------------------------------------------------------
 
 

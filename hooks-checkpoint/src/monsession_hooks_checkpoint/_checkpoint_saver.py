@@ -17,6 +17,7 @@ from monsession import (
     SessionRunContext,
     SessionRunHook,
     SessionRunValues,
+    as_run_context,
     check_directory,
     check_flag,
     check_schedule,
@@ -303,6 +304,7 @@ class CheckpointSaverHook(SessionRunHook):
         return self._saving.holds(global_step)
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+        run_context = as_run_context(run_context)
         global_step = run_context.global_step_after(self._timer.should_trigger_for_step)
         if global_step is None:
             return  # Not time to save: nothing was read or fetched.

@@ -30,6 +30,8 @@ from monsession import (
 
 _HOOK = "HookTimingHook"
 METHODS = ("begin", "after_create_session", "before_run", "after_run", "end")
+# monsession's optional hook methods: forwarded untimed when the hook has them.
+_FORWARDED = tuple(name for name in monsession.HOOK_METHOD_NAMES if name not in METHODS)
 
 
 @dataclasses.dataclass
@@ -58,36 +60,27 @@ class MethodTiming:
             self.max_secs = secs
 
 
-def _overrides(hook: Any, name: str) -> bool:
-    """Whether `hook` has its own `name` method, not a hook base class's no-op.
-
-    The base classes (monsession's and TensorFlow's) are both named
-    `SessionRunHook`; checking the name keeps TensorFlow unimported.
-    """
-    if name in getattr(hook, "__dict__", {}):
-        return True
-    for klass in type(hook).__mro__:
-        if name in vars(klass):
-            return klass.__name__ != "SessionRunHook"
-    return False
-
-
 class _TimedHook(SessionRunHook):
     """Forwards each call to `hook` and records its wall time in `timings`.
 
     `before_run` and `after_run` are timed only if `hook` overrides them:
     the monitored session does not call a hook's per-step no-ops, so a proxy
-    must not make it start.
+    must not make it start. The optional methods (`next_action`,
+    `on_failure`, `state_dict` ...) the hook overrides are forwarded as they
+    are, so the session treats the proxy as it treats the hook.
     """
 
     def __init__(self, hook: Any, timings: dict[str, MethodTiming], label: str) -> None:
         self._hook = hook
         self._timings = timings
         self._label = label
-        if _overrides(hook, "before_run"):
+        if monsession.hook_overrides(hook, "before_run"):
             setattr(self, "before_run", self._timed_before_run)
-        if _overrides(hook, "after_run"):
+        if monsession.hook_overrides(hook, "after_run"):
             setattr(self, "after_run", self._timed_after_run)
+        for name in _FORWARDED:
+            if monsession.hook_overrides(hook, name):
+                setattr(self, name, getattr(hook, name))
 
     @property
     def wrapped_hook(self) -> Any:

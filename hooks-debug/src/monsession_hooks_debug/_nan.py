@@ -30,6 +30,7 @@ from monsession import (
     SessionRunContext,
     SessionRunHook,
     SessionRunValues,
+    as_run_context,
     tf_logging,
 )
 from monsession_hooks_debug._loss_checks import (
@@ -43,8 +44,11 @@ _HOOK = "NanTensorHook"
 _ARGUMENT = "loss_tensor"
 
 
-class NanLossDuringTrainingError(RuntimeError):
+class NanLossDuringTrainingError(tf.compat.v1.train.NanLossDuringTrainingError):
     """Raised by `NanTensorHook` when the loss is NaN (or Inf, if asked).
+
+    A subclass of TensorFlow's `tf.compat.v1.train.NanLossDuringTrainingError`
+    (itself a `RuntimeError`): code that catches TensorFlow's catches it.
 
     Args:
       *args: An optional message; without one, `str()` gives TensorFlow's
@@ -162,6 +166,7 @@ class NanTensorHook(SessionRunHook):
             self._report(None, self._check.flush())
 
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
+        run_context = as_run_context(run_context)
         if self._check is None:  # Used without begin(), as TensorFlow allows.
             self._check = self._make_check()
         return self._check.before_run(run_context)
@@ -173,6 +178,7 @@ class NanTensorHook(SessionRunHook):
         return self._check.next_action(global_step)
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+        run_context = as_run_context(run_context)
         assert self._check is not None
         self._report(run_context, self._check.after_run(run_context, run_values.results))
 

@@ -23,6 +23,7 @@ from monsession import (
     SessionRunContext,
     SessionRunHook,
     SessionRunValues,
+    as_run_context,
 )
 from monsession_hooks_debug._tracers import ProfilerTracer, TimelineTracer, Tracer
 
@@ -99,6 +100,7 @@ class ProfilerHook(SessionRunHook):
         )
 
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
+        run_context = as_run_context(run_context)
         tracer = self._tracer
         if tracer is None:
             raise RuntimeError(
@@ -123,6 +125,7 @@ class ProfilerHook(SessionRunHook):
         return self._timer.next_action(global_step + 1)
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+        run_context = as_run_context(run_context)
         tracer = self._tracer
         assert tracer is not None
         if not self._started:

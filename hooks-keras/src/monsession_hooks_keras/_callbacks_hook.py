@@ -13,6 +13,7 @@ from monsession import (
     SessionRunContext,
     SessionRunHook,
     SessionRunValues,
+    as_run_context,
     tf_logging,
 )
 from monsession_hooks_keras import _keras_compat
@@ -214,6 +215,7 @@ class KerasCallbacksHook(SessionRunHook):
             self._next_epoch, self._restored_epoch = self._restored_epoch, None
 
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
+        run_context = as_run_context(run_context)
         step = run_context.global_step
         if step is None:
             raise RuntimeError(

@@ -12,6 +12,7 @@ from monsession import (
     SessionRunContext,
     SessionRunHook,
     SessionRunValues,
+    as_run_context,
     check_flag,
     check_schedule,
     tf_logging,
@@ -111,6 +112,7 @@ class LoggingTensorHook(SessionRunHook):
         return self._timer.next_action(self._iter_count)
 
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
+        run_context = as_run_context(run_context)
         self._iter_count += run_context.silent_steps
         self._should_trigger = self._timer is not None and self._timer.should_trigger_for_step(
             self._iter_count

@@ -13,6 +13,7 @@ from monsession import (
     SessionRunContext,
     SessionRunHook,
     SessionRunValues,
+    as_run_context,
 )
 from monsession_hooks_logging import _tensors
 from monsession_hooks_logging._progress_display import BarDisplay, LineDisplay, is_terminal
@@ -151,6 +152,7 @@ class ProgressBarHook(SessionRunHook):
         return self._timer.next_action(self._iter_count)
 
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
+        run_context = as_run_context(run_context)
         self._iter_count += run_context.silent_steps
         self._silent_steps = run_context.silent_steps
         self._should_trigger = self._timer.should_trigger_for_step(self._iter_count)
@@ -159,6 +161,7 @@ class ProgressBarHook(SessionRunHook):
         return SessionRunArgs(self._fetches)
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+        run_context = as_run_context(run_context)
         display = self._display
         if display is None:  # Driven without after_create_session.
             display = self._start_display(_known(run_context.global_step))

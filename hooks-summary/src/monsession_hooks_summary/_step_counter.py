@@ -13,6 +13,7 @@ from monsession import (
     SessionRunContext,
     SessionRunHook,
     SessionRunValues,
+    as_run_context,
     check_directory,
     check_schedule,
     read_global_step,
@@ -101,6 +102,7 @@ class StepCounterHook(SessionRunHook):
         self._logged = False
 
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
+        run_context = as_run_context(run_context)
         # Taken before the run: on the first run the step service then knows
         # the value before the step rather than inferring it afterwards.
         self._step_before = run_context.global_step
@@ -119,6 +121,7 @@ class StepCounterHook(SessionRunHook):
         return self._timer.next_action(global_step + 1)
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+        run_context = as_run_context(run_context)
         global_step = run_context.global_step_after(self._timer.should_trigger_for_step)
         if global_step is not None:
             elapsed_time, elapsed_steps = self._timer.update_last_triggered_step(global_step)

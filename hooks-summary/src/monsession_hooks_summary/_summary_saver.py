@@ -12,6 +12,7 @@ from monsession import (
     SessionRunContext,
     SessionRunHook,
     SessionRunValues,
+    as_run_context,
     check_directory,
     check_schedule,
     require_global_step,
@@ -125,6 +126,7 @@ class SummarySaverHook(SessionRunHook):
         self._recorder.open(session)
 
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
+        run_context = as_run_context(run_context)
         assert self._recorder is not None, "begin() opens the recorder"
         self._record = self._first or self._timer.should_trigger_for_step(
             _expected_step(run_context)
@@ -138,6 +140,7 @@ class SummarySaverHook(SessionRunHook):
         return self._timer.next_action(global_step + 1)
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+        run_context = as_run_context(run_context)
         if not self._record:
             return
         assert self._recorder is not None, "begin() opens the recorder"

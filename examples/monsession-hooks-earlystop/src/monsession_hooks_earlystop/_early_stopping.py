@@ -35,6 +35,7 @@ from monsession import (
     SessionRunContext,
     SessionRunHook,
     SessionRunValues,
+    as_run_context,
     tf_logging,
 )
 
@@ -250,6 +251,7 @@ class EarlyStoppingHook(SessionRunHook):
         return NextAction(steps=self._every_n - global_step % self._every_n)
 
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
+        run_context = as_run_context(run_context)
         self._step += run_context.silent_steps
         if not self._synced:
             step = run_context.global_step
@@ -265,6 +267,7 @@ class EarlyStoppingHook(SessionRunHook):
         return SessionRunArgs(self._fetch) if self._fetching else None
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+        run_context = as_run_context(run_context)
         self._step += 1
         if not self._fetching:
             return
