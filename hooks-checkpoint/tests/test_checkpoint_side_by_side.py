@@ -195,7 +195,7 @@ class _OtherWorker(tf.compat.v1.train.SessionRunHook):
             run_context.session.run(self._step)
 
 
-def _run_among_workers(session_module, directory, other_runs, runs=12):
+def _run_among_workers(session_module, directory, other_runs, master, runs=12):
     with tf.Graph().as_default():
         global_step = monsession.get_or_create_global_step()
         # The value both hooks fetch is read before this run's increment.
@@ -207,7 +207,7 @@ def _run_among_workers(session_module, directory, other_runs, runs=12):
             else session_module.CheckpointSaverHook
         )
         hooks = [_OtherWorker(global_step, other_runs), hook_class(directory, save_steps=6)]
-        creator = session_module.ChiefSessionCreator(checkpoint_dir=directory)
+        creator = session_module.ChiefSessionCreator(master=master, checkpoint_dir=directory)
         with session_module.MonitoredSession(session_creator=creator, hooks=hooks) as sess:
             for _ in range(runs):
                 sess.run(train_op)
@@ -235,8 +235,11 @@ def test_saves_on_tensorflows_steps_when_other_workers_advance_the_step(
     fetched step always passes) reads the variable after every run and saves
     once it is a period past the last save; monsession must save on the same
     steps, with the same contents."""
-    ours = _run_among_workers(monsession, str(tmp_path / "ours"), other_runs)
-    theirs = _run_among_workers(tf.compat.v1.train, str(tmp_path / "theirs"), other_runs)
+    server = tf.distribute.Server.create_local_server()  # The chief's `master`.
+    ours = _run_among_workers(monsession, str(tmp_path / "ours"), other_runs, server.target)
+    theirs = _run_among_workers(
+        tf.compat.v1.train, str(tmp_path / "theirs"), other_runs, server.target
+    )
     assert theirs == steps
     assert ours == theirs
     for step in ours:

@@ -16,10 +16,10 @@ whenever a hook needs the step after a run. Sessions without per-step hooks
 fetch nothing more than TensorFlow would. `global_step_after(reaching)`
 reads the variable itself only when the expected value passes `reaching`,
 once per run at most, as TensorFlow's hooks do before they act; the expected
-value is then the larger of the two readings of the fetched value (the step
-after this run's increment, or before it with another worker's step in
-between), so a between-graph chief never skips the read at the step its
-timer waits for. A call with
+value of a session connected to a server (`master=`) is then the larger of
+the two readings of the fetched value (the step after this run's increment,
+or before it with another worker's step in between), so a between-graph
+chief never skips the read at the step its timer waits for. A call with
 chosen hooks (`forget_step`) fetches no step and is not counted: a hook that
 needs the step after it reads the variable, and the next run starts from a
 fresh read, so an evaluation that does not add one shifts nothing.
@@ -272,6 +272,8 @@ class GraphBackend:
         self._uncounted = False  # Whether the current run may not add one (forget_step).
         self._reread = False  # Whether the next run starts with a read of the step.
         self._sess = sess
+        # Connected to a server (`master=`): other workers may step too.
+        self._shared_step = bool(getattr(sess, "sess_str", ""))
         self._reader: Callable[[], Any] | None = None
         if follow_step and self._tensor is not None:
             self._seed()
@@ -313,7 +315,7 @@ class GraphBackend:
         self._fetch_step = True
         if self._exact is None:
             expected = self._known
-            if expected is not None and self._fetched_after is not None:
+            if expected is not None and self._fetched_after is not None and self._shared_step:
                 # A fetched `before + 1` may be this run's increment or another
                 # worker's (the read came first): the step may be one more.
                 expected = max(expected, self._fetched_after)
