@@ -79,3 +79,28 @@ def test_the_end_of_a_dataset_still_ends_cleanly(tmp_path, mode):
     child = _run(tmp_path, mode, "read")
     assert child.returncode == 0, child.stderr
     assert "ENDED CLEANLY AFTER 3" in child.stdout
+
+
+@pytest.mark.parametrize("mode", ["graph", "eager"])
+def test_error_cause_is_the_ops_own_message_in_both_modes(tmp_path, mode):
+    """Before, messages built from a graph-mode error's first line said only
+    "Graph execution error:"; the cause is the failing op's message."""
+    import tensorflow as tf
+
+    import monsession
+
+    missing = str(tmp_path / "missing.txt")
+    if mode == "graph":
+        with tf.Graph().as_default():
+            read = tf.io.read_file(missing)
+            with tf.compat.v1.Session() as session, pytest.raises(tf.errors.NotFoundError) as info:
+                session.run(read)
+        assert str(info.value).splitlines()[0].startswith("Graph execution error")
+    else:
+        with pytest.raises(tf.errors.NotFoundError) as info:
+            tf.io.read_file(missing)
+    cause = monsession.error_cause(info.value)
+    assert missing in cause and "No such file or directory" in cause
+    assert "\n" not in cause
+    assert monsession.error_cause(ValueError("first\nsecond")) == "first"
+    assert monsession.error_cause(ValueError()) == "ValueError"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
 
 import pytest
 import tensorflow as tf
@@ -92,23 +93,55 @@ def _train(program, directory, hooks, runs, save_steps=()):
 
 def test_second_or_step_timer_state_round_trips_and_rejects_bad_states():
     timer = monsession.SecondOrStepTimer(every_steps=5)
-    assert timer.state_dict() == {"last_triggered_step": None, "last_triggered_time": None}
+    assert timer.state_dict() == {"last_triggered_step": None, "secs_since_trigger": None}
     timer.update_last_triggered_step(7)
     state = json.loads(json.dumps(timer.state_dict()))
+    assert state["last_triggered_step"] == 7 and 0 <= state["secs_since_trigger"] < 60
     other = monsession.SecondOrStepTimer(every_steps=5)
     other.load_state_dict(state)
-    assert other.state_dict() == timer.state_dict()
+    assert other.last_triggered_step() == 7
     assert not other.should_trigger_for_step(11)
     assert other.should_trigger_for_step(12)
     for bad in (
-        {"last_triggered_step": "7", "last_triggered_time": 1.0},
-        {"last_triggered_step": 7, "last_triggered_time": float("nan")},
-        {"last_triggered_step": 7, "last_triggered_time": None},
+        {"last_triggered_step": "7", "secs_since_trigger": 1.0},
+        {"last_triggered_step": 7, "secs_since_trigger": float("nan")},
+        {"last_triggered_step": 7, "secs_since_trigger": -1.0},
+        {"last_triggered_step": None, "secs_since_trigger": 1.0},
         [7, 1.0],
     ):
         with pytest.raises(ValueError, match="SecondOrStepTimer"):
             other.load_state_dict(bad)
         assert other.last_triggered_step() == 7
+
+
+def test_a_loaded_timer_keeps_steps_and_durations_never_the_time_between_processes():
+    """The state holds seconds since the last trigger, not a clock time: a
+    restart an hour later neither makes a secs-based timer due nor adds the
+    hour to an elapsed time; the first trigger after a load reports none."""
+    hourly = monsession.SecondOrStepTimer(every_secs=3600)
+    hourly.update_last_triggered_step(10)
+    state = hourly.state_dict()
+    restarted = monsession.SecondOrStepTimer(every_secs=3600)
+    restarted.load_state_dict(state)  # However long after.
+    assert not restarted.should_trigger_for_step(11)
+    assert restarted.next_action(11).at_time > time.time() + 3000
+    # One hour of training was done before the state was taken: due now.
+    due = monsession.SecondOrStepTimer(every_secs=3600)
+    due.load_state_dict({"last_triggered_step": 10, "secs_since_trigger": 3600.0})
+    assert due.should_trigger_for_step(11)
+    # The first trigger after a load spans two processes: no elapsed time.
+    steps = monsession.SecondOrStepTimer(every_steps=4)
+    steps.load_state_dict({"last_triggered_step": 9, "secs_since_trigger": 30.0})
+    assert not steps.should_trigger_for_step(12)
+    assert steps.should_trigger_for_step(13)
+    assert steps.update_last_triggered_step(13) == (None, None)
+    elapsed, elapsed_steps = steps.update_last_triggered_step(17)
+    assert elapsed is not None and 0 <= elapsed < 60 and elapsed_steps == 4
+    # A state of the previous format (a clock time): its step is kept, the
+    # time is not trusted (a secs-based timer triggers at the next step).
+    old = monsession.SecondOrStepTimer(every_secs=3600)
+    old.load_state_dict({"last_triggered_step": 9, "last_triggered_time": 1.0e9})
+    assert old.last_triggered_step() == 9 and old.should_trigger_for_step(10)
 
 
 def test_state_is_saved_beside_the_checkpoint_and_restored_with_it(program, tmp_path, caplog):
@@ -136,6 +169,26 @@ def test_state_is_saved_beside_the_checkpoint_and_restored_with_it(program, tmp_
         f"Counter (key 'Counter[1]') has no saved state in "
         f"{os.path.join(directory, 'model.ckpt-3.hooks.json')}; it starts fresh."
     ]
+
+
+def test_hooks_after_the_saver_are_saved_as_of_the_end_of_the_checkpoints_step(program, tmp_path):
+    """Before, a hook after the saver (as the user hooks of
+    MonitoredTrainingSession) was saved without the step being saved, and
+    after a restart ran its schedule one step late."""
+    directory = str(tmp_path)
+    scaffold = program.scaffold()
+    saver, before, after = SaveAt(directory, [3], program, scaffold), Counter(), Counter()
+    creator = monsession.ChiefSessionCreator(scaffold=scaffold, checkpoint_dir=directory)
+    with monsession.MonitoredSession(creator, hooks=[before, saver, after]) as sess:
+        for _ in range(5):
+            sess.run(program.step)
+    with open(tmp_path / "model.ckpt-3.hooks.json") as state_file:
+        saved = json.load(state_file)["hooks"]
+    assert saved == {"Counter[0]": {"seen": 3}, "Counter[1]": {"seen": 3}}
+    restored = [Counter(), Counter()]
+    sess, _ = _session(program, directory, restored)
+    with sess:
+        assert [hook.seen for hook in restored] == [3, 3]
 
 
 def test_a_hook_that_cannot_load_its_state_warns_and_keeps_its_own(program, tmp_path, caplog):
@@ -222,12 +275,9 @@ def test_state_files_of_deleted_checkpoints_are_removed(graph, tmp_path):
     with monsession.MonitoredSession(hooks=[counter, SaveEvery()]) as sess:
         for _ in range(3):
             sess.run(increment)
-    # The file of step 1 went with the next save; the one of step 2 goes with the
-    # next one (the saver deletes the checkpoint after the state is written).
-    assert sorted(p.name for p in tmp_path.glob("*.hooks.json")) == [
-        "model.ckpt-2.hooks.json",
-        "model.ckpt-3.hooks.json",
-    ]
+    # The saver deletes the previous checkpoint after its state is written; the
+    # state is written again once the step's hooks ran, which removes the old one.
+    assert sorted(p.name for p in tmp_path.glob("*.hooks.json")) == ["model.ckpt-3.hooks.json"]
 
 
 def test_bad_state_keys_and_states_are_named(graph, tmp_path):

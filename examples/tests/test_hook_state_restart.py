@@ -3,9 +3,13 @@
 The child (`hook_state_child.py`) trains to global step 13 with a checkpoint
 every 5 steps, and is killed there: its latest checkpoint is step 10. The
 restarted child must find every standard stateful hook as the checkpoint
-left it (the state saved beside ``model.ckpt-10``), and act on it: the step
-counter's next rate comes 4 steps after its last trigger before the
-checkpoint (step 9), at 13 and 17, not at 11 as a fresh hook would start.
+left it (the state saved beside ``model.ckpt-10``), and act on it as an
+uninterrupted run would: the summary saver (every 3 steps: 1, 4, 7, 10...)
+goes on at 13, 16, 19; the logging hook (every 3 runs: steps 1, 4, 7,
+10...) at 13, 16, 19, its first line without a time, as the first line of
+any process; the step counter (every 4 steps from step 9) triggers at 13
+and 17, but its first trigger in the new process gives no rate (a rate
+never covers the time the job was down).
 """
 
 from __future__ import annotations
@@ -67,24 +71,36 @@ def _run_and_kill(root: str) -> list[str]:
     return lines
 
 
-def _rate_steps(directory: str) -> list[int]:
+def _summary_steps(directory: str) -> dict[str, list[int]]:
+    """The steps of each tag in the event file of `directory`, and of its START logs."""
     (path,) = glob.glob(os.path.join(directory, "events.out.tfevents.*"))
-    steps = []
+    steps: dict[str, list[int]] = {}
+    start = tf.compat.v1.SessionLog.START
     for event in event_file_loader.LegacyEventFileLoader(path).Load():
+        if event.HasField("session_log") and event.session_log.status == start:
+            steps.setdefault("START", []).append(event.step)
         for value in event.summary.value:
-            if value.tag == "global_step/sec":
-                steps.append(event.step)
+            steps.setdefault(value.tag, []).append(event.step)
     return steps
+
+
+def _log_lines(lines: list[str], mode: str) -> list[str]:
+    prefix = f"{mode} LOG "
+    return [line[len(prefix) :] for line in lines if line.startswith(prefix)]
 
 
 def test_hook_state_continues_after_sigkill_between_checkpoints(tmp_path):
     root = str(tmp_path)
-    first = _states(_run_and_kill(root))
+    first_lines = _run_and_kill(root)
+    first = _states(first_lines)
     for mode in MODES:
         # Fresh hooks when nothing was restored.
         assert first[mode]["StepCounterHook"]["timer"]["last_triggered_step"] is None, mode
         assert first[mode]["LoggingTensorHook"]["iterations"] == 0, mode
         assert tf.train.latest_checkpoint(os.path.join(root, mode)).endswith("model.ckpt-10")
+        # The first line of a process has no time; the next ones have one.
+        logged = _log_lines(first_lines, mode)
+        assert "sec)" not in logged[0] and all(line.endswith(" sec)") for line in logged[1:])
 
     saved = {}
     for mode in MODES:
@@ -98,19 +114,39 @@ def test_hook_state_continues_after_sigkill_between_checkpoints(tmp_path):
     for mode in MODES:
         state = second[mode]
         expect = saved[mode]
-        for name in ("CheckpointSaverHook", "SummarySaverHook", "LoggingTensorHook"):
-            assert state[name] == expect[f"{name}[0]"], (mode, name)
+        for name in ("CheckpointSaverHook", "SummarySaverHook", "StepCounterHook"):
+            assert (
+                state[name]["timer"]["last_triggered_step"]
+                == expect[f"{name}[0]"]["timer"]["last_triggered_step"]
+            ), (mode, name)
         # The last triggers before the checkpoint at step 10, and the runs counted.
         assert state["CheckpointSaverHook"]["timer"]["last_triggered_step"] == 10, mode
         assert state["SummarySaverHook"]["timer"]["last_triggered_step"] == 10, mode
         assert state["StepCounterHook"]["timer"]["last_triggered_step"] == 9, mode
-        # Logging hooks come after the checkpoint saver: as of the run before.
-        assert state["LoggingTensorHook"]["iterations"] == 9, mode
-        assert state["ProgressBarHook"] == expect["ProgressBarHook[0]"], mode
-        # Wall-clock times survive the restart unchanged.
-        checkpoint_timer = state["CheckpointSaverHook"]["timer"]
-        saved_time = expect["CheckpointSaverHook[0]"]["timer"]["last_triggered_time"]
-        assert checkpoint_timer["last_triggered_time"] == saved_time, mode
-        # The step counter goes on every 4 steps from step 9: 13, 17 (a fresh
-        # one would trigger at 11 without a rate, then at 15 and 19).
-        assert _rate_steps(os.path.join(root, mode, "summaries-second")) == [13, 17], mode
+        # Hooks after the checkpoint saver are saved as of the end of step 10 too.
+        assert state["LoggingTensorHook"]["iterations"] == 10, mode
+        assert state["LoggingTensorHook"]["timer"]["last_triggered_step"] == 9, mode
+        assert state["ProgressBarHook"]["iterations"] == 10, mode
+        # Times are durations since the last trigger, not clock times.
+        assert "last_triggered_time" not in state["CheckpointSaverHook"]["timer"], mode
+
+        summaries = os.path.join(root, mode, "summaries-second")
+        steps = _summary_steps(summaries)
+        # Uninterrupted: 1, 4, 7, 10, 13, 16, 19. The restarted process writes no
+        # summary at its first step (11), only the START that hides what the
+        # killed process wrote past the checkpoint.
+        assert steps["value"] == [13, 16, 19], mode
+        assert steps["START"] == [11], mode
+        # The step counter goes on every 4 steps from step 9: 13 (no rate: the
+        # previous trigger was in the killed process), then 17.
+        assert steps["global_step/sec"] == [17], mode
+        logged = _log_lines(out.splitlines(), mode)
+        assert len(logged) == 3, (mode, logged)
+        assert "sec)" not in logged[0], (mode, logged)
+        assert all(line.endswith(" sec)") for line in logged[1:]), (mode, logged)
+    # Eager mode logs the value the step returns: x is the global step.
+    assert [line.split()[2] for line in _log_lines(out.splitlines(), "eager")] == [
+        "13.0",
+        "16.0",
+        "19.0",
+    ]

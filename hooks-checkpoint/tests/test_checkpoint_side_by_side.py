@@ -179,3 +179,68 @@ def test_secs_schedule_matches_tensorflow(tmp_path):
         results[name] = (load_step(logdir), checkpoint_steps(logdir))
     assert results["ours"][0] == results["theirs"][0] == 11
     assert results["ours"][1] == results["theirs"][1]
+
+
+class _OtherWorker(tf.compat.v1.train.SessionRunHook):
+    """Advances the global step after the runs numbered in `runs` (1-based), as
+    another worker of a between-graph cluster does between this one's runs."""
+
+    def __init__(self, global_step, runs):
+        self._step = tf.compat.v1.assign_add(global_step, 1)
+        self._runs, self._count = set(runs), 0
+
+    def after_run(self, run_context, run_values):
+        self._count += 1
+        if self._count in self._runs:
+            run_context.session.run(self._step)
+
+
+def _run_among_workers(session_module, directory, other_runs, master, runs=12):
+    with tf.Graph().as_default():
+        global_step = monsession.get_or_create_global_step()
+        # The value both hooks fetch is read before this run's increment.
+        with tf.control_dependencies([monsession.testing.global_step_read_tensor()]):
+            train_op = tf.compat.v1.assign_add(global_step, 1)
+        hook_class = (
+            CheckpointSaverHook
+            if session_module is monsession
+            else session_module.CheckpointSaverHook
+        )
+        hooks = [_OtherWorker(global_step, other_runs), hook_class(directory, save_steps=6)]
+        creator = session_module.ChiefSessionCreator(master=master, checkpoint_dir=directory)
+        with session_module.MonitoredSession(session_creator=creator, hooks=hooks) as sess:
+            for _ in range(runs):
+                sess.run(train_op)
+    return checkpoint_steps(directory)
+
+
+@pytest.mark.parametrize(
+    ("other_runs", "steps"),
+    [
+        # Another worker steps after every run: the runs are seen not to add
+        # one each, and the variable is read after each of them.
+        (range(1, 13), [0, 6, 12, 18, 24]),
+        # One step of another worker, just before the save is due: the value
+        # fetched is one more than expected, as if it were this run's own step.
+        # Before, monsession saved at 7 (the global step 40 of a cluster's
+        # chief became 41).
+        ([4], [0, 6, 12, 13]),
+    ],
+)
+def test_saves_on_tensorflows_steps_when_other_workers_advance_the_step(
+    tmp_path, other_runs, steps
+):
+    """A TF1 between-graph chief: the global step moves between its runs.
+    TensorFlow's hook (its `_steps_per_run` is 1000000, so its check on the
+    fetched step always passes) reads the variable after every run and saves
+    once it is a period past the last save; monsession must save on the same
+    steps, with the same contents."""
+    server = tf.distribute.Server.create_local_server()  # The chief's `master`.
+    ours = _run_among_workers(monsession, str(tmp_path / "ours"), other_runs, server.target)
+    theirs = _run_among_workers(
+        tf.compat.v1.train, str(tmp_path / "theirs"), other_runs, server.target
+    )
+    assert theirs == steps
+    assert ours == theirs
+    for step in ours:
+        assert load_step(str(tmp_path / "ours" / f"model.ckpt-{step}")) == step

@@ -234,3 +234,36 @@ def test_eager_skips_a_trigger_while_another_profiler_runs(tmp_path, caplog):
     assert caplog.text.count("another profiler session is running") == 1
     assert "skipping the trace at step 2" in caplog.text
     assert _xplanes(tmp_path / "ours") == []
+
+
+class _SaveAt(monsession.SessionRunHook):
+    """Writes the hooks' state and a graph-mode checkpoint after the run reaching `step`."""
+
+    def __init__(self, directory, step):
+        self.directory, self.step = directory, step
+
+    def begin(self):
+        self.saver = tf.compat.v1.train.Saver()
+
+    def after_run(self, run_context, run_values):
+        step = run_context.global_step_after()
+        if step == self.step:
+            prefix = os.path.join(self.directory, f"model.ckpt-{step}")
+            monsession.save_hook_state(run_context.session, prefix)
+            self.saver.save(run_context.session, prefix)
+
+
+def test_graph_traces_continue_their_schedule_after_a_restart(tmp_path):
+    """Before, the profiler had no state: a process restarted from step 7
+    traced at 12 (five steps after its first), not at 10 as an uninterrupted run."""
+    traces, checkpoints = tmp_path / "traces", str(tmp_path / "checkpoints")
+    for runs in (7, 5):  # The second process restarts from the checkpoint of step 7.
+        with tf.Graph().as_default():
+            program = graph_program(lr=STABLE_LR)
+            hooks = [ProfilerHook(save_steps=5, output_dir=str(traces)), _SaveAt(checkpoints, 7)]
+            creator = monsession.ChiefSessionCreator(checkpoint_dir=checkpoints)
+            with monsession.MonitoredSession(creator, hooks=hooks) as sess:
+                for _ in range(runs):
+                    sess.run(program.step)
+    assert tf.train.load_checkpoint(checkpoints).get_tensor("global_step") == 7
+    assert _timelines(traces) == ["timeline-10.json", "timeline-5.json"]

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from monsession._arguments import check_directory, check_flag, check_interval, check_schedule
 from monsession._control_hooks import FeedFnHook, FinalOpsHook, GlobalStepWaiterHook, StopAtStepHook
+from monsession._error_text import error_cause
 from monsession._hook_api import (
     HOOK_METHOD_NAMES,
     NextAction,
@@ -168,6 +169,7 @@ __all__ = [
     "check_interval",
     "check_scalar",
     "check_schedule",
+    "error_cause",
     "event_file_writer",
     "get_global_step",
     "get_or_create_global_step",

@@ -27,6 +27,8 @@ import re
 
 import tensorflow as tf
 
+from monsession._error_text import error_cause
+
 logger = logging.getLogger("monsession")
 
 STATE_FILE = "checkpoint"
@@ -59,11 +61,6 @@ class CheckpointChoice:
     state_file_ok: bool = True
 
 
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else ""
-
-
 def _step_of(prefix: str) -> int:
     match = _NUMBERED.search(prefix)
     return int(match.group(1)) if match else -1
@@ -86,7 +83,7 @@ def _read_state(directory: str) -> tuple[list[str], str | None]:
     except Exception as error:
         return (
             [],
-            f"{state_path}: unreadable state file ({type(error).__name__}: {_first_line(error)})",
+            f"{state_path}: unreadable state file ({type(error).__name__}: {error_cause(error)})",
         )
     if state is None:
         return [], f"{state_path}: unreadable state file (not a CheckpointState text proto)"
@@ -156,7 +153,7 @@ def unreadable_reason(prefix: str, read_tensors: bool = True) -> str | None:
     except Exception as error:
         return (
             f"{prefix} ({index}, {', '.join(data)}) cannot be read: "
-            f"{type(error).__name__}: {_first_line(error)}"
+            f"{type(error).__name__}: {error_cause(error)}"
         )
     return None
 

@@ -20,11 +20,12 @@ one on a restart).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from monsession._hook_api import hook_overrides
@@ -92,6 +93,8 @@ class HookStates:
                     "state_key."
                 )
             self._hooks[key] = hook
+        self._in_after_run = False
+        self._written_in_step: str | None = None
 
     @property
     def keys(self) -> list[str]:
@@ -119,6 +122,8 @@ class HookStates:
         """
         if not self._hooks:
             return None
+        if self._in_after_run:
+            self._written_in_step = prefix
         text = json.dumps({"format": _FORMAT, "hooks": self.collect()}, allow_nan=True, indent=1)
         import tensorflow as tf
 
@@ -131,6 +136,24 @@ class HookStates:
         tf.io.gfile.rename(temporary, path, overwrite=True)
         _prune(directory, keep=path)
         return path
+
+    @contextlib.contextmanager
+    def after_run_calls(self) -> Iterator[None]:
+        """Wraps one step's `after_run` calls: a state written during them is rewritten after.
+
+        A hook's checkpoint is written from its `after_run`, before the hooks
+        that come after it have seen the step. Once every `after_run` has
+        returned, the state file is written again, so all the hooks' states
+        are as of the end of the checkpoint's step. Not when one raises.
+        """
+        self._in_after_run, self._written_in_step = True, None
+        try:
+            yield
+        finally:
+            self._in_after_run = False
+        prefix, self._written_in_step = self._written_in_step, None
+        if prefix is not None:
+            self.write(prefix)
 
     def restore(self, prefix: str) -> None:
         """Loads ``<prefix>.hooks.json`` into the hooks; warns for each one it cannot."""

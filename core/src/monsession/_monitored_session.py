@@ -90,7 +90,9 @@ class _CoordinatedSessionCreator(SessionCreator):
         for hook in self._hooks:
             hook.after_create_session(self.tf_sess, self.coord)
         return _CoordinatedSession(
-            _HookedSession(self.tf_sess, self._hooks, self._fusion, self._selection),
+            _HookedSession(
+                self.tf_sess, self._hooks, self._fusion, self._selection, self._hook_states
+            ),
             self.coord,
             self._stop_grace_period_secs,
         )

@@ -275,6 +275,8 @@ class _HookedSession(_WrappedSession):
       fusion: A `_fusion.Fusion` that runs the steps before the next hook
         action silently, or `None`.
       selection: A `HookSelection` naming the hooks of the current call, if any.
+      hook_states: The session's `HookStates`, rewritten after a step whose
+        hooks saved a checkpoint, or `None`.
     """
 
     def __init__(
@@ -283,9 +285,11 @@ class _HookedSession(_WrappedSession):
         hooks: Any,
         fusion: Any = None,
         selection: HookSelection | None = None,
+        hook_states: Any = None,
     ) -> None:
         super().__init__(sess)
         self._fusion = fusion
+        self._hook_states = hook_states
         self._selection = selection or HookSelection()
         self._hooks = list(hooks)
         self._before_hooks = [hook for hook in self._hooks if hook_overrides(hook, "before_run")]
@@ -329,7 +333,11 @@ class _HookedSession(_WrappedSession):
             raise file_error from error
         run_context._finish_run()
         if self._after_hooks:
-            self._call_after_run(run_context, hook_results, options, run_metadata, chosen)
+            if self._hook_states is None:
+                self._call_after_run(run_context, hook_results, options, run_metadata, chosen)
+            else:
+                with self._hook_states.after_run_calls():
+                    self._call_after_run(run_context, hook_results, options, run_metadata, chosen)
         self._should_stop = run_context.stop_requested
         return caller_results
 

@@ -22,11 +22,14 @@ class SecondOrStepTimer:
     As TensorFlow's, it accepts 0 (trigger on every new step). Hooks that
     want a positive interval check it with `monsession.check_schedule` first.
 
-    Its state (the last trigger's step and wall-clock time) can be saved
-    with `state_dict()` and put back with `load_state_dict()`: a hook saves
-    it with each checkpoint so that, after a restart, the first trigger comes
-    `every_steps` steps or `every_secs` wall-clock seconds after the last
-    one before the checkpoint, not a whole period after the restart.
+    Its state can be saved with `state_dict()` and put back with
+    `load_state_dict()`, in another process: a hook saves it with each
+    checkpoint. The last trigger's step is kept, so a step-based schedule
+    continues exactly; times are kept only as the seconds since the last
+    trigger when the state was taken, so the time between two processes
+    counts for nothing. The first trigger after a load returns no elapsed
+    time (as the first trigger of a fresh timer): a rate or a duration
+    never spans two processes.
 
     Raises:
       ValueError: If both or neither of `every_secs` and `every_steps` are
@@ -51,6 +54,9 @@ class SecondOrStepTimer:
         """Forgets the last trigger, so the next step triggers."""
         self._last_triggered_step: int | None = None
         self._last_triggered_time: float | None = None
+        # Whether the last trigger happened in this process (else its time
+        # is inferred from a loaded state, and elapsed times are unknown).
+        self._timed_here = False
 
     def should_trigger_for_step(self, step: int) -> bool:
         """Returns whether the timer should trigger at `step`.
@@ -65,7 +71,8 @@ class SecondOrStepTimer:
         if last_step == step:
             return False
         if self._every_secs is not None:
-            assert self._last_triggered_time is not None
+            if self._last_triggered_time is None:  # Loaded without a time.
+                return True
             return time.time() >= self._last_triggered_time + self._every_secs
         assert self._every_steps is not None
         return step >= last_step + self._every_steps
@@ -83,9 +90,11 @@ class SecondOrStepTimer:
           or the time `every_secs` after it.
         """
         last_step, last_time = self._last_triggered_step, self._last_triggered_time
-        if last_step is None or last_time is None:
+        if last_step is None:
             return NextAction(steps=1)
         if self._every_secs is not None:
+            if last_time is None:
+                return NextAction(steps=1)
             return NextAction(at_time=last_time + self._every_secs)
         assert self._every_steps is not None
         return NextAction(steps=max(1, last_step + self._every_steps - step + 1))
@@ -95,15 +104,17 @@ class SecondOrStepTimer:
 
         Returns:
           `(elapsed_secs, elapsed_steps)` since the previous trigger, or
-          `(None, None)` for the first one.
+          `(None, None)` for the first one, and for the first one after
+          `load_state_dict()` (the previous trigger was in another process).
         """
         now = time.time()
-        if self._last_triggered_time is None or self._last_triggered_step is None:
-            elapsed: tuple[float | None, int | None] = (None, None)
-        else:
+        elapsed: tuple[float | None, int | None] = (None, None)
+        if self._timed_here and self._last_triggered_time is not None:
+            assert self._last_triggered_step is not None
             elapsed = (now - self._last_triggered_time, step - self._last_triggered_step)
         self._last_triggered_time = now
         self._last_triggered_step = step
+        self._timed_here = True
         return elapsed
 
     def last_triggered_step(self) -> int | None:
@@ -111,44 +122,55 @@ class SecondOrStepTimer:
         return self._last_triggered_step
 
     def state_dict(self) -> dict[str, Any]:
-        """The last trigger, as plain values.
+        """The last trigger, as plain values that keep their meaning in another process.
 
         Returns:
-          ``{"last_triggered_step": int or None, "last_triggered_time": float
-          or None}``; the time is wall-clock (`time.time()`, seconds since the
-          epoch), so it keeps its meaning in another process.
+          ``{"last_triggered_step": int or None, "secs_since_trigger": float
+          or None}``: the step of the last trigger, and the seconds from it
+          to now (not a clock time: the time until the state is loaded
+          again does not count).
         """
-        return {
-            "last_triggered_step": self._last_triggered_step,
-            "last_triggered_time": self._last_triggered_time,
-        }
+        since = None
+        if self._last_triggered_time is not None:
+            since = max(0.0, time.time() - self._last_triggered_time)
+        return {"last_triggered_step": self._last_triggered_step, "secs_since_trigger": since}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Puts back a state from `state_dict()`.
 
+        The last trigger's step is taken as it is; its time is set
+        `secs_since_trigger` seconds before now (an `every_secs` timer with
+        no time triggers at the next step). The next trigger returns no
+        elapsed time.
+
         Raises:
-          ValueError: If `state` does not hold a step (int or None) and a
-            time (finite number or None), both given or both None. Nothing
-            is changed then.
+          ValueError: If `state` does not hold a step (int or None) and
+            seconds (a finite number >= 0, or None; None with no step).
+            Nothing is changed then.
         """
         if not isinstance(state, Mapping):
             raise ValueError(f"SecondOrStepTimer state must be a mapping, got {state!r}.")
         step = state.get("last_triggered_step")
-        when = state.get("last_triggered_time")
+        since = state.get("secs_since_trigger")
         if step is not None and (isinstance(step, bool) or not isinstance(step, int)):
             raise ValueError(
                 f"SecondOrStepTimer: last_triggered_step must be an int, got {step!r}."
             )
-        if when is not None and (
-            isinstance(when, bool) or not isinstance(when, (int, float)) or not math.isfinite(when)
+        if since is not None and (
+            isinstance(since, bool)
+            or not isinstance(since, (int, float))
+            or not math.isfinite(since)
+            or since < 0
         ):
             raise ValueError(
-                f"SecondOrStepTimer: last_triggered_time must be a finite number, got {when!r}."
+                "SecondOrStepTimer: secs_since_trigger must be a finite number >= 0, "
+                f"got {since!r}."
             )
-        if (step is None) != (when is None):
+        if step is None and since is not None:
             raise ValueError(
-                "SecondOrStepTimer: last_triggered_step and last_triggered_time must both be "
-                f"set or both be None, got {step!r} and {when!r}."
+                "SecondOrStepTimer: secs_since_trigger needs a last_triggered_step, got "
+                f"{since!r} without one."
             )
         self._last_triggered_step = step
-        self._last_triggered_time = None if when is None else float(when)
+        self._last_triggered_time = None if since is None else time.time() - float(since)
+        self._timed_here = False

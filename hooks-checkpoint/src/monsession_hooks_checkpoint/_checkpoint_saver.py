@@ -21,6 +21,7 @@ from monsession import (
     check_directory,
     check_flag,
     check_schedule,
+    error_cause,
     is_chief,
     lock_checkpoint_dir,
     prune_hook_state,
@@ -45,11 +46,6 @@ class CheckpointSaveError(OSError):
     Raised instead of TensorFlow's error, which for a file-size limit is an
     `OutOfRangeError` that a session would take for the end of the data.
     """
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else ""
 
 
 def _check_listeners(listeners: Iterable[Any] | None) -> list[Any]:
@@ -342,7 +338,7 @@ class CheckpointSaverHook(SessionRunHook):
         except (tf.errors.OpError, OSError) as error:
             raise CheckpointSaveError(
                 f"{_HOOK}: writing {what} into {self._checkpoint_dir} failed: "
-                f"{type(error).__name__}: {_first_line(error)}. The previous checkpoint, "
+                f"{type(error).__name__}: {error_cause(error)}. The previous checkpoint, "
                 f"{tf.train.latest_checkpoint(self._checkpoint_dir)}, is kept."
             ) from error
 

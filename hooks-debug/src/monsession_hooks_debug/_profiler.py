@@ -43,7 +43,10 @@ class ProfilerHook(SessionRunHook):
     `show_memory` apply to graph-mode timelines only.
 
     As in TensorFlow, the first step is never traced: the timer starts there.
-    On steps it does not trace the hook asks for nothing.
+    On steps it does not trace the hook asks for nothing. Its timer is saved
+    with each checkpoint (`monsession.StatefulHook`): after a restart the
+    traces go on at the steps they were due at, not a period after the
+    first step of the new process (whose first step is still not traced).
 
     Args:
       save_steps: Trace every N steps. Exactly one of `save_steps` and
@@ -92,6 +95,7 @@ class ProfilerHook(SessionRunHook):
     def begin(self) -> None:
         monsession.require_global_step(_HOOK)
         self._started = False
+        self._timer.reset()  # A restored state is loaded after begin().
         # The one mode choice: how to trace differs by nature.
         self._tracer = (
             ProfilerTracer(self._output_dir, self._trace_steps)
@@ -132,13 +136,21 @@ class ProfilerHook(SessionRunHook):
             # As TensorFlow: the first step starts the timer and is not traced.
             self._started = True
             step = run_context.global_step
-            if step is not None:
+            if step is not None and self._timer.last_triggered_step() is None:
                 self._timer.update_last_triggered_step(step)
             return
         if tracer.tracing:
             saved_at = tracer.after_run(run_context, run_values)
             if saved_at is not None:
                 self._timer.update_last_triggered_step(saved_at)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The timer's last trigger (see `monsession.StatefulHook`)."""
+        return {"timer": self._timer.state_dict()}
+
+    def load_state_dict(self, state: Any) -> None:
+        """Takes back the last trigger: the next trace comes one period after it."""
+        self._timer.load_state_dict(state["timer"])
 
     def end(self, session: Any) -> None:
         if self._tracer is not None:

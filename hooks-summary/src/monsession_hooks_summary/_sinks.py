@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 import tensorflow as tf
 
-from monsession import SessionRunArgs, SessionRunContext
+from monsession import SessionRunArgs, SessionRunContext, error_cause
 from monsession_hooks_summary import _tf_compat
 from monsession_hooks_summary._recording import Recording
 from monsession_hooks_summary._writer_cache import SummaryWriterCache
@@ -47,11 +47,6 @@ class SummaryWriteError(OSError):
     """
 
 
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else "(no message)"
-
-
 @contextlib.contextmanager
 def _writing(hook_name: str, location: str) -> Iterator[None]:
     """Turns a failed summary write into a `SummaryWriteError` naming `location`."""
@@ -60,7 +55,7 @@ def _writing(hook_name: str, location: str) -> Iterator[None]:
     except _WRITE_ERRORS as error:
         raise SummaryWriteError(
             f"{hook_name}: writing summaries to {location} failed: "
-            f"{type(error).__name__}: {_first_line(error)}",
+            f"{type(error).__name__}: {error_cause(error)}",
         ) from error
 
 

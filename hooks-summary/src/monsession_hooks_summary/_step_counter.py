@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import time
 from typing import Any
 
 from monsession import (
@@ -59,10 +58,10 @@ class StepCounterHook(SessionRunHook):
         mode: a `tf.summary.SummaryWriter`.
 
     Its state (the last trigger) is saved with each checkpoint and restored
-    with it (`monsession.StatefulHook`): after a restart the next rate comes
-    at the step it would have come at, and covers the steps since the last
-    trigger before the checkpoint over the training time they took; the
-    time the job was down is left out.
+    with it (`monsession.StatefulHook`): after a restart the hook triggers
+    at the steps it would have triggered at. The first trigger of the new
+    process logs no rate (as the first trigger of any process): a rate
+    covers only steps run in one process, never the time the job was down.
 
     Raises:
       ValueError: If both or neither of `every_n_steps` and `every_n_secs`
@@ -146,19 +145,12 @@ class StepCounterHook(SessionRunHook):
         self._last_global_step = self._step_before
 
     def state_dict(self) -> dict[str, Any]:
-        """The last trigger, and when this state was taken (wall-clock)."""
-        return {"timer": self._timer.state_dict(), "saved_at": time.time()}
+        """The timer's last trigger (see `monsession.StatefulHook`)."""
+        return {"timer": self._timer.state_dict()}
 
     def load_state_dict(self, state: Any) -> None:
-        """Takes back the last trigger, moved later by the time since the state was taken."""
-        timer = dict(state["timer"])
-        saved_at = state["saved_at"]
-        if timer.get("last_triggered_time") is not None:
-            if not isinstance(saved_at, (int, float)) or isinstance(saved_at, bool):
-                raise ValueError(f"{_NAME}: saved_at must be a number, got {saved_at!r}.")
-            downtime = max(0.0, time.time() - float(saved_at))
-            timer["last_triggered_time"] = float(timer["last_triggered_time"]) + downtime
-        self._timer.load_state_dict(timer)
+        """Takes back the last trigger: the next rate comes one period after it."""
+        self._timer.load_state_dict(state["timer"])
 
     def end(self, session: Any = None) -> None:
         if not self._logged and session is not None:

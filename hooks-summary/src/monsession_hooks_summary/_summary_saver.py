@@ -118,7 +118,7 @@ class SummarySaverHook(SessionRunHook):
             self._summary_op,
             step_variable,
         )
-        self._first = True  # TensorFlow's "no step seen yet": record, write START.
+        self._first = True  # No step seen yet: a SessionLog.START is due.
         self._record = False
 
     def after_create_session(self, session: Any, coord: Any) -> None:
@@ -128,9 +128,9 @@ class SummarySaverHook(SessionRunHook):
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
         run_context = as_run_context(run_context)
         assert self._recorder is not None, "begin() opens the recorder"
-        self._record = self._first or self._timer.should_trigger_for_step(
-            _expected_step(run_context)
-        )
+        # A fresh timer triggers at the first step (TensorFlow's behaviour); one
+        # restored with a checkpoint goes on with the schedule it had.
+        self._record = self._timer.should_trigger_for_step(_expected_step(run_context))
         return self._recorder.before_step(run_context, self._record, self._first)
 
     def next_action(self, global_step: int) -> NextAction:
@@ -141,13 +141,14 @@ class SummarySaverHook(SessionRunHook):
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
         run_context = as_run_context(run_context)
-        if not self._record:
+        if not self._record and not self._first:
             return
         assert self._recorder is not None, "begin() opens the recorder"
         global_step = run_context.global_step_after()
         assert global_step is not None, "begin() requires a global step"
         self._recorder.after_step(run_values.results, global_step, self._first)
-        self._timer.update_last_triggered_step(global_step)
+        if self._record:
+            self._timer.update_last_triggered_step(global_step)
         self._first = False
 
     def state_dict(self) -> dict[str, Any]:
@@ -155,7 +156,12 @@ class SummarySaverHook(SessionRunHook):
         return {"timer": self._timer.state_dict()}
 
     def load_state_dict(self, state: Any) -> None:
-        """Takes back the last trigger: the next summaries come one period after it."""
+        """Takes back the last trigger: the next summaries come one period after it.
+
+        The first step of the new process then writes its `SessionLog.START`
+        (so TensorBoard drops what the previous process wrote past the
+        checkpoint) but records summaries only if the schedule says so.
+        """
         self._timer.load_state_dict(state["timer"])
 
     def end(self, session: Any = None) -> None:
