@@ -45,6 +45,8 @@ _LAZY = {
     "Epochs": "monsession._epochs",
     "event_file_writer": "monsession._event_files",
     "save_hook_state": "monsession._hook_state",
+    "load_hook_state": "monsession._hook_state",
+    "attach_hook_state": "monsession._hook_state",
     "prune_hook_state": "monsession._hook_state",
     "get_or_create_global_step": "monsession._global_step",
     "get_global_step": "monsession._global_step",
@@ -99,7 +101,12 @@ if TYPE_CHECKING:
         read_global_step,
         require_global_step,
     )
-    from monsession._hook_state import prune_hook_state, save_hook_state
+    from monsession._hook_state import (
+        attach_hook_state,
+        load_hook_state,
+        prune_hook_state,
+        save_hook_state,
+    )
     from monsession._monitored_session import MonitoredSession, SingularMonitoredSession
     from monsession._pending import settle
     from monsession._scaffold import Scaffold
@@ -158,6 +165,7 @@ __all__ = [
     "TensorNotFoundError",
     "TrainingSettings",
     "WorkerSessionCreator",
+    "attach_hook_state",
     "check_directory",
     "check_flag",
     "check_interval",
@@ -170,6 +178,7 @@ __all__ = [
     "hooks",
     "is_chief",
     "lazy_attributes",
+    "load_hook_state",
     "lock_checkpoint_dir",
     "plugins",
     "prune_hook_state",
