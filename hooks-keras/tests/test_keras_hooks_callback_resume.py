@@ -85,3 +85,13 @@ def test_a_restart_without_hook_state_warns_and_starts_fresh(tmp_path, caplog):
         resumed = _fit(tmp_path, first_epoch=2, last_epoch=3, restore=True)
     assert "No hook state beside checkpoint" in caplog.text
     assert resumed.best_step == 25  # Fresh: the first evaluation after the restart.
+
+
+def test_a_later_fit_with_the_same_callback_keeps_the_hooks_live_state(tmp_path, caplog):
+    model = make_model()
+    callback = HooksCallback([CheckpointSaverHook(str(tmp_path), save_steps=5)])
+    model.fit(XS, YS, batch_size=BATCH, epochs=1, shuffle=False, verbose=0, callbacks=[callback])
+    with caplog.at_level(logging.INFO, logger="monsession"):
+        model.fit(XS, YS, batch_size=BATCH, epochs=1, verbose=0, callbacks=[callback])
+    assert "state restored" not in caplog.text
+    assert int(model.optimizer.iterations.numpy()) == 2 * STEPS_PER_EPOCH

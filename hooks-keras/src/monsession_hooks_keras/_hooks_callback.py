@@ -54,8 +54,9 @@ class HooksCallback(keras.callbacks.Callback):
     * Train begin: the optimizer's iteration count becomes the global step
       (`fit_global_step`), and ``tf.train.Checkpoint(model=..., optimizer=...,
       step=...)`` the state a `CheckpointSaverHook` given no saver saves (in
-      the ``SAVERS`` collection); then every hook's `begin()`; when the step
-      is above 0 (the user restored a checkpoint), the hooks' state saved
+      the ``SAVERS`` collection); then every hook's `begin()`; at the first
+      train begin, when the step is above 0 (the user restored a
+      checkpoint), the hooks' state saved
       beside the checkpoint of that step in `checkpoint_dir` is loaded
       (`monsession.load_hook_state`); then `after_create_session(session, None)`.
     * Each batch (one `train_function` call): `before_run` before it,
@@ -118,6 +119,7 @@ class HooksCallback(keras.callbacks.Callback):
         self._context: FitRunContext | None = None
         self._requests: dict[int, Any] = {}
         self._batch_begin = 0  # Index of the first step of the current batch call.
+        self._began = False  # Whether a train begin ran (hook state is loaded at the first).
 
     @property
     def hooks(self) -> list[Any]:
@@ -141,12 +143,13 @@ class HooksCallback(keras.callbacks.Callback):
         self._steps = FitSteps(step)
         for hook in self._hooks:
             hook.begin()
-        if step > 0 and self._checkpoint_dir is not None:
+        if step > 0 and self._checkpoint_dir is not None and not self._began:
             # As a monitored session created from a checkpoint: after begin(),
             # before after_create_session (a restored timer decides step one).
             prefix = checkpoint_of_step(self._checkpoint_dir, step, _NAME)
             if prefix is not None:
                 load_hook_state(session, prefix)
+        self._began = True  # A later fit goes on with the state the hooks have.
         for hook in self._hooks:
             hook.after_create_session(self._session, None)
 
