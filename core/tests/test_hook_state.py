@@ -299,3 +299,30 @@ def test_bad_state_keys_and_states_are_named(graph, tmp_path):
         sess.run(global_step)
     assert not list(tmp_path.iterdir())
     assert monsession.save_hook_state(object(), str(tmp_path / "x")) is None
+
+
+def test_a_driver_without_a_monitored_session_saves_and_loads_through_the_public_functions(
+    tmp_path, caplog
+):
+    session = monsession.EagerSession()  # What a driver of its own hands to its hooks.
+    first, second, stateless = Counter(), Picky(), monsession.SessionRunHook()
+    prefix = str(tmp_path / "model.ckpt-7")
+    assert monsession.load_hook_state(session, prefix) is False  # Nothing attached.
+    monsession.attach_hook_state(session, [first, stateless, second], "MyDriver")
+    first.seen, second.seen = 7, 200
+    assert monsession.save_hook_state(session, prefix) == prefix + ".hooks.json"
+
+    restarted = monsession.EagerSession()
+    fresh_first, fresh_second = Counter(), Picky()
+    monsession.attach_hook_state(restarted, [fresh_first, fresh_second], "MyDriver")
+    with caplog.at_level(logging.INFO, logger="monsession"):
+        assert monsession.load_hook_state(restarted, prefix) is True
+    assert fresh_first.seen == 7
+    assert fresh_second.seen == 0  # Its load raised: it keeps its own state, with a WARNING.
+    assert "Picky (key 'Picky[0]') could not load its saved state" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="monsession"):
+        monsession.load_hook_state(restarted, str(tmp_path / "model.ckpt-3"))
+    assert "No hook state beside checkpoint" in caplog.text
+    with pytest.raises(ValueError, match="MyDriver: Counter and Counter both save"):
+        monsession.attach_hook_state(restarted, [Counter("k"), Counter("k")], "MyDriver")

@@ -49,6 +49,8 @@ _LAZY = {
     "Epochs": "monsession._epochs",
     "event_file_writer": "monsession._event_files",
     "save_hook_state": "monsession._hook_state",
+    "load_hook_state": "monsession._hook_state",
+    "attach_hook_state": "monsession._hook_state",
     "prune_hook_state": "monsession._hook_state",
     "get_or_create_global_step": "monsession._global_step",
     "get_global_step": "monsession._global_step",
@@ -103,7 +105,12 @@ if TYPE_CHECKING:
         read_global_step,
         require_global_step,
     )
-    from monsession._hook_state import prune_hook_state, save_hook_state
+    from monsession._hook_state import (
+        attach_hook_state,
+        load_hook_state,
+        prune_hook_state,
+        save_hook_state,
+    )
     from monsession._monitored_session import MonitoredSession, SingularMonitoredSession
     from monsession._pending import settle
     from monsession._scaffold import Scaffold
@@ -164,6 +171,7 @@ __all__ = [
     "TrainingSettings",
     "WorkerSessionCreator",
     "as_run_context",
+    "attach_hook_state",
     "check_directory",
     "check_flag",
     "check_interval",
@@ -178,6 +186,7 @@ __all__ = [
     "hooks",
     "is_chief",
     "lazy_attributes",
+    "load_hook_state",
     "lock_checkpoint_dir",
     "plugins",
     "prune_hook_state",

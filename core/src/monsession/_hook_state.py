@@ -302,6 +302,52 @@ def save_hook_state(session: Any, checkpoint_prefix: str) -> str | None:
     return states.write(os.fspath(checkpoint_prefix))
 
 
+def attach_hook_state(session: Any, hooks: Iterable[Any], owner: str) -> None:
+    """Makes the stateful hooks of `hooks` the ones saved and loaded for `session`.
+
+    For a driver that runs hooks outside a monitored session (e.g. the Keras
+    family's `HooksCallback`): afterwards `save_hook_state(session, prefix)`
+    (called by `CheckpointSaverHook`) writes their state, and
+    `load_hook_state(session, prefix)` loads it, as the monitored session does.
+
+    Args:
+      session: The session the driver hands to its hooks.
+      hooks: The driver's hooks, in order (keys as in the monitored session).
+      owner: The driver's name, for error messages.
+
+    Raises:
+      TypeError: If a hook's `state_key` is not a non-empty string.
+      ValueError: If two hooks have the same key.
+    """
+    attach(session, HookStates(hooks, owner))
+
+
+def load_hook_state(session: Any, checkpoint_prefix: str) -> bool:
+    """Loads ``<checkpoint_prefix>.hooks.json`` into the hooks of `session`.
+
+    What the monitored session does when it is created from a checkpoint:
+    a missing state file is an INFO line (the hooks start fresh), an
+    unreadable one or a hook whose state is missing or fails to load a
+    WARNING naming it (that hook keeps the state it had).
+
+    Args:
+      session: A session of a monitored session, or one given to
+        `attach_hook_state`.
+      checkpoint_prefix: The prefix of the checkpoint training resumes from.
+
+    Returns:
+      Whether `session` has hooks whose state is kept (`False`: nothing to load).
+    """
+    try:
+        states = _by_session.get(session)
+    except TypeError:
+        return False
+    if states is None:
+        return False
+    states.restore(os.fspath(checkpoint_prefix))
+    return True
+
+
 def prune_hook_state(checkpoint_prefix: str) -> None:
     """Deletes the hook-state files beside checkpoints that no longer exist.
 

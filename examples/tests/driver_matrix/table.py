@@ -212,7 +212,7 @@ def not_applicable_markdown() -> str:
 
 _known(
     ("logging",),
-    ("ms-graph", *_EAGER),
+    ("ms-graph", *_EAGER, "fit"),
     ("resume", *_KILLS),
     "issue 26: after a restart LoggingTensorHook's first line shows the seconds since the "
     "previous session's last line, e.g. 'step = 17, w = 6.1878 (0.512 sec)'; TensorFlow's "
@@ -220,7 +220,7 @@ _known(
 )
 _known(
     ("summary",),
-    ("ms-graph", *_EAGER),
+    ("ms-graph", *_EAGER, "fit"),
     ("resume", "kill-epoch"),
     "issue 26: after a restart SummarySaverHook writes at the first step of the new session "
     "and shifts its schedule: steps 21, 24, 27, 30 instead of 22, 25, 28 (resume at 20)",
@@ -250,12 +250,4 @@ _known(
     "the aborted call with the batch already taken while the restored checkpoint rewinds "
     "the iterator: from step 16 every batch is one off (final w 8.2418 instead of 8.8193, "
     "epoch 1 ends at step 21, epoch 2 never completes)",
-)
-_known(
-    ("summary", "step-counter", "earlystop"),
-    ("fit",),
-    ("resume",),
-    "found by the matrix: HooksCallback restores no hook state when the user restores the "
-    "checkpoint before fit, so schedules start over: summaries at 21, 24, 27, 30 instead of "
-    "22, 25, 28, a rate at 25 instead of 21, EarlyStoppingHook's best at step 25 instead of 5",
 )

@@ -233,6 +233,11 @@ class CheckpointSaverHook(SessionRunHook):
         self._save_error: BaseException | None = None
         self._directory_lock: DirectoryLockHandle | None = None
 
+    @property
+    def checkpoint_dir(self) -> str:
+        """The directory of the checkpoints (where a driver finds the one it resumes from)."""
+        return self._checkpoint_dir
+
     # Whether this hook holds the one-chief lock of `checkpoint_dir`; the
     # workers' hook, which saves into a temporary directory, does not.
     _locks_checkpoint_dir = True

@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterable
 from typing import Any
 
 import keras
 
-from monsession import EagerSession, SessionRunHook, SessionRunValues
+from monsession import (
+    EagerSession,
+    SessionRunHook,
+    SessionRunValues,
+    attach_hook_state,
+    check_directory,
+    load_hook_state,
+)
 from monsession_hooks_keras._fit_steps import FitRunContext, FitSteps, evaluate_fetches
 from monsession_hooks_keras._global_step import fit_checkpoint, fit_global_step
+from monsession_hooks_keras._resume import checkpoint_directory, checkpoint_of_step
 
 _NAME = "HooksCallback"
 _HOOK_METHODS = ("begin", "after_create_session", "before_run", "after_run", "end")
@@ -45,8 +54,11 @@ class HooksCallback(keras.callbacks.Callback):
     * Train begin: the optimizer's iteration count becomes the global step
       (`fit_global_step`), and ``tf.train.Checkpoint(model=..., optimizer=...,
       step=...)`` the state a `CheckpointSaverHook` given no saver saves (in
-      the ``SAVERS`` collection); then every hook's `begin()` and
-      `after_create_session(session, None)`.
+      the ``SAVERS`` collection); then every hook's `begin()`; at the first
+      train begin, when the step is above 0 (the user restored a
+      checkpoint), the hooks' state saved
+      beside the checkpoint of that step in `checkpoint_dir` is loaded
+      (`monsession.load_hook_state`); then `after_create_session(session, None)`.
     * Each batch (one `train_function` call): `before_run` before it,
       `after_run` after it, with a `SessionRunContext` whose step service
       gives the iteration count before and after the batch, counted on the
@@ -63,7 +75,8 @@ class HooksCallback(keras.callbacks.Callback):
     What `fit` cannot give hooks: feeds (a hook's `feed_dict` raises a
     `ValueError`), run options and metadata (`options` is ignored,
     `run_metadata` is `None`), restoring at train begin (restore before
-    `fit`, or use `keras.callbacks.BackupAndRestore`), and `on_failure()`:
+    `fit`, or use `keras.callbacks.BackupAndRestore`; the hooks' state is
+    loaded, see above), and `on_failure()`:
     Keras has no callback for a failing `fit`, so after an error neither
     `end()` nor `on_failure()` runs, and the next `fit` with this callback
     puts the global step back first.
@@ -77,14 +90,28 @@ class HooksCallback(keras.callbacks.Callback):
 
     Args:
       hooks: `monsession.SessionRunHook`s, called in list order.
+      checkpoint_dir: Where the checkpoint that `fit` resumes from lies, for
+        the hooks' saved state (``<prefix>.hooks.json``, written by
+        `CheckpointSaverHook`). Default: the `checkpoint_dir` of the first
+        hook that has one (a `CheckpointSaverHook`); `None` and no such
+        hook: the hooks always start fresh.
 
     Raises:
-      TypeError: If a hook lacks a method of the hook API.
+      TypeError: If a hook lacks a method of the hook API, or
+        `checkpoint_dir` is not a path.
+      ValueError: If `checkpoint_dir` is empty or a file.
     """
 
-    def __init__(self, hooks: Iterable[Any]) -> None:
+    def __init__(
+        self, hooks: Iterable[Any], *, checkpoint_dir: str | os.PathLike[str] | None = None
+    ) -> None:
         super().__init__()
         self._hooks = _check_hooks(hooks)
+        if checkpoint_dir is not None:
+            check_directory(_NAME, "checkpoint_dir", checkpoint_dir, writable=False)
+            self._checkpoint_dir: str | None = os.fspath(checkpoint_dir)
+        else:
+            self._checkpoint_dir = checkpoint_directory(self._hooks)
         self._per_step = [hook for hook in self._hooks if _acts_per_step(hook)]
         self._scope: contextlib.ExitStack | None = None
         self._session: EagerSession | None = None
@@ -92,6 +119,7 @@ class HooksCallback(keras.callbacks.Callback):
         self._context: FitRunContext | None = None
         self._requests: dict[int, Any] = {}
         self._batch_begin = 0  # Index of the first step of the current batch call.
+        self._began = False  # Whether a train begin ran (hook state is loaded at the first).
 
     @property
     def hooks(self) -> list[Any]:
@@ -100,14 +128,28 @@ class HooksCallback(keras.callbacks.Callback):
 
     def on_train_begin(self, logs: Any = None) -> None:
         self._close()  # A previous fit that raised left its state behind.
+        session = EagerSession()
+        try:
+            attach_hook_state(session, self._hooks, _NAME)  # What CheckpointSaverHook saves.
+        except BaseException:
+            session.close()
+            raise
         scope = contextlib.ExitStack()
         variable = scope.enter_context(fit_global_step(self.model))
         scope.enter_context(fit_checkpoint(self.model, variable))
         self._scope = scope
-        self._session = EagerSession()
-        self._steps = FitSteps(int(variable.numpy()))
+        self._session = session
+        step = int(variable.numpy())
+        self._steps = FitSteps(step)
         for hook in self._hooks:
             hook.begin()
+        if step > 0 and self._checkpoint_dir is not None and not self._began:
+            # As a monitored session created from a checkpoint: after begin(),
+            # before after_create_session (a restored timer decides step one).
+            prefix = checkpoint_of_step(self._checkpoint_dir, step, _NAME)
+            if prefix is not None:
+                load_hook_state(session, prefix)
+        self._began = True  # A later fit goes on with the state the hooks have.
         for hook in self._hooks:
             hook.after_create_session(self._session, None)
 
