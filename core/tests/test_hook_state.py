@@ -117,7 +117,7 @@ def test_second_or_step_timer_state_round_trips_and_rejects_bad_states():
 def test_a_loaded_timer_keeps_steps_and_durations_never_the_time_between_processes():
     """The state holds seconds since the last trigger, not a clock time: a
     restart an hour later neither makes a secs-based timer due nor adds the
-    hour to an elapsed time; the first trigger after a load reports none."""
+    hour to an elapsed time."""
     hourly = monsession.SecondOrStepTimer(every_secs=3600)
     hourly.update_last_triggered_step(10)
     state = hourly.state_dict()
@@ -129,14 +129,14 @@ def test_a_loaded_timer_keeps_steps_and_durations_never_the_time_between_process
     due = monsession.SecondOrStepTimer(every_secs=3600)
     due.load_state_dict({"last_triggered_step": 10, "secs_since_trigger": 3600.0})
     assert due.should_trigger_for_step(11)
-    # The first trigger after a load spans two processes: no elapsed time.
+    # The first trigger after a load counts the 30 s run before the save and
+    # the time since the load, not the hour in between.
     steps = monsession.SecondOrStepTimer(every_steps=4)
     steps.load_state_dict({"last_triggered_step": 9, "secs_since_trigger": 30.0})
     assert not steps.should_trigger_for_step(12)
     assert steps.should_trigger_for_step(13)
-    assert steps.update_last_triggered_step(13) == (None, None)
-    elapsed, elapsed_steps = steps.update_last_triggered_step(17)
-    assert elapsed is not None and 0 <= elapsed < 60 and elapsed_steps == 4
+    elapsed, elapsed_steps = steps.update_last_triggered_step(13)
+    assert elapsed is not None and 30.0 <= elapsed < 90 and elapsed_steps == 4
     # A state of the previous format (a clock time): its step is kept, the
     # time is not trusted (a secs-based timer triggers at the next step).
     old = monsession.SecondOrStepTimer(every_secs=3600)

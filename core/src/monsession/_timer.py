@@ -27,9 +27,8 @@ class SecondOrStepTimer:
     checkpoint. The last trigger's step is kept, so a step-based schedule
     continues exactly; times are kept only as the seconds since the last
     trigger when the state was taken, so the time between two processes
-    counts for nothing. The first trigger after a load returns no elapsed
-    time (as the first trigger of a fresh timer): a rate or a duration
-    never spans two processes.
+    counts for nothing: the first trigger after a load returns the seconds
+    run before the save plus those run since the load.
 
     Raises:
       ValueError: If both or neither of `every_secs` and `every_steps` are
@@ -54,9 +53,6 @@ class SecondOrStepTimer:
         """Forgets the last trigger, so the next step triggers."""
         self._last_triggered_step: int | None = None
         self._last_triggered_time: float | None = None
-        # Whether the last trigger happened in this process (else its time
-        # is inferred from a loaded state, and elapsed times are unknown).
-        self._timed_here = False
 
     def should_trigger_for_step(self, step: int) -> bool:
         """Returns whether the timer should trigger at `step`.
@@ -104,17 +100,17 @@ class SecondOrStepTimer:
 
         Returns:
           `(elapsed_secs, elapsed_steps)` since the previous trigger, or
-          `(None, None)` for the first one, and for the first one after
-          `load_state_dict()` (the previous trigger was in another process).
+          `(None, None)` for the first one (and after loading a state that
+          has no time). After `load_state_dict()` the seconds exclude the
+          time between the save and the load.
         """
         now = time.time()
         elapsed: tuple[float | None, int | None] = (None, None)
-        if self._timed_here and self._last_triggered_time is not None:
+        if self._last_triggered_time is not None:
             assert self._last_triggered_step is not None
             elapsed = (now - self._last_triggered_time, step - self._last_triggered_step)
         self._last_triggered_time = now
         self._last_triggered_step = step
-        self._timed_here = True
         return elapsed
 
     def last_triggered_step(self) -> int | None:
@@ -140,8 +136,8 @@ class SecondOrStepTimer:
 
         The last trigger's step is taken as it is; its time is set
         `secs_since_trigger` seconds before now (an `every_secs` timer with
-        no time triggers at the next step). The next trigger returns no
-        elapsed time.
+        no time triggers at the next step), so elapsed times leave out the
+        time between the save and the load.
 
         Raises:
           ValueError: If `state` does not hold a step (int or None) and
@@ -173,4 +169,3 @@ class SecondOrStepTimer:
             )
         self._last_triggered_step = step
         self._last_triggered_time = None if since is None else time.time() - float(since)
-        self._timed_here = False

@@ -211,21 +211,6 @@ def not_applicable_markdown() -> str:
 
 
 _known(
-    ("logging",),
-    ("ms-graph", *_EAGER, "fit"),
-    ("resume", *_KILLS),
-    "issue 26: after a restart LoggingTensorHook's first line shows the seconds since the "
-    "previous session's last line, e.g. 'step = 17, w = 6.1878 (0.512 sec)'; TensorFlow's "
-    "first line has no time",
-)
-_known(
-    ("summary",),
-    ("ms-graph", *_EAGER, "fit"),
-    ("resume", "kill-epoch"),
-    "issue 26: after a restart SummarySaverHook writes at the first step of the new session "
-    "and shifts its schedule: steps 21, 24, 27, 30 instead of 22, 25, 28 (resume at 20)",
-)
-_known(
     ("model", "keras"),
     _EPOCHS,
     ("kill-epoch",),
@@ -233,14 +218,6 @@ _known(
     "loop yields that epoch, never runs that epoch's end (completed epochs [[20, 1], "
     "[30, 2]] instead of [[10, 0], [20, 1], [30, 2]]; the Keras epoch-end files and CSV row "
     "of that epoch are missing)",
-)
-_known(
-    ("profiler",),
-    ("ms-graph", *_EAGER),
-    ("kill-between", "kill-checkpoint"),
-    "found by the matrix: ProfilerHook keeps no state across restarts: after a restart from "
-    "step 15 its timer starts again at step 16, so the trace of step 20 (graph; 21 eager) "
-    "is never taken (uninterrupted: one trace)",
 )
 _known(
     ("checkpoint", "summary", "logging", "model", "keras"),

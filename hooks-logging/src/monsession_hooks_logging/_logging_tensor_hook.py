@@ -28,7 +28,9 @@ class LoggingTensorHook(SessionRunHook):
 
     Lines go to TensorFlow's logger (``"tensorflow"``) at level INFO, as
     ``"tag = value, tag = value (0.123 sec)"``: the seconds since the previous
-    line (left out on the first one). Values are fetched only on the steps
+    line, left out on the first line of a process (also after a restart from a
+    checkpoint; after a recovery in the same process the seconds leave out
+    nothing but never span two processes). Values are fetched only on the steps
     that log. Steps are counted by the hook itself (the number of `run()`
     calls it saw since `begin()`), not by the global step.
 
@@ -89,6 +91,7 @@ class LoggingTensorHook(SessionRunHook):
         self._should_trigger = False
         self._fetches: list[Any] = []
         self._last_values: dict[Hashable, Any] = {}
+        self._logged_here = False  # Whether this process logged a line yet.
 
     def begin(self) -> None:
         self._fetches = self._watched.resolve(_HOOK)
@@ -104,6 +107,7 @@ class LoggingTensorHook(SessionRunHook):
             self._timer.reset()
         self._iter_count = 0
         self._last_values = {}
+        self._logged_here = False
 
     def next_action(self, global_step: int) -> NextAction:
         """The run at which the tensors are next logged (for fused steps)."""
@@ -166,6 +170,9 @@ class LoggingTensorHook(SessionRunHook):
         elapsed_secs = None
         if self._timer is not None:
             elapsed_secs, _ = self._timer.update_last_triggered_step(self._iter_count)
+        if not self._logged_here:  # TensorFlow's first line of a process has no time.
+            self._logged_here = True
+            elapsed_secs = None
         if self._formatter is not None:
             tf_logging.info(self._formatter(values))
         elif elapsed_secs is None:

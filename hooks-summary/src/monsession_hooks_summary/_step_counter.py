@@ -59,9 +59,9 @@ class StepCounterHook(SessionRunHook):
 
     Its state (the last trigger) is saved with each checkpoint and restored
     with it (`monsession.StatefulHook`): after a restart the hook triggers
-    at the steps it would have triggered at. The first trigger of the new
-    process logs no rate (as the first trigger of any process): a rate
-    covers only steps run in one process, never the time the job was down.
+    at the steps it would have triggered at, and the rate there counts the
+    seconds the steps since the previous trigger ran in both processes,
+    never the time the job was down.
 
     Raises:
       ValueError: If both or neither of `every_n_steps` and `every_n_secs`
