@@ -477,6 +477,11 @@ class _MonitoredSession:
         """The raw session; using it from user code invites races."""
         return self._coordinated_creator.tf_sess
 
+    @property
+    def _recoveries(self) -> int:
+        """How many times a preemption error re-created the session (read by `Epochs.run`)."""
+        return getattr(self._sess, "recoveries", 0)
+
 
 class MonitoredSession(_MonitoredSession):
     """A session-like object that creates, initializes, recovers and runs hooks.
