@@ -148,7 +148,7 @@ class Epochs(tf.Module):
         args = batch if isinstance(batch, tuple) else (batch,)
         # Not retried after a preemption error: the batch was taken before
         # the restore, which rewinds the iterator (`progress` goes on there).
-        session.run(BoundStep(step, args, _NO_KEYWORDS, retry=False))
+        session._call_bound(BoundStep(step, args, _NO_KEYWORDS, retry=False))
         if not progress.recovered() and last:
             progress.epoch = epoch + 1
 

@@ -288,12 +288,16 @@ class _MonitoredSession:
         Raises:
           RuntimeError: In graph mode (use `run()`), or as `run()` raises.
         """
+        return self._call_bound(BoundStep(step, args, kwargs))
+
+    def _call_bound(self, bound: BoundStep) -> Any:
+        """Runs a step bound to its arguments, as `call()` does (`Epochs.run` too)."""
         if not self._eager:
             raise RuntimeError(
                 f"{type(self).__name__}.call() runs a TF2 step function (eager mode); in "
                 "graph mode use run(fetches, feed_dict)."
             )
-        return self.run(BoundStep(step, args, kwargs))
+        return self.run(bound)
 
     def _chosen_hooks(self, hooks: Any) -> list[Any]:
         """Checks the `hooks` argument of `run()`: the session's own hook instances."""

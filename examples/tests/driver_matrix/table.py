@@ -246,15 +246,6 @@ _known(
     "is never taken (uninterrupted: one trace)",
 )
 _known(
-    ("checkpoint", "summary", "logging", "model", "keras"),
-    _EPOCHS,
-    ("aborted",),
-    "found by the matrix: Epochs after recovering from an AbortedError: the session retries "
-    "the aborted call with the batch already taken while the restored checkpoint rewinds "
-    "the iterator: from step 16 every batch is one off (final w 8.2418 instead of 8.8193, "
-    "epoch 1 ends at step 21, epoch 2 never completes)",
-)
-_known(
     ("summary", "step-counter", "earlystop"),
     ("fit",),
     ("resume",),
