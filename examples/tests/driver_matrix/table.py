@@ -246,6 +246,16 @@ _known(
     "is never taken (uninterrupted: one trace)",
 )
 _known(
+    ("keras",),
+    ("keras-epochs",),
+    ("aborted",),
+    "found by the matrix: KerasCallbacksHook after recovering from an AbortedError inside "
+    "Epochs: the steps since the restored checkpoint run again and the Keras callbacks see "
+    "their batches twice; ModelCheckpoint(save_freq=5) takes the replayed lower batch index "
+    "for a new epoch and saves at e02-b06, e03-b01... instead of e02-b10, e03-b05 (Keras "
+    "callbacks keep state the checkpoint does not roll back)",
+)
+_known(
     ("summary", "step-counter", "earlystop"),
     ("fit",),
     ("resume",),
