@@ -67,12 +67,23 @@ class BoundStep:
     """A step with the arguments of one `MonitoredSession.call()`.
 
     Calling it calls the step with them (and a hook's feeds as keywords).
+    `retry=False`: after a preemption error the session is re-created (the
+    checkpoint restored) but the call is not retried with these arguments;
+    it returns `None` (`Epochs.run` takes the batch again at the restored
+    position).
     """
 
-    def __init__(self, step: _Caller, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
+    def __init__(
+        self,
+        step: _Caller,
+        args: tuple[Any, ...],
+        kwargs: Mapping[str, Any],
+        retry: bool = True,
+    ) -> None:
         self.step = step
         self.args = args
         self.kwargs = kwargs
+        self.retry = retry
 
     def __call__(self, **feeds: Any) -> Any:
         return self.step(*self.args, **self.kwargs, **feeds)

@@ -7,6 +7,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from monsession._eager import BoundStep
 from monsession._hook_api import hook_overrides
 
 _OWNER = "Epochs"
@@ -87,7 +88,7 @@ class Epochs(tf.Module):
         return self._length
 
     def run(self, session: Any, step: Callable[..., Any]) -> Iterator[int]:
-        """Runs `step` on each batch with `session.call`; yields each completed epoch.
+        """Runs `step` on each batch with the session's hooks; yields each completed epoch.
 
         A batch that is a tuple passes as the step's positional arguments,
         any other batch as its one argument. Hooks that override
@@ -101,6 +102,15 @@ class Epochs(tf.Module):
         `steps_per_execution` the session runs one step per call here and
         says once why.
 
+        A preemption error (`AbortedError`, `UnavailableError`) re-creates
+        the session, which restores the latest checkpoint, this object's
+        position included; the loop then goes on at the restored position,
+        not with the batch the failed step had taken, so it trains on the
+        batches of an uninterrupted run. Steps since the checkpoint run
+        again, with the hooks, but each epoch begins, ends and is yielded
+        once per `run`, also when the restore goes back across an epoch's
+        end; an epoch whose end was saved in the failed step ends then.
+
         Args:
           session: The monitored session (eager mode).
           step: The step function.
@@ -109,32 +119,85 @@ class Epochs(tf.Module):
           The number of each epoch that completed (0 for the first).
         """
         hooks = list(getattr(session, "_hooks", ()))
-        epoch = int(self.epoch.numpy())
-        while self._num_epochs is None or epoch < self._num_epochs:
+        progress = _Progress(self.epoch, session)
+        while self._num_epochs is None or progress.epoch < self._num_epochs:
             if session.should_stop():
                 return
-            position, batch = next(self.iterator)
-            index = int(position)  # One host read per batch: where the epochs end.
-            if index == 0:
-                epoch = int(self.epoch.numpy())
-                _notify(hooks, "epoch_begin", epoch)
-            last = index == self._length - 1
-            if last:
-                epoch = int(self.epoch.numpy())  # Restored with a recovery too.
-                # Counted with the pull of its last batch, before that step
-                # runs: a checkpoint taken in the step (its hooks) holds the
-                # counter of the epoch the iterator is at.
-                self.epoch.assign_add(1)
-            if isinstance(batch, tuple):
-                session.call(step, *batch)
-            else:
-                session.call(step, batch)
-            if last:
+            if not progress.recovered():
+                self._step(session, step, hooks, progress)
+            for epoch in progress.completed():
                 stop = _notify(hooks, "epoch_end", epoch)
                 yield epoch
                 if stop:
                     return
-                epoch += 1
+
+    def _step(
+        self, session: Any, step: Callable[..., Any], hooks: list[Any], progress: _Progress
+    ) -> None:
+        """Takes the next batch and runs `step` on it with the hooks."""
+        position, batch = next(self.iterator)
+        index = int(position)  # One host read per batch: where the epochs end.
+        if index == 0:
+            progress.begin(hooks)
+        last = index == self._length - 1
+        if last:
+            epoch = int(self.epoch.numpy())
+            # Counted with the pull of its last batch, before that step
+            # runs: a checkpoint taken in the step (its hooks) holds the
+            # counter of the epoch the iterator is at.
+            self.epoch.assign_add(1)
+        args = batch if isinstance(batch, tuple) else (batch,)
+        # Not retried after a preemption error: the batch was taken before
+        # the restore, which rewinds the iterator (`progress` goes on there).
+        session._call_bound(BoundStep(step, args, _NO_KEYWORDS, retry=False))
+        if not progress.recovered() and last:
+            progress.epoch = epoch + 1
+
+
+_NO_KEYWORDS: dict[str, Any] = {}  # Never changed.
+
+
+class _Progress:
+    """Where one `Epochs.run` is: the epoch of the next batch, and what was notified.
+
+    `epoch` is the counter as the host knows it (read at the boundaries and
+    after a recovery). Epochs below it that this run has not ended yet end
+    next (`completed`); an epoch begins once, at its first batch.
+    """
+
+    def __init__(self, counter: Any, session: Any) -> None:
+        self._counter = counter
+        self._session = session
+        self.epoch = int(counter.numpy())
+        # Epochs of earlier runs are not notified again.
+        self._begun = self._ended = self.epoch - 1
+        self._recoveries = _recoveries(session)
+
+    def recovered(self) -> bool:
+        """Whether the session was re-created since the last look; if so, reads the counter."""
+        recoveries = _recoveries(self._session)
+        if recoveries == self._recoveries:
+            return False
+        self._recoveries = recoveries
+        self.epoch = int(self._counter.numpy())  # As the restore left it.
+        return True
+
+    def begin(self, hooks: list[Any]) -> None:
+        """At an epoch's first batch: calls `epoch_begin` unless this run already did."""
+        self.epoch = int(self._counter.numpy())
+        if self.epoch > self._begun:
+            self._begun = self.epoch
+            _notify(hooks, "epoch_begin", self.epoch)
+
+    def completed(self) -> range:
+        """The epochs to end now: the completed ones this run has not ended."""
+        done = range(self._ended + 1, self.epoch)
+        self._ended = max(self._ended, self.epoch - 1)
+        return done
+
+
+def _recoveries(session: Any) -> int:
+    return getattr(session, "_recoveries", 0)
 
 
 def _notify(hooks: list[Any], method: str, epoch: int) -> bool:

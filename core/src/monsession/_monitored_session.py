@@ -289,12 +289,16 @@ class _MonitoredSession:
         Raises:
           RuntimeError: In graph mode (use `run()`), or as `run()` raises.
         """
+        return self._call_bound(BoundStep(step, args, kwargs))
+
+    def _call_bound(self, bound: BoundStep) -> Any:
+        """Runs a step bound to its arguments, as `call()` does (`Epochs.run` too)."""
         if not self._eager:
             raise RuntimeError(
                 f"{type(self).__name__}.call() runs a TF2 step function (eager mode); in "
                 "graph mode use run(fetches, feed_dict)."
             )
-        return self.run(BoundStep(step, args, kwargs))
+        return self.run(bound)
 
     def _chosen_hooks(self, hooks: Any) -> list[Any]:
         """Checks the `hooks` argument of `run()`: the session's own hook instances."""
@@ -476,6 +480,11 @@ class _MonitoredSession:
     def _tf_sess(self) -> Any:
         """The raw session; using it from user code invites races."""
         return self._coordinated_creator.tf_sess
+
+    @property
+    def _recoveries(self) -> int:
+        """How many times a preemption error re-created the session (read by `Epochs.run`)."""
+        return getattr(self._sess, "recoveries", 0)
 
 
 class MonitoredSession(_MonitoredSession):

@@ -18,6 +18,7 @@ from typing import Any
 import tensorflow as tf
 
 from monsession._backend import make_backend
+from monsession._eager import BoundStep
 from monsession._file_errors import file_error_behind
 from monsession._hook_api import (
     SessionRunArgs,
@@ -95,6 +96,7 @@ class _RecoverableSession(_WrappedSession):
     ) -> None:
         self._sess_creator = sess_creator
         self._budget = RetryBudget(policy or policy_for(sess_creator), owner)
+        self.recoveries = 0  # How many times a preemption error re-created the session.
         super().__init__(self._create_session())
 
     def _create_session(self) -> Any:
@@ -110,6 +112,7 @@ class _RecoverableSession(_WrappedSession):
         finally:
             self._sess = None
         self._budget.failed(error, "running a step")
+        self.recoveries += 1
 
     def _check_stop(self) -> bool:
         try:
@@ -133,6 +136,10 @@ class _RecoverableSession(_WrappedSession):
                 results = self._sess.run(fetches, feed_dict, options, run_metadata)
             except PREEMPTION_ERRORS as error:
                 self._recover(error)
+                if isinstance(fetches, BoundStep) and not fetches.retry:
+                    # Its arguments were taken before the restore (see BoundStep).
+                    self._sess = self._create_session()
+                    return None
             else:
                 self._budget.succeeded()
                 return results
