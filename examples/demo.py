@@ -179,7 +179,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Starting at step {start}" + (" (resumed from the checkpoint)" if start else ""))
     train = train_graph if args.graph else train_eager
     loss = train(directory, start + args.steps)
-    print(f"\nDone at step {start + args.steps}, last loss {loss:.4f}.")
+    # The loss of the last step, as the progress bar shows it (4 significant digits).
+    print(f"\nDone at step {start + args.steps}, last loss {loss:.4g}.")
     print(f"Checkpoints: {tf.train.latest_checkpoint(str(directory))}")
     print(f"TensorBoard:  {tensorboard_command(directory.parent)}")
     print("Run the same command again to resume from the checkpoint.")

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import shlex
 import shutil
+import signal
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -83,6 +87,7 @@ def test_plugins_json(listing_site: PluginSite) -> None:
         "entry_point": "acme_plugin",
         "hook_classes": ["AcmeHook"],
         "training_arguments": ["save_summaries_steps"],
+        "other_classes": [],
     }
     assert document["plugins"][0]["entry_point"] is None
     assert document["failures"] == [
@@ -171,3 +176,71 @@ def test_in_process_listing_shows_hand_registered_plugins_and_autoload_note(
     document = json.loads(capsys.readouterr().out)
     assert document["autoload"] is False
     assert document["plugins"][1]["hook_classes"] == ["AHook", "ZHook"]
+
+
+@pytest.mark.parametrize("argv", [["plugins"], ["plugins", "--json"]])
+def test_a_closed_pipe_ends_it_quietly_with_sigpipes_status(argv: list[str]) -> None:
+    """`monsession plugins | head`: the reader is gone before it writes."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "monsession", *argv],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+    assert result.stderr == ""
+    assert result.returncode == 128 + signal.SIGPIPE
+
+
+def test_piped_into_head_it_prints_no_error() -> None:
+    result = subprocess.run(
+        f"{shlex.quote(sys.executable)} -m monsession plugins --json | head -n 2",
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert result.stdout.splitlines() == ["{", result.stdout.splitlines()[1]]
+    assert result.stderr == ""
+
+
+def test_classes_that_are_not_hooks_are_listed_apart(plugin_site: PluginSite) -> None:
+    plugin_site.install(
+        "cache-hooks",
+        "1.0",
+        {"cache": "cache_plugin"},
+        {
+            "cache_plugin": """
+import monsession
+
+@monsession.hookimpl
+def monsession_hook_classes():
+    return ["cache_impl:CacheHook"]
+
+@monsession.hookimpl
+def monsession_other_classes():
+    return ["cache_impl:WriterCache"]
+""",
+            "cache_impl": "class CacheHook: pass\nclass WriterCache: pass\n",
+        },
+    )
+    text = plugin_site.run("-m", "monsession", "plugins")
+    assert text.returncode == 0, text.stderr
+    [row] = [line for line in text.stdout.splitlines() if line.startswith("cache ")]
+    assert row.split()[-1] == "CacheHook"
+    assert text.stdout.endswith("\n\nOther classes (not hooks):\n  cache: WriterCache\n")
+    document = json.loads(plugin_site.run("-m", "monsession", "plugins", "--json").stdout)
+    [cache] = [plugin for plugin in document["plugins"] if plugin["name"] == "cache"]
+    assert (cache["hook_classes"], cache["other_classes"]) == (["CacheHook"], ["WriterCache"])
+    # Users import them from monsession.hooks all the same.
+    found = plugin_site.run_json(
+        "import json, monsession.hooks as h; print(json.dumps(h.WriterCache.__name__))"
+    )
+    assert found == "WriterCache"

@@ -57,3 +57,58 @@ def test_log_first_n_logs_the_first_n_times(caplog):
 def test_an_unknown_name_is_an_attribute_error():
     with pytest.raises(AttributeError, match="has no attribute 'set_verbosity'"):
         tf_logging.set_verbosity  # noqa: B018
+
+
+_SETUP_ORDER_SCRIPT = """
+import logging
+import sys
+
+order = sys.argv[1]
+if order == "before":
+    logging.basicConfig(format="root: %(name)s: %(message)s")
+import tensorflow as tf
+
+import monsession
+from monsession import tf_logging
+
+tf.get_logger()  # TensorFlow decides here whether its logger gets a handler of its own.
+if order == "after":
+    logging.basicConfig(format="root: %(name)s: %(message)s")
+tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.INFO)
+with monsession.MonitoredSession(hooks=[monsession.StopAtStepHook(num_steps=1)]) as session:
+    tf.compat.v1.logging.info("a line of TensorFlow's own")
+    tf_logging.info("a line of a %s", "hook")
+"""
+
+
+@pytest.mark.parametrize("order", ["before", "after", "never"])
+def test_a_log_line_is_printed_once_whenever_logging_is_configured(tmp_path, order):
+    """`logging.basicConfig()` before or after importing TensorFlow: one line per record."""
+    script = tmp_path / "program.py"
+    script.write_text(_SETUP_ORDER_SCRIPT, encoding="utf-8")
+    result = subprocess.run(
+        [sys.executable, str(script), order],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    for message in ("a line of TensorFlow's own", "a line of a hook"):
+        lines = [line for line in result.stderr.splitlines() if line.endswith(message)]
+        prefix = "INFO:tensorflow:" if order == "never" else "root: tensorflow: "
+        assert lines == [prefix + message], result.stderr
+
+
+def test_handlers_a_program_added_to_tensorflows_logger_stay(caplog):
+    import tensorflow as tf
+
+    mine = logging.StreamHandler(sys.stderr)
+    mine.setFormatter(logging.Formatter(logging.BASIC_FORMAT))  # Like TensorFlow's, but a subclass.
+    mine.__class__ = type("MyHandler", (logging.StreamHandler,), {})
+    tf.get_logger().addHandler(mine)
+    try:
+        caplog.set_level(logging.INFO)  # The root logger has a handler.
+        tf_logging.info("kept")
+        assert mine in tf.get_logger().handlers
+    finally:
+        tf.get_logger().removeHandler(mine)

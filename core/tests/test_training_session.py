@@ -189,6 +189,14 @@ def test_defaults_of_missing_families_warn_once_naming_what_is_not_saved(
             ) in message
 
 
+def test_a_checkpoint_dir_nothing_will_write_is_not_created(program, isolated_plugins, tmp_path):
+    """Core alone: no family saves checkpoints or summaries, so no folder appears."""
+    directory = tmp_path / "run"
+    with monsession.MonitoredTrainingSession(checkpoint_dir=str(directory)) as session:
+        session.run(program.step)
+    assert not directory.exists()
+
+
 def test_defaults_turned_off_give_no_missing_family_warning(
     graph, isolated_plugins, tmp_path, caplog
 ):

@@ -32,10 +32,17 @@ def run_demo(directory: pathlib.Path, *args: str) -> str:
 
 
 def repeated_lines(output: str) -> list[str]:
-    """Non-blank lines printed more than once, ignoring native log lines' time and thread."""
-    native_prefix = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ ")
+    """Non-blank lines printed more than once, whatever their prefix.
+
+    Native log lines' time and thread are ignored, and so is the logger
+    prefix of Python log lines (``INFO:tensorflow:`` or ``tensorflow: ``): a
+    record printed by two handlers counts twice.
+    """
+    prefix = re.compile(
+        r"^(?:[IWEF]\d{4} [\d:.]+\s+\d+ |(?:[A-Z]+:)?(?:tensorflow|monsession[\w.]*): ?)"
+    )
     counts = collections.Counter(
-        native_prefix.sub("", line) for line in output.splitlines() if line.strip()
+        prefix.sub("", line) for line in output.splitlines() if line.strip()
     )
     return [line for line, count in counts.items() if count > 1]
 
@@ -84,6 +91,10 @@ def test_demo_output_is_in_order_without_repeated_lines_and_its_tensorboard_comm
     assert line_index(lines, "Saving checkpoints for 60", last=True) < line_index(
         lines, "Done at step 60"
     )
+    # The last line agrees with the progress bar's last line: same step, same loss.
+    bar = lines[line_index(lines, "step 60/60 (100%)", last=True)]
+    [done] = [line for line in lines if line.startswith("Done at step 60, last loss ")]
+    assert done.endswith(f"last loss {bar.rsplit('loss = ', 1)[1]}."), (bar, done)
 
     [command] = [line.split(":", 1)[1] for line in lines if line.startswith("TensorBoard:")]
     argv = shlex.split(command)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -54,6 +56,7 @@ def listing_json(listing: PluginListing) -> dict[str, Any]:
             {
                 **_source_json(info.source),
                 "hook_classes": list(info.hook_classes),
+                "other_classes": list(info.other_classes),
                 "training_arguments": list(info.training_arguments),
             }
             for info in listing.plugins
@@ -75,7 +78,8 @@ def _describe(source: PluginSource) -> str:
 
 
 def listing_text(listing: PluginListing) -> str:
-    """Returns `listing` as an aligned table followed by failures and blocked plugins."""
+    """Returns `listing` as an aligned table of hook classes, then the other
+    classes, failures and blocked plugins."""
     rows = [("PLUGIN", "DISTRIBUTION", "VERSION", "ENTRY POINT", "HOOK CLASSES")]
     for info in listing.plugins:
         source = info.source
@@ -96,6 +100,10 @@ def listing_text(listing: PluginListing) -> str:
     for row in rows:
         padded = [cell.ljust(width) for cell, width in zip(row[:4], widths, strict=True)]
         lines.append("  ".join([*padded, row[4]]))
+    others = [info for info in listing.plugins if info.other_classes]
+    if others:
+        lines += ["", "Other classes (not hooks):"]
+        lines += [f"  {info.source.name}: {', '.join(info.other_classes)}" for info in others]
     if listing.failures:
         lines += ["", f"Failed to load ({len(listing.failures)}):"]
         lines += [
@@ -125,7 +133,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Returns:
       The exit status: 0 on success, 1 when a plugin fails to load in strict
-      mode (`MONSESSION_STRICT_PLUGINS`).
+      mode (`MONSESSION_STRICT_PLUGINS`), 141 when the reader of its output
+      closed the pipe early (as for a Unix tool killed by SIGPIPE).
     """
     args = _parser().parse_args(argv)
     try:
@@ -133,8 +142,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PluginLoadError as error:
         print(f"monsession: error: {error}", file=sys.stderr)
         return 1
-    if args.json:
-        print(json.dumps(listing_json(listing), indent=2))
-    else:
-        print(listing_text(listing))
+    return _write(
+        json.dumps(listing_json(listing), indent=2) if args.json else listing_text(listing)
+    )
+
+
+def _write(text: str) -> int:
+    """Prints `text`; the exit status: 0, or 141 (SIGPIPE's) if the reader closed the pipe.
+
+    ``monsession plugins | head`` then ends quietly, as a Unix tool killed by
+    SIGPIPE does: no traceback, and no second error when Python flushes
+    stdout at exit (it is pointed at the null device).
+    """
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+        return 128 + signal.SIGPIPE
     return 0

@@ -106,6 +106,24 @@ def monsession_hook_classes() -> Sequence[type | str]:
 
 
 @hookspec
+def monsession_other_classes() -> Sequence[type | str]:
+    """Returns the classes this family provides that are not hooks.
+
+    Listeners, caches, errors: users import them from `monsession.hooks`
+    like the hook classes (same forms: a class or a lazy reference
+    ``"package.module:ClassName"``), and `monsession plugins` lists them
+    apart from the hook classes.
+
+    Example::
+
+        @monsession.hookimpl
+        def monsession_other_classes():
+            return ["monsession_hooks_summary._writer_cache:SummaryWriterCache"]
+    """
+    return ()
+
+
+@hookspec
 def monsession_training_arguments() -> Sequence[str]:
     """Returns the `MonitoredTrainingSession` arguments this family serves.
 

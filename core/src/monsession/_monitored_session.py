@@ -32,7 +32,7 @@ from monsession._session_layers import (
     _WrappedSession,
 )
 from monsession._signal_stop import SignalStop, resolve_stop_signals
-from monsession._tf_compat import unfinalize_graph
+from monsession._tf_compat import one_line_per_record, unfinalize_graph
 
 __all__ = [  # The private layers are importable from here, as in TensorFlow.
     "MonitoredSession",
@@ -150,6 +150,7 @@ class _MonitoredSession:
         stop_on_signals: bool | Iterable[int] | None = None,
         steps_per_execution: int | str = 1,
     ) -> None:
+        one_line_per_record()  # Before TensorFlow's own lines (restoring, ...).
         self._eager = tf.executing_eagerly()
         cap = check_steps_per_execution(type(self).__name__, steps_per_execution, self._eager)
         self._on_close: list[Callable[[], None]] = []

@@ -211,6 +211,7 @@ def _load_entry_points(discovery: _Discovery) -> None:
             # Ask the registration hooks now so a broken answer is reported
             # like any other load failure, naming the plugin.
             _hook_class_refs(_call_one(discovery.manager, "monsession_hook_classes", source.name))
+            _other_class_refs(_call_one(discovery.manager, "monsession_other_classes", source.name))
             _argument_names(
                 _call_one(discovery.manager, "monsession_training_arguments", source.name)
             )
@@ -360,8 +361,10 @@ def _call_all(discovery: _Discovery, hook_name: str, **kwargs: Any) -> list[Any]
             left_out.append(discovery.manager.get_plugin(plugin))
 
 
-def _hook_class_refs(items: list[Any]) -> list[tuple[str, type | str]]:
-    """`(class name, ref)` for each item a plugin returned from monsession_hook_classes."""
+def _hook_class_refs(
+    items: list[Any], hook_name: str = "monsession_hook_classes"
+) -> list[tuple[str, type | str]]:
+    """`(class name, ref)` for each item a plugin returned from `hook_name`."""
     refs: list[tuple[str, type | str]] = []
     for ref in items:
         if isinstance(ref, type):
@@ -370,10 +373,23 @@ def _hook_class_refs(items: list[Any]) -> list[tuple[str, type | str]]:
             refs.append((ref.partition(":")[2].rpartition(".")[2], ref))
         else:
             raise TypeError(
-                f"Returned {ref!r} from monsession_hook_classes; expected a class or a "
+                f"Returned {ref!r} from {hook_name}; expected a class or a "
                 "'package.module:ClassName' string."
             )
     return refs
+
+
+def _other_class_refs(items: list[Any]) -> list[tuple[str, type | str]]:
+    """`(class name, ref)` for each item a plugin returned from monsession_other_classes."""
+    return _hook_class_refs(items, "monsession_other_classes")
+
+
+def _class_refs(discovery: _Discovery) -> list[tuple[str, list[tuple[str, type | str]]]]:
+    """Each plugin's hook classes, then each plugin's other classes."""
+    return [
+        *_answers_by_plugin(discovery, "monsession_hook_classes", _hook_class_refs),
+        *_answers_by_plugin(discovery, "monsession_other_classes", _other_class_refs),
+    ]
 
 
 def _argument_names(items: list[Any]) -> list[str]:
@@ -398,7 +414,7 @@ def hook_class_entries() -> dict[str, HookClassEntry]:
     """
     discovery = _discovery()
     entries: dict[str, HookClassEntry] = {}
-    for plugin, refs in _answers_by_plugin(discovery, "monsession_hook_classes", _hook_class_refs):
+    for plugin, refs in _class_refs(discovery):
         source = discovery.source(plugin)
         for name, ref in refs:
             kept = entries.get(name)
@@ -510,6 +526,7 @@ def plugin_infos() -> PluginListing:
     """
     discovery = _discovery()
     classes = dict(_answers_by_plugin(discovery, "monsession_hook_classes", _hook_class_refs))
+    others = dict(_answers_by_plugin(discovery, "monsession_other_classes", _other_class_refs))
     arguments = dict(
         _answers_by_plugin(discovery, "monsession_training_arguments", _argument_names)
     )
@@ -518,6 +535,7 @@ def plugin_infos() -> PluginListing:
             discovery.source(name),
             tuple(sorted(class_name for class_name, _ in classes.get(name, ()))),
             tuple(sorted(arguments.get(name, ()))),
+            tuple(sorted(class_name for class_name, _ in others.get(name, ()))),
         )
         for name in _plugins(discovery.manager)
     )

@@ -71,6 +71,7 @@ class PluginInfo:
     source: PluginSource
     hook_classes: tuple[str, ...]
     training_arguments: tuple[str, ...]
+    other_classes: tuple[str, ...] = ()  # Not hooks: listeners, caches, errors.
 
 
 @dataclasses.dataclass(frozen=True)

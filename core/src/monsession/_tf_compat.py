@@ -11,6 +11,7 @@ Import this module only where TensorFlow is already needed.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import tensorflow as tf
@@ -176,10 +177,35 @@ def tf_logging() -> Any:
 
     Looked up at call time: TensorFlow's own hook tests patch this module's
     functions, which `tf.compat.v1.logging` holds separate references to.
+    Each lookup first applies `one_line_per_record`.
     """
     from tensorflow.python.platform import tf_logging
 
+    one_line_per_record()
     return tf_logging
+
+
+def one_line_per_record() -> None:
+    """Removes the handler TensorFlow gave its logger once the root logger has one.
+
+    `tf.get_logger()` adds a stderr handler to the ``"tensorflow"`` logger
+    only if the root logger has no handler yet ("this prevents double
+    logging"), and decides once. A program that configures logging after
+    importing TensorFlow (`logging.basicConfig()`) would print every record
+    twice: through that handler, and through the root's. This makes
+    TensorFlow's rule hold whatever the order: while records reach a root
+    handler, TensorFlow's own handler (a plain `StreamHandler` with
+    `logging.BASIC_FORMAT`) goes. Handlers that a program added are kept.
+    """
+    logger = tf.get_logger()
+    if not logging.getLogger().handlers or not logger.propagate:
+        return
+    for handler in list(logger.handlers):
+        formatter = handler.formatter
+        # A private attribute of `logging.Formatter`, stable since Python 3.2.
+        if type(handler) is logging.StreamHandler and formatter is not None:
+            if formatter._fmt == logging.BASIC_FORMAT:
+                logger.removeHandler(handler)
 
 
 # -- Eager mode -------------------------------------------------------------------

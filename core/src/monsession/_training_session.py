@@ -358,10 +358,13 @@ def _holding_directory_lock(
     """The chief's session, holding the lock of `checkpoint_dir` until it closes.
 
     Only a chief that saves checkpoints locks the directory: a second one
-    fails fast with `DirectoryLockedError` naming the holder.
+    fails fast with `DirectoryLockedError` naming the holder. Without a
+    family that saves them, nothing will write there: no lock, and the
+    directory is not created.
     """
     saves = settings.save_checkpoint_secs or settings.save_checkpoint_steps
-    if not (settings.checkpoint_dir and saves):
+    saver = "save_checkpoint_secs" in _plugin_manager.training_argument_owners()
+    if not (settings.checkpoint_dir and saves and saver):
         return make_session()
     lock = lock_checkpoint_dir(settings.checkpoint_dir)
     if lock is None:

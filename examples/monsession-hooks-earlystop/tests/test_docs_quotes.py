@@ -35,3 +35,13 @@ def test_the_guide_quotes_the_code_as_it_is(marker: str, module: str) -> None:
         f"docs/plugin-authors.md quotes src/monsession_hooks_earlystop/{module}, but the "
         "code changed: update the quote."
     )
+
+
+def test_the_guide_quotes_the_pyproject_with_its_build_system() -> None:
+    """Without `[build-system]` pip builds with setuptools and ignores `[tool.hatch...]`."""
+    [block] = re.findall(r"^```toml\n(.*?)^```", GUIDE.read_text(encoding="utf-8"), re.S | re.M)
+    pyproject = (PACKAGE.parents[1] / "pyproject.toml").read_text(encoding="utf-8").splitlines()
+    assert block.startswith('[build-system]\nrequires = ["hatchling')
+    assert 'build-backend = "hatchling.build"' in block
+    missing = [line for line in block.splitlines() if line and line not in pyproject]
+    assert missing == [], f"docs/plugin-authors.md quotes lines the pyproject.toml lacks: {missing}"

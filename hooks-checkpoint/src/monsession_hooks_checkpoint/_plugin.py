@@ -19,11 +19,14 @@ _TRAINING_ARGUMENTS = ("save_checkpoint_secs", "save_checkpoint_steps")
 
 @monsession.hookimpl
 def monsession_hook_classes() -> list[str]:
-    """Returns lazy references to `CheckpointSaverHook` and `CheckpointSaverListener`."""
-    return [
-        "monsession_hooks_checkpoint._checkpoint_saver:CheckpointSaverHook",
-        "monsession_hooks_checkpoint._listener:CheckpointSaverListener",
-    ]
+    """Returns a lazy reference to `CheckpointSaverHook`."""
+    return ["monsession_hooks_checkpoint._checkpoint_saver:CheckpointSaverHook"]
+
+
+@monsession.hookimpl
+def monsession_other_classes() -> list[str]:
+    """Returns a lazy reference to `CheckpointSaverListener` (not a hook)."""
+    return ["monsession_hooks_checkpoint._listener:CheckpointSaverListener"]
 
 
 @monsession.hookimpl

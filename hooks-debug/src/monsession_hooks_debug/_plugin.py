@@ -11,8 +11,16 @@ from __future__ import annotations
 import monsession
 from monsession_hooks_debug import _CLASSES
 
+_NOT_HOOKS = ("NanLossDuringTrainingError",)
+
 
 @monsession.hookimpl
 def monsession_hook_classes() -> list[str]:
-    """Returns lazy references to the family's classes."""
-    return [f"{module}:{name}" for name, module in _CLASSES.items()]
+    """Returns lazy references to the family's hook classes."""
+    return [f"{module}:{name}" for name, module in _CLASSES.items() if name not in _NOT_HOOKS]
+
+
+@monsession.hookimpl
+def monsession_other_classes() -> list[str]:
+    """Returns a lazy reference to `NanLossDuringTrainingError` (not a hook)."""
+    return [f"{_CLASSES[name]}:{name}" for name in _NOT_HOOKS]

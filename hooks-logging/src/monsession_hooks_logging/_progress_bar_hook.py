@@ -35,7 +35,8 @@ class ProgressBarHook(SessionRunHook):
     second) the values of `tensors` are fetched with the step, and the bar is
     set to the global step after it, from the session's step service
     (`run_context.global_step_after()`: eager mode knows it on the host,
-    graph mode reads the variable once).
+    graph mode reads the variable once). When the last step is known, the
+    run that reaches it fetches them too, so the bar ends on that step's values.
 
     The ETA needs the last step: pass `last_step=`, or pass the
     `monsession.StopAtStepHook` of the same session as `stop_hook=` (its
@@ -155,10 +156,17 @@ class ProgressBarHook(SessionRunHook):
         run_context = as_run_context(run_context)
         self._iter_count += run_context.silent_steps
         self._silent_steps = run_context.silent_steps
-        self._should_trigger = self._timer.should_trigger_for_step(self._iter_count)
+        self._should_trigger = self._timer.should_trigger_for_step(
+            self._iter_count
+        ) or self._reaches_last_step(run_context.global_step)
         if not self._should_trigger or not self._fetches:
             return None
         return SessionRunArgs(self._fetches)
+
+    def _reaches_last_step(self, global_step: int | None) -> bool:
+        """Whether the coming run reaches the last step (it adds one to `global_step`)."""
+        last_step = self.last_step
+        return last_step is not None and global_step is not None and global_step + 1 >= last_step
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
         run_context = as_run_context(run_context)

@@ -148,6 +148,8 @@ class LineDisplay:
             self._values = values
         self._first_step_over(position)
         assert self._line_time is not None
+        if total is not None and position >= total:
+            return  # The last step: `finish` writes its line, with these values.
         if self._lines == 0 or time.time() - self._line_time >= self._every_secs:
             self._write(position, total)
 

@@ -26,8 +26,12 @@ def monsession_hook_classes() -> Sequence[str]:
     return [
         f"{_PACKAGE}._summary_saver:SummarySaverHook",
         f"{_PACKAGE}._step_counter:StepCounterHook",
-        f"{_PACKAGE}._writer_cache:SummaryWriterCache",
     ]
+
+
+@monsession.hookimpl
+def monsession_other_classes() -> Sequence[str]:
+    return [f"{_PACKAGE}._writer_cache:SummaryWriterCache"]  # Not a hook.
 
 
 @monsession.hookimpl
