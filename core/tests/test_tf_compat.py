@@ -179,6 +179,33 @@ def check_cluster_coordinator() -> None:
     assert done.stdout.split() == ["ok"], done.stderr[-2000:]
 
 
+def check_one_line_per_record() -> None:
+    """TensorFlow's own handler is found by its format, and only it goes."""
+    program = """
+        import logging
+        import tensorflow as tf
+        from monsession import _tf_compat
+
+        ours = logging.StreamHandler()
+        logger = tf.get_logger()  # No root handler yet: TensorFlow adds its own.
+        logger.addHandler(ours)
+        assert len(logger.handlers) == 2, logger.handlers
+        logging.basicConfig()
+        _tf_compat.one_line_per_record()
+        assert logger.handlers == [ours], logger.handlers
+        print("ok")
+    """
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(program)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert done.stdout.split() == ["ok"], done.stderr[-2000:]
+
+
 CHECKS: dict[str, Callable[[], None]] = {
     "session.BaseSession": check_session_base_class,
     "session._FetchHandler": check_fetch_handler,
@@ -195,6 +222,7 @@ CHECKS: dict[str, Callable[[], None]] = {
     "FileWriterCache._lock, FileWriterCache._cache": check_file_writer_cache_get_or_add,
     "writer_cache.FileWriter": check_file_writer_class,
     "tensorflow.python.platform.tf_logging": check_tf_logging,
+    "tf.get_logger's handler, logging.Formatter._fmt": check_one_line_per_record,
     "ops._EagerTensorBase._numpy": check_eager_tensor_base_class,
     "ResourceVariable._caching_device, raw_ops.ReadVariableOp": check_read_variable_to_host,
     "DistributedValues.values": check_local_replica_values,

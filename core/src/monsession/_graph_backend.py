@@ -15,11 +15,10 @@ nothing, or several) is logged once, and from then on the variable is read
 whenever a hook needs the step after a run. Sessions without per-step hooks
 fetch nothing more than TensorFlow would. `global_step_after(reaching)`
 reads the variable itself only when the expected value passes `reaching`,
-once per run at most, as TensorFlow's hooks do before they act; the expected
-value of a session connected to a server (`master=`) is then the larger of
-the two readings of the fetched value (the step after this run's increment,
-or before it with another worker's step in between), so a between-graph
-chief never skips the read at the step its timer waits for. A run that is
+once per run at most, as TensorFlow's hooks do before they act; a session
+connected to a server (`master=`), whose step other workers advance too,
+reads it after every run in which a hook asks, as TensorFlow's hooks do, so
+a between-graph chief acts on TensorFlow's steps. A run that is
 not a training step (`forget_step`) fetches no step and is not counted: a hook that
 needs the step after it reads the variable, and the next run starts from a
 fresh read, so an evaluation that does not add one shifts nothing.
@@ -265,7 +264,6 @@ class GraphBackend:
         self._known: int | None = None  # Expected before the next run.
         self._before: int | None = None  # Before the current run.
         self._exact: int | None = None  # After the current run, once read.
-        self._fetched_after: int | None = None  # The value fetched with the run, plus one.
         self._ran = False  # Whether the current run is over.
         self._fetch_step = False
         self._drifted = False  # Whether runs were seen not to add one each.
@@ -292,7 +290,6 @@ class GraphBackend:
             if self._known is None and self._fetch_step:
                 self._known = int(self._read())
         self._before, self._exact, self._ran = self._known, None, False
-        self._fetched_after = None
         self._uncounted = False
 
     def forget_step(self) -> None:
@@ -314,11 +311,9 @@ class GraphBackend:
             return None
         self._fetch_step = True
         if self._exact is None:
-            expected = self._known
-            if expected is not None and self._fetched_after is not None and self._shared_step:
-                # A fetched `before + 1` may be this run's increment or another
-                # worker's (the read came first): the step may be one more.
-                expected = max(expected, self._fetched_after)
+            # Other workers step too (`master=`): only a read tells, as
+            # TensorFlow's hooks read after every run.
+            expected = None if self._shared_step else self._known
             if expected is not None and reaching is not None and not reaching(expected):
                 return None
             self._read_after()
@@ -366,7 +361,6 @@ class GraphBackend:
             self._known, self._reread = None, True
         elif fetch_step:
             seen = int(hook_results[_STEP])
-            self._fetched_after = seen + 1
             self._known = self._expected_after(seen)
         elif self._known is not None:
             self._known += 1
