@@ -105,7 +105,8 @@ def test_progress_bar_reads_only_the_values_it_shows_and_only_when_it_refreshes(
             ["loss"], every_n_iter=4, last_step=10, file=io.StringIO(), log_every_n_secs=0
         )
         counts = host_reads_per_step(program, [bar], 10)
-    assert counts == _expected([0, 4, 8], 10, values=1)
+    # Refreshes at 0, 4, 8, and reads the values once more for the last step's line.
+    assert counts == _expected([0, 4, 8, 9], 10, values=1)
     # It did refresh on those steps, with the global step after each.
     assert [line.split(",")[0] for line in messages(caplog)] == [
         "step 1/10 (10%)",
