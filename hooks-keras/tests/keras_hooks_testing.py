@@ -213,3 +213,15 @@ def files(directory: Any) -> list[str]:
         for folder, _, names in os.walk(root)
         for name in names
     )
+
+
+def trace_callback(trace: list[str]) -> Any:
+    """A Keras callback that appends one line per call it gets to `trace`."""
+    return keras.callbacks.LambdaCallback(
+        on_train_begin=lambda logs: trace.append("train_begin"),
+        on_epoch_begin=lambda epoch, logs: trace.append(f"epoch_begin {epoch}"),
+        on_train_batch_begin=lambda batch, logs: trace.append(f"batch_begin {batch}"),
+        on_train_batch_end=lambda batch, logs: trace.append(f"batch_end {batch} {sorted(logs)}"),
+        on_epoch_end=lambda epoch, logs: trace.append(f"epoch_end {epoch} {sorted(logs)}"),
+        on_train_end=lambda logs: trace.append(f"train_end {sorted(logs or {})}"),
+    )

@@ -5,27 +5,16 @@ from __future__ import annotations
 import keras
 import numpy as np
 import tensorflow as tf
-from keras_hooks_testing import files, loop_run, make_model, weights
+from keras_hooks_testing import files, loop_run, make_model, trace_callback, weights
 
 import monsession
 from monsession_hooks_keras import KerasCallbacksHook
 
 
-def _tracer(trace):
-    return keras.callbacks.LambdaCallback(
-        on_train_begin=lambda logs: trace.append("train_begin"),
-        on_epoch_begin=lambda epoch, logs: trace.append(f"epoch_begin {epoch}"),
-        on_train_batch_begin=lambda batch, logs: trace.append(f"batch_begin {batch}"),
-        on_train_batch_end=lambda batch, logs: trace.append(f"batch_end {batch} {sorted(logs)}"),
-        on_epoch_end=lambda epoch, logs: trace.append(f"epoch_end {epoch} {sorted(logs)}"),
-        on_train_end=lambda logs: trace.append(f"train_end {sorted(logs or {})}"),
-    )
-
-
 def test_without_epochs_the_loop_is_one_epoch_whose_batches_count_from_the_first_step():
     trace = []
     model = make_model()
-    hook = KerasCallbacksHook([_tracer(trace)], model)
+    hook = KerasCallbacksHook([trace_callback(trace)], model)
     global_step = monsession.get_or_create_global_step()
     global_step.assign(5)  # A restored run: batches still count from 0.
 
@@ -45,7 +34,7 @@ def test_without_epochs_the_loop_is_one_epoch_whose_batches_count_from_the_first
 
 def test_a_hook_reused_in_a_second_session_begins_training_again():
     trace = []
-    hook = KerasCallbacksHook([_tracer(trace)], make_model())
+    hook = KerasCallbacksHook([trace_callback(trace)], make_model())
     monsession.get_or_create_global_step()
     for _ in range(2):
         with monsession.MonitoredSession(hooks=[hook]):
@@ -73,7 +62,7 @@ def test_stop_training_set_by_a_batch_callback_stops_after_that_step():
 
 def test_a_program_without_global_step_gets_the_sessions_own():
     trace = []
-    hook = KerasCallbacksHook([_tracer(trace)], make_model())
+    hook = KerasCallbacksHook([trace_callback(trace)], make_model())
     with monsession.MonitoredSession(hooks=[hook]) as session:  # It creates the global step.
         for _ in range(2):
             session.run(tf.function(lambda: {"loss": tf.constant(1.0)}))
@@ -142,7 +131,7 @@ def test_model_checkpoint_saves_every_n_batches_in_a_training_session_without_ep
 def test_an_epoch_stopped_midway_ends_with_the_session():
     trace = []
     model = make_model()
-    hook = KerasCallbacksHook([_tracer(trace)], model, logs=())
+    hook = KerasCallbacksHook([trace_callback(trace)], model, logs=())
     data = monsession.Epochs(tf.data.Dataset.range(3), num_epochs=5)
 
     @tf.function
@@ -155,30 +144,3 @@ def test_an_epoch_stopped_midway_ends_with_the_session():
     assert [t for t in trace if "batch" not in t] == [
         "train_begin", "epoch_begin 0", "epoch_end 0 []", "epoch_begin 1", "epoch_end 1 []",
         "train_end []"]  # fmt: skip
-
-
-def test_a_run_resumed_in_the_middle_of_an_epoch_goes_on_in_that_epoch(tmp_path):
-    traces = []
-    for last_step in (4, 9):  # Stopped in epoch 1 (steps 4-6), then resumed there.
-        monsession.get_global_step() or monsession.get_or_create_global_step()
-        trace = []
-        traces.append(trace)
-        hook = KerasCallbacksHook([_tracer(trace)], make_model(), logs=())
-        data = monsession.Epochs(tf.data.Dataset.range(3), num_epochs=3)
-        state = tf.train.Checkpoint(data=data, step=monsession.get_global_step())
-
-        @tf.function
-        def step(x):
-            monsession.get_global_step().assign_add(1)
-            return {"loss": tf.cast(x, tf.float32)}
-
-        with monsession.MonitoredTrainingSession(
-            checkpoint_dir=str(tmp_path),
-            save_checkpoint_steps=100,
-            scaffold=monsession.Scaffold(saver=state),
-            hooks=[hook, monsession.StopAtStepHook(last_step=last_step)],
-        ) as session:
-            list(data.run(session, step))
-    epochs = [[t for t in trace if t.startswith("epoch")] for trace in traces]
-    assert epochs[0] == ["epoch_begin 0", "epoch_end 0 []", "epoch_begin 1", "epoch_end 1 []"]
-    assert epochs[1] == ["epoch_begin 1", "epoch_end 1 []", "epoch_begin 2", "epoch_end 2 []"]
