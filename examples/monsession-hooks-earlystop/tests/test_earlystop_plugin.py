@@ -44,6 +44,7 @@ PLUGIN_ROW = {
     "version": VERSION,
     "entry_point": "monsession_hooks_earlystop._plugin",
     "hook_classes": ["EarlyStoppingHook"],
+    "other_classes": [],
     "training_arguments": [],
 }
 MONSESSION_SCRIPT = Path(sys.executable).with_name("monsession")

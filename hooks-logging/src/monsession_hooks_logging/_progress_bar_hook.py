@@ -115,6 +115,7 @@ class ProgressBarHook(SessionRunHook):
         self._display: BarDisplay | LineDisplay | None = None
         self._iter_count = 0
         self._should_trigger = False
+        self._timer_due = False
         self._silent_steps = 0
         self._fetches: list[Any] = []
 
@@ -156,9 +157,9 @@ class ProgressBarHook(SessionRunHook):
         run_context = as_run_context(run_context)
         self._iter_count += run_context.silent_steps
         self._silent_steps = run_context.silent_steps
-        self._should_trigger = self._timer.should_trigger_for_step(
-            self._iter_count
-        ) or self._reaches_last_step(run_context.global_step)
+        self._timer_due = self._timer.should_trigger_for_step(self._iter_count)
+        # The last step's line is an extra one: it leaves the schedule as it is.
+        self._should_trigger = self._timer_due or self._reaches_last_step(run_context.global_step)
         if not self._should_trigger or not self._fetches:
             return None
         return SessionRunArgs(self._fetches)
@@ -174,7 +175,8 @@ class ProgressBarHook(SessionRunHook):
         if display is None:  # Driven without after_create_session.
             display = self._start_display(_known(run_context.global_step))
         if self._should_trigger:
-            self._timer.update_last_triggered_step(self._iter_count)
+            if self._timer_due:
+                self._timer.update_last_triggered_step(self._iter_count)
             values = run_values.results if self._fetches else []
             display.show(
                 _known(run_context.global_step_after()),
