@@ -68,25 +68,36 @@ class Recorder(monsession.SessionRunHook):
             os.kill(os.getpid(), signal.SIGKILL)
 
 
+class EpochsProgram:
+    """The loop's parts: 3 epochs of 40 shuffled ids in batches of 4, a weight
+    that depends on every batch and their order, saved with the data position
+    by a `CheckpointManager` into `directory`."""
+
+    def __init__(self, directory: str, max_to_keep: int) -> None:
+        tf.compat.v1.reset_default_graph()  # A fresh session-owned global step.
+        dataset = tf.data.Dataset.range(IDS).shuffle(IDS, seed=7).batch(BATCH)
+        self.data = monsession.Epochs(dataset, num_epochs=EPOCHS)
+        self.weight = weight = tf.Variable(1.0)
+
+        @tf.function
+        def train_step(ids):
+            weight.assign(0.9 * weight + tf.cast(tf.reduce_sum(ids), tf.float32) / 100.0)
+            return {"ids": ids}
+
+        self.train_step = train_step
+        checkpoint = tf.train.Checkpoint(weight=weight, data=self.data)
+        self.manager = tf.train.CheckpointManager(checkpoint, directory, max_to_keep=max_to_keep)
+        self.creator = monsession.ChiefSessionCreator(
+            scaffold=monsession.Scaffold(saver=self.manager), checkpoint_dir=directory
+        )
+
+
 def train(directory: str, kill_after: int = 0, report=None) -> float:
     """Trains (resuming from `directory`); returns the final weight."""
     report = report or (lambda *words: print(*words, flush=True))
-    tf.compat.v1.reset_default_graph()  # A fresh session-owned global step.
-    dataset = tf.data.Dataset.range(IDS).shuffle(IDS, seed=7).batch(BATCH)
-    data = monsession.Epochs(dataset, num_epochs=EPOCHS)
-    weight = tf.Variable(1.0)
-
-    @tf.function
-    def train_step(ids):
-        # The order of the batches matters: the weight depends on every one.
-        weight.assign(0.9 * weight + tf.cast(tf.reduce_sum(ids), tf.float32) / 100.0)
-        return {"ids": ids}
-
-    checkpoint = tf.train.Checkpoint(weight=weight, data=data)
-    manager = tf.train.CheckpointManager(checkpoint, directory, max_to_keep=2)
-    creator = monsession.ChiefSessionCreator(
-        scaffold=monsession.Scaffold(saver=manager), checkpoint_dir=directory
-    )
+    program = EpochsProgram(directory, max_to_keep=2)
+    data, weight, train_step = program.data, program.weight, program.train_step
+    manager, creator = program.manager, program.creator
     hooks = [SaveEvery(manager), Recorder(report, kill_after)]
     with monsession.MonitoredSession(session_creator=creator, hooks=hooks) as sess:
         for epoch in data.run(sess, train_step):

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import pytest
 import tensorflow as tf
+from epochs_child import BATCH, EPOCHS, IDS, EpochsProgram
 
 import monsession
 
-IDS, BATCH, EPOCHS = 40, 4, 3
 LAST_STEP = IDS // BATCH * EPOCHS
 
 
@@ -80,22 +80,9 @@ class AbortOnce(monsession.SessionRunHook):
 
 def train(directory, save_every, abort=None):
     """Runs the `Epochs` loop of docs/getting-started.md; returns what a user sees."""
-    tf.compat.v1.reset_default_graph()  # A fresh session-owned global step.
-    dataset = tf.data.Dataset.range(IDS).shuffle(IDS, seed=7).batch(BATCH)
-    data = monsession.Epochs(dataset, num_epochs=EPOCHS)
-    weight = tf.Variable(1.0)
-
-    @tf.function
-    def train_step(ids):
-        # The weight depends on every batch and on their order.
-        weight.assign(0.9 * weight + tf.cast(tf.reduce_sum(ids), tf.float32) / 100.0)
-        return {"ids": ids}
-
-    checkpoint = tf.train.Checkpoint(weight=weight, data=data)
-    manager = tf.train.CheckpointManager(checkpoint, directory, max_to_keep=3)
-    creator = monsession.ChiefSessionCreator(
-        scaffold=monsession.Scaffold(saver=manager), checkpoint_dir=directory
-    )
+    program = EpochsProgram(directory, max_to_keep=3)
+    data, weight, train_step = program.data, program.weight, program.train_step
+    manager, creator = program.manager, program.creator
     record = Record()
     hooks = [SaveEvery(manager, save_every), record]
     if abort is not None:

@@ -145,6 +145,19 @@ def check_local_replica_values() -> None:
     assert [float(value) for value in values] == [1.0, 3.0]
 
 
+def _prints_ok(program: str) -> None:
+    """Runs `program` in a fresh Python process; it must print just ``ok``."""
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(program)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert done.stdout.split() == ["ok"], done.stderr[-2000:]
+
+
 def check_cluster_coordinator() -> None:
     # Its own process: ParameterServerStrategy connects the eager context to the cluster.
     program = """
@@ -168,15 +181,7 @@ def check_cluster_coordinator() -> None:
         assert _tf_compat.cluster_coordinator(strategy) is coordinator
         print("ok")
     """
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(program)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
-    assert done.stdout.split() == ["ok"], done.stderr[-2000:]
+    _prints_ok(program)
 
 
 def check_one_line_per_record() -> None:
@@ -195,15 +200,7 @@ def check_one_line_per_record() -> None:
         assert logger.handlers == [ours], logger.handlers
         print("ok")
     """
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(program)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
-    assert done.stdout.split() == ["ok"], done.stderr[-2000:]
+    _prints_ok(program)
 
 
 CHECKS: dict[str, Callable[[], None]] = {

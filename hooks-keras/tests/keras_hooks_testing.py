@@ -87,6 +87,22 @@ def fit_run(
     return model
 
 
+def _mean_loss_step(model: Any) -> Any:
+    """A `tf.function` step that trains `model`, advances the global step and
+    returns the running mean of the loss, as `fit`'s step does."""
+    global_step = monsession.get_or_create_global_step()
+
+    @tf.function
+    def step(x: Any, y: Any) -> Any:
+        loss = train_step(model, x, y)
+        model.loss_tracker.update_state(loss)
+        with tf.control_dependencies([loss]):
+            global_step.assign_add(1)
+        return {"loss": model.loss_tracker.result()}
+
+    return step
+
+
 def keras_loop_run(
     callbacks: list[Any],
     x: Any,
@@ -106,15 +122,7 @@ def keras_loop_run(
     from monsession_hooks_keras import KerasCallbacksHook
 
     model = model or make_model()
-    global_step = monsession.get_or_create_global_step()
-
-    @tf.function
-    def step(x: Any, y: Any) -> Any:
-        loss = train_step(model, x, y)
-        model.loss_tracker.update_state(loss)
-        with tf.control_dependencies([loss]):
-            global_step.assign_add(1)
-        return {"loss": model.loss_tracker.result()}
+    step = _mean_loss_step(model)
 
     hook = KerasCallbacksHook(callbacks, model, epochs=epochs, **hook_arguments)
     dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(BATCH)
@@ -149,15 +157,7 @@ def loop_run(
         calls its epoch methods with the epoch's mean loss, as `fit` logs it.
     """
     model = model or make_model()
-    global_step = monsession.get_or_create_global_step()
-
-    @tf.function
-    def step(x: Any, y: Any) -> Any:
-        loss = train_step(model, x, y)
-        model.loss_tracker.update_state(loss)
-        with tf.control_dependencies([loss]):
-            global_step.assign_add(1)
-        return {"loss": model.loss_tracker.result()}
+    step = _mean_loss_step(model)
 
     hook = keras_hook(model) if keras_hook else None
     hooks = [*make_hooks(model), *([hook] if hook else [])]
