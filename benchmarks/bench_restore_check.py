@@ -40,7 +40,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import tensorflow as tf
 
 import monsession
-from monsession import _checkpoint_files
+from monsession._durability import _checkpoint_files
 
 RESULTS = pathlib.Path(__file__).parent / "results" / "restore_check.json"
 VARIABLES = 4

@@ -20,7 +20,7 @@ from typing import Any
 import pluggy
 import pytest
 
-from monsession import _plugin_manager
+from monsession._plugins import _plugin_manager
 
 _PLUGIN_ENV = (
     _plugin_manager.ENV_DISABLE_AUTOLOAD,

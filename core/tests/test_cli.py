@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 import monsession
-from monsession import _cli, _plugin_manager
+from monsession._plugins import _cli, _plugin_manager
 
 if TYPE_CHECKING:
     from core_plugin_fixtures import PluginSite

@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 import monsession
-from monsession._session_creators import WorkerSessionCreator
+from monsession._session._session_creators import WorkerSessionCreator
 
 
 @pytest.fixture

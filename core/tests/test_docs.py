@@ -1,4 +1,4 @@
-"""docs/hookspecs.md documents every hookspec of `monsession._hookspecs`.
+"""docs/hookspecs.md documents every hookspec of `monsession._plugins._hookspecs`.
 
 The runnable snippets of every page are run by the `docs` tox env
 (`docs/tests/test_pages.py`), each in an environment holding exactly what
@@ -15,14 +15,14 @@ from typing import Any
 
 import pytest
 
-from monsession import _hookspecs
+from monsession._plugins import _hookspecs
 
 DOCS = Path(__file__).parents[2] / "docs"
 HEADING = re.compile(r"^(#{1,6})\s+(.*)$")
 
 
 def hookspecs() -> dict[str, Callable[..., Any]]:
-    """The hookspecs of `monsession._hookspecs`, by name."""
+    """The hookspecs of `monsession._plugins._hookspecs`, by name."""
     return {
         name: value
         for name, value in vars(_hookspecs).items()
@@ -67,7 +67,7 @@ def test_every_hookspec_has_a_heading_and_no_heading_names_another() -> None:
     headings = sections((DOCS / "hookspecs.md").read_text(encoding="utf-8"))
     documented = {name for heading in headings for name in re.findall(r"monsession_\w+", heading)}
     assert documented == set(hookspecs()), (
-        "docs/hookspecs.md must have one heading per hookspec of monsession._hookspecs: "
+        "docs/hookspecs.md must have one heading per hookspec of monsession._plugins._hookspecs: "
         f"missing {sorted(set(hookspecs()) - documented)}, "
         f"unknown {sorted(documented - set(hookspecs()))}"
     )

@@ -180,7 +180,7 @@ def test_fetches_of_every_kind_come_back_as_numpy():
 
 
 def test_a_variable_fetched_by_several_hooks_is_read_once_per_step(monkeypatch):
-    from monsession import _eager_backend
+    from monsession._backends import _eager_backend
 
     program = make_program("eager")
     global_step = monsession.get_global_step()

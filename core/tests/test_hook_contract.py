@@ -15,7 +15,7 @@ import pytest
 import tensorflow as tf
 
 import monsession
-from monsession._hook_state import HookStates
+from monsession._durability._hook_state import HookStates
 
 OPTIONAL = (
     "next_action",

@@ -11,7 +11,7 @@ import pytest
 
 import monsession
 import monsession.hooks
-from monsession import _plugin_manager
+from monsession._plugins import _plugin_manager
 
 if TYPE_CHECKING:
     from core_plugin_fixtures import PluginSite
@@ -117,7 +117,7 @@ def test_install_commands_give_the_index_and_the_checkout_forms() -> None:
 
 def test_installed_family_that_lacks_the_class_says_upgrade(acme_site: PluginSite) -> None:
     code = """
-    from monsession import _plugin_manager
+    from monsession._plugins import _plugin_manager
     print(_plugin_manager.missing_family_message("FutureHook", "acme-hooks"))
     """
     result = acme_site.run("-c", textwrap.dedent(code))
@@ -230,7 +230,7 @@ def test_importing_monsession_and_hooks_does_not_import_tensorflow(
         import json, sys
         import monsession
         import monsession.hooks
-        from monsession import _plugin_manager
+        from monsession._plugins import _plugin_manager
         dir(monsession)
         dir(monsession.hooks)
         _plugin_manager.plugin_infos()
@@ -254,7 +254,7 @@ def test_import_and_dir_of_monsession_load_no_plugin(acme_site: PluginSite) -> N
         import json, sys
         import monsession
         listed = "SummarySaverHook" in dir(monsession)
-        print(json.dumps([listed, "monsession._plugin_manager" in sys.modules]))
+        print(json.dumps([listed, "monsession._plugins._plugin_manager" in sys.modules]))
         """
     )
     assert found == [True, False]

@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 import monsession
-from monsession._monitored_session import _HookedSession
+from monsession._session._monitored_session import _HookedSession
 
 
 class Request(monsession.SessionRunHook):

@@ -13,8 +13,8 @@ import pluggy
 import pytest
 
 import monsession
-from monsession import _hookspecs, _plugin_manager
-from monsession._hookspecs import (
+from monsession._plugins import _hookspecs, _plugin_manager
+from monsession._plugins._hookspecs import (
     ORDER_CHECKPOINT_SAVER,
     ORDER_STEP_COUNTER,
     ORDER_SUMMARY_SAVER,
@@ -32,7 +32,7 @@ Register = Callable[[object, str], object]
 # Prints what a subprocess discovered, as JSON.
 REPORT_CODE = """
 import json
-from monsession import _plugin_manager as pm
+from monsession._plugins import _plugin_manager as pm
 
 listing = pm.plugin_infos()
 print(json.dumps({
@@ -118,7 +118,7 @@ def test_installed_plugin_is_discovered_and_its_hooks_reachable(acme_site: Plugi
     found = acme_site.run_json(
         """
         import json
-        from monsession import _plugin_manager as pm
+        from monsession._plugins import _plugin_manager as pm
         from monsession.hooks import AcmeHook
         entry = pm.hook_class_entries()["AcmeHook"]
         print(json.dumps([AcmeHook.__module__, AcmeHook.__name__, entry.plugin,
@@ -161,7 +161,7 @@ def test_strict_mode_raises_plugin_load_error(broken_site: PluginSite, value: st
     found = broken_site.run_json(
         """
         import json
-        from monsession import _plugin_manager as pm
+        from monsession._plugins import _plugin_manager as pm
         try:
             pm.get_plugin_manager()
         except pm.PluginLoadError as error:
@@ -286,13 +286,13 @@ def test_manager_is_cached_and_reset_rebuilds_it(isolated_plugins: pluggy.Plugin
 
 
 def test_core_is_registered_directly(isolated_plugins: pluggy.PluginManager) -> None:
-    from monsession import _builtin_plugin
+    from monsession._plugins import _builtin_plugin
 
     assert isolated_plugins.get_plugin("core") is _builtin_plugin
     assert isolated_plugins.project_name == "monsession"
     entries = _plugin_manager.hook_class_entries()
     assert {name: entry.ref for name, entry in entries.items() if entry.plugin == "core"} == {
-        name: f"monsession._control_hooks:{name}"
+        name: f"monsession._api._control_hooks:{name}"
         for name in ("StopAtStepHook", "FeedFnHook", "FinalOpsHook", "GlobalStepWaiterHook")
     }
     assert entries["StopAtStepHook"].distribution == "monsession-core"
@@ -314,21 +314,23 @@ def test_hook_class_entries_keep_lazy_refs_unimported(register_plugin: Register)
 
 
 def test_lazy_ref_to_a_missing_class_is_an_import_error(register_plugin: Register) -> None:
-    register_plugin(_HookClassesPlugin("monsession._plugin_manager:GoneHook"), "mine")
+    register_plugin(_HookClassesPlugin("monsession._plugins._plugin_manager:GoneHook"), "mine")
     entry = _plugin_manager.hook_class_entries()["GoneHook"]
     with pytest.raises(ImportError) as raised:
         entry.load()
     assert str(raised.value) == (
-        "Hook class reference 'monsession._plugin_manager:GoneHook' of plugin 'mine' "
-        "(unknown distribution) does not resolve: module 'monsession._plugin_manager' has no "
-        "attribute 'GoneHook'; upgrade or reinstall the plugin's distribution."
+        "Hook class reference 'monsession._plugins._plugin_manager:GoneHook' of plugin 'mine' "
+        "(unknown distribution) does not resolve: module "
+        "'monsession._plugins._plugin_manager' has no attribute 'GoneHook'; "
+        "upgrade or reinstall the plugin's distribution."
     )
 
 
 def test_lazy_ref_to_a_non_class_is_a_type_error(register_plugin: Register) -> None:
-    register_plugin(_HookClassesPlugin("monsession._plugin_manager:logger"), "mine")
+    register_plugin(_HookClassesPlugin("monsession._plugins._plugin_manager:logger"), "mine")
     entry = _plugin_manager.hook_class_entries()["logger"]
-    with pytest.raises(TypeError, match=r"'monsession\._plugin_manager:logger' of plugin 'mine'"):
+    pattern = r"'monsession\._plugins\._plugin_manager:logger' of plugin 'mine'"
+    with pytest.raises(TypeError, match=pattern):
         entry.load()
 
 

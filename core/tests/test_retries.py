@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 import monsession
-from monsession._retry import MAX_ATTEMPTS, RetryPolicy, policy_for
+from monsession._durability._retry import MAX_ATTEMPTS, RetryPolicy, policy_for
 
 
 class FlakyCreator(monsession.SessionCreator):

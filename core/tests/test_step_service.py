@@ -141,7 +141,7 @@ def test_graph_steps_adding_several_fall_back_to_exact_reads(caplog, read_first)
     ],
 )
 def test_graph_step_after_a_run_from_the_value_read_during_it(before, seen, after):
-    from monsession._graph_backend import _step_after_run
+    from monsession._backends._graph_backend import _step_after_run
 
     assert _step_after_run(before, seen) == after
 

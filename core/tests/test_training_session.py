@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 import monsession
-from monsession._hookspecs import (
+from monsession._plugins._hookspecs import (
     ORDER_CHECKPOINT_SAVER,
     ORDER_STEP_COUNTER,
     ORDER_SUMMARY_SAVER,

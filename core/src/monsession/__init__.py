@@ -8,10 +8,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from monsession._arguments import check_directory, check_flag, check_interval, check_schedule
-from monsession._control_hooks import FeedFnHook, FinalOpsHook, GlobalStepWaiterHook, StopAtStepHook
-from monsession._error_text import error_cause
-from monsession._hook_api import (
+from monsession._api._arguments import check_directory, check_flag, check_interval, check_schedule
+from monsession._api._control_hooks import (
+    FeedFnHook,
+    FinalOpsHook,
+    GlobalStepWaiterHook,
+    StopAtStepHook,
+)
+from monsession._api._hook_api import (
     HOOK_METHOD_NAMES,
     NextAction,
     SessionRunArgs,
@@ -22,7 +26,10 @@ from monsession._hook_api import (
     as_run_context,
     hook_overrides,
 )
-from monsession._hookspecs import (
+from monsession._api._timer import SecondOrStepTimer
+from monsession._durability._error_text import error_cause
+from monsession._lazy import lazy_attributes
+from monsession._plugins._hookspecs import (
     ORDER_CHECKPOINT_SAVER,
     ORDER_OTHER,
     ORDER_STEP_COUNTER,
@@ -31,44 +38,42 @@ from monsession._hookspecs import (
     TrainingSettings,
     hookimpl,
 )
-from monsession._lazy import lazy_attributes
-from monsession._timer import SecondOrStepTimer
 
 __version__ = "0.1.0"
 
 _LAZY = {
-    "MonitoredSession": "monsession._monitored_session",
-    "SingularMonitoredSession": "monsession._monitored_session",
-    "MonitoredTrainingSession": "monsession._training_session",
-    "USE_DEFAULT": "monsession._training_session",
-    "Scaffold": "monsession._scaffold",
-    "SessionCreator": "monsession._session_creators",
-    "ChiefSessionCreator": "monsession._session_creators",
-    "WorkerSessionCreator": "monsession._session_creators",
-    "EagerSession": "monsession._eager",
-    "Epochs": "monsession._epochs",
-    "event_file_writer": "monsession._event_files",
-    "save_hook_state": "monsession._hook_state",
-    "load_hook_state": "monsession._hook_state",
-    "attach_hook_state": "monsession._hook_state",
-    "prune_hook_state": "monsession._hook_state",
-    "get_or_create_global_step": "monsession._global_step",
-    "get_global_step": "monsession._global_step",
-    "require_global_step": "monsession._global_step",
-    "read_global_step": "monsession._global_step",
-    "resolve_fetch": "monsession._fetches",
-    "check_scalar": "monsession._fetches",
-    "TensorNotFoundError": "monsession._fetches",
+    "MonitoredSession": "monsession._session._monitored_session",
+    "SingularMonitoredSession": "monsession._session._monitored_session",
+    "MonitoredTrainingSession": "monsession._factory._training_session",
+    "USE_DEFAULT": "monsession._factory._training_session",
+    "Scaffold": "monsession._session._scaffold",
+    "SessionCreator": "monsession._session._session_creators",
+    "ChiefSessionCreator": "monsession._session._session_creators",
+    "WorkerSessionCreator": "monsession._session._session_creators",
+    "EagerSession": "monsession._backends._eager",
+    "Epochs": "monsession._backends._epochs",
+    "event_file_writer": "monsession._durability._event_files",
+    "save_hook_state": "monsession._durability._hook_state",
+    "load_hook_state": "monsession._durability._hook_state",
+    "attach_hook_state": "monsession._durability._hook_state",
+    "prune_hook_state": "monsession._durability._hook_state",
+    "get_or_create_global_step": "monsession._api._global_step",
+    "get_global_step": "monsession._api._global_step",
+    "require_global_step": "monsession._api._global_step",
+    "read_global_step": "monsession._api._global_step",
+    "resolve_fetch": "monsession._backends._fetches",
+    "check_scalar": "monsession._backends._fetches",
+    "TensorNotFoundError": "monsession._backends._fetches",
     "testing": "monsession.testing",
     "tf_logging": "monsession.tf_logging",
     "plugins": "monsession.plugins",
-    "is_chief": "monsession._distributed",
-    "settle": "monsession._pending",
+    "is_chief": "monsession._distribution._distributed",
+    "settle": "monsession._backends._pending",
     "hooks": "monsession.hooks",
-    "DamagedCheckpointError": "monsession._checkpoint_files",
-    "DirectoryLockedError": "monsession._directory_lock",
-    "DirectoryLockHandle": "monsession._directory_lock",
-    "lock_checkpoint_dir": "monsession._directory_lock",
+    "DamagedCheckpointError": "monsession._durability._checkpoint_files",
+    "DirectoryLockedError": "monsession._durability._directory_lock",
+    "DirectoryLockHandle": "monsession._durability._directory_lock",
+    "lock_checkpoint_dir": "monsession._durability._directory_lock",
 }
 
 # The names of `tf.compat.v1.train` whose classes live in hook families.
@@ -88,38 +93,38 @@ _TF_FAMILY_NAMES = (
 
 if TYPE_CHECKING:
     from monsession import hooks, plugins, testing, tf_logging
-    from monsession._checkpoint_files import DamagedCheckpointError
-    from monsession._directory_lock import (
-        DirectoryLockedError,
-        DirectoryLockHandle,
-        lock_checkpoint_dir,
-    )
-    from monsession._distributed import is_chief
-    from monsession._eager import EagerSession
-    from monsession._epochs import Epochs
-    from monsession._event_files import event_file_writer
-    from monsession._fetches import TensorNotFoundError, check_scalar, resolve_fetch
-    from monsession._global_step import (
+    from monsession._api._global_step import (
         get_global_step,
         get_or_create_global_step,
         read_global_step,
         require_global_step,
     )
-    from monsession._hook_state import (
+    from monsession._backends._eager import EagerSession
+    from monsession._backends._epochs import Epochs
+    from monsession._backends._fetches import TensorNotFoundError, check_scalar, resolve_fetch
+    from monsession._backends._pending import settle
+    from monsession._distribution._distributed import is_chief
+    from monsession._durability._checkpoint_files import DamagedCheckpointError
+    from monsession._durability._directory_lock import (
+        DirectoryLockedError,
+        DirectoryLockHandle,
+        lock_checkpoint_dir,
+    )
+    from monsession._durability._event_files import event_file_writer
+    from monsession._durability._hook_state import (
         attach_hook_state,
         load_hook_state,
         prune_hook_state,
         save_hook_state,
     )
-    from monsession._monitored_session import MonitoredSession, SingularMonitoredSession
-    from monsession._pending import settle
-    from monsession._scaffold import Scaffold
-    from monsession._session_creators import (
+    from monsession._factory._training_session import USE_DEFAULT, MonitoredTrainingSession
+    from monsession._session._monitored_session import MonitoredSession, SingularMonitoredSession
+    from monsession._session._scaffold import Scaffold
+    from monsession._session._session_creators import (
         ChiefSessionCreator,
         SessionCreator,
         WorkerSessionCreator,
     )
-    from monsession._training_session import USE_DEFAULT, MonitoredTrainingSession
 
 
 _lazy_getattr, _lazy_dir = lazy_attributes(__name__, _LAZY)

@@ -1,5 +1,5 @@
 """``python -m monsession``: the `monsession` command line."""
 
-from monsession._cli import main
+from monsession._plugins._cli import main
 
 raise SystemExit(main())

@@ -2,7 +2,7 @@
 
 Packages use it so that importing them never imports TensorFlow::
 
-    __getattr__, __dir__ = lazy_attributes(__name__, {"Scaffold": "monsession._scaffold"})
+    __getattr__, __dir__ = lazy_attributes(__name__, {"Scaffold": "monsession._session._scaffold"})
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ naming the distribution to install; an unknown name raises an
 every available hook class.
 """
 
-from monsession import _plugin_manager
+from monsession._plugins import _plugin_manager
 
 _resolved: set[str] = set()
 

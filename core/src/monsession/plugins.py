@@ -11,7 +11,7 @@ map the names this project's own families provide to their distributions
 (for install hints). Importing this module never imports TensorFlow.
 """
 
-from monsession._plugin_manager import (
+from monsession._plugins._plugin_manager import (
     ENV_DISABLE_AUTOLOAD,
     ENV_DISABLED_PLUGINS,
     ENV_STRICT,

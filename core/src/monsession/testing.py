@@ -29,7 +29,7 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from monsession._hook_api import SessionRunHook
+from monsession._api._hook_api import SessionRunHook
 
 
 def hooked_session(session: Any, hooks: Iterable[SessionRunHook]) -> Any:
@@ -49,7 +49,7 @@ def hooked_session(session: Any, hooks: Iterable[SessionRunHook]) -> Any:
       An object with `run(fetches, feed_dict=None, options=None,
       run_metadata=None)` and `should_stop()`.
     """
-    from monsession._session_layers import _HookedSession
+    from monsession._session._session_layers import _HookedSession
 
     return _HookedSession(session, list(hooks))
 

@@ -9,12 +9,12 @@ from typing import Any
 
 import tensorflow as tf
 
-from monsession._arguments import check_directory, check_interval
-from monsession._checkpoint_files import choose_checkpoint, report_and_repair
-from monsession._eager import EagerSession
-from monsession._hook_state import record_restore
-from monsession._owned_step import add_to_checkpoint
-from monsession._scaffold import Scaffold
+from monsession._api._arguments import check_directory, check_interval
+from monsession._backends._eager import EagerSession
+from monsession._backends._owned_step import add_to_checkpoint
+from monsession._durability._checkpoint_files import choose_checkpoint, report_and_repair
+from monsession._durability._hook_state import record_restore
+from monsession._session._scaffold import Scaffold
 
 logger = logging.getLogger("monsession")
 

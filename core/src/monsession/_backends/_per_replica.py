@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from monsession._eager import to_numpy
+from monsession._backends._eager import to_numpy
 from monsession._tf_compat import local_replica_values
 
 

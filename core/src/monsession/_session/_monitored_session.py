@@ -10,28 +10,28 @@ from typing import Any
 
 import tensorflow as tf
 
-from monsession._arguments import check_hooks, check_interval
-from monsession._backend import prepare_graph
-from monsession._eager import BoundStep
-from monsession._fusion import Fusion, check_steps_per_execution
-from monsession._hook_api import SessionRunHook, hook_overrides
-from monsession._hook_state import HookStates, attach, restored_from
-from monsession._owned_step import own_global_step_if_missing
-from monsession._pending import settle
-from monsession._retry import policy_for
-from monsession._session_creators import (
+from monsession._api._arguments import check_hooks, check_interval
+from monsession._api._hook_api import SessionRunHook, hook_overrides
+from monsession._backends._backend import prepare_graph
+from monsession._backends._eager import BoundStep
+from monsession._backends._fusion import Fusion, check_steps_per_execution
+from monsession._backends._owned_step import own_global_step_if_missing
+from monsession._backends._pending import settle
+from monsession._durability._hook_state import HookStates, attach, restored_from
+from monsession._durability._retry import policy_for
+from monsession._durability._signal_stop import SignalStop, resolve_stop_signals
+from monsession._session._session_creators import (
     ChiefSessionCreator,
     SessionCreator,
     check_creator_arguments,
 )
-from monsession._session_layers import (
+from monsession._session._session_layers import (
     HookSelection,
     _CoordinatedSession,
     _HookedSession,
     _RecoverableSession,
     _WrappedSession,
 )
-from monsession._signal_stop import SignalStop, resolve_stop_signals
 from monsession._tf_compat import one_line_per_record, unfinalize_graph
 
 __all__ = [  # The private layers are importable from here, as in TensorFlow.
@@ -42,8 +42,8 @@ __all__ = [  # The private layers are importable from here, as in TensorFlow.
     "_RecoverableSession",
     "_WrappedSession",
 ]
-from monsession._step_context import StepContext
-from monsession._step_context import StepContext as _StepContext
+from monsession._api._step_context import StepContext
+from monsession._api._step_context import StepContext as _StepContext
 
 logger = logging.getLogger("monsession")
 

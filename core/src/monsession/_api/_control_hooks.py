@@ -7,8 +7,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from monsession import tf_logging
-from monsession._arguments import check_interval
-from monsession._hook_api import (
+from monsession._api._arguments import check_interval
+from monsession._api._hook_api import (
     NextAction,
     SessionRunArgs,
     SessionRunContext,
@@ -24,13 +24,13 @@ def _check_non_negative(hook: str, name: str, value: Any) -> None:
 
 
 def _require_global_step(hook: str) -> None:
-    from monsession._global_step import require_global_step
+    from monsession._api._global_step import require_global_step
 
     require_global_step(hook)
 
 
 def _read_global_step(session: Any) -> int:
-    from monsession._global_step import read_global_step
+    from monsession._api._global_step import read_global_step
 
     return read_global_step(session)
 

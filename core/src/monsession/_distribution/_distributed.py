@@ -17,10 +17,10 @@ from typing import Any
 
 import tensorflow as tf
 
-from monsession._eager import EagerSession
-from monsession._retry import RetryPolicy, error_summary
-from monsession._scaffold import Scaffold
-from monsession._session_creators import SessionCreator, create_eager_session
+from monsession._backends._eager import EagerSession
+from monsession._durability._retry import RetryPolicy, error_summary
+from monsession._session._scaffold import Scaffold
+from monsession._session._session_creators import SessionCreator, create_eager_session
 
 logger = logging.getLogger("monsession")
 

@@ -27,7 +27,7 @@ import re
 
 import tensorflow as tf
 
-from monsession._error_text import error_cause
+from monsession._durability._error_text import error_cause
 
 logger = logging.getLogger("monsession")
 

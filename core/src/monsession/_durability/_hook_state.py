@@ -28,7 +28,7 @@ import weakref
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from monsession._hook_api import hook_overrides
+from monsession._api._hook_api import hook_overrides
 
 logger = logging.getLogger("monsession")
 

@@ -6,7 +6,7 @@ so turning off entry-point autoloading never removes these hooks.
 
 from __future__ import annotations
 
-from monsession._hookspecs import hookimpl
+from monsession._plugins._hookspecs import hookimpl
 
 _CONTROL_HOOKS = ("StopAtStepHook", "FeedFnHook", "FinalOpsHook", "GlobalStepWaiterHook")
 
@@ -14,4 +14,4 @@ _CONTROL_HOOKS = ("StopAtStepHook", "FeedFnHook", "FinalOpsHook", "GlobalStepWai
 @hookimpl
 def monsession_hook_classes() -> list[str]:
     """Returns lazy references to core's control hooks."""
-    return [f"monsession._control_hooks:{name}" for name in _CONTROL_HOOKS]
+    return [f"monsession._api._control_hooks:{name}" for name in _CONTROL_HOOKS]

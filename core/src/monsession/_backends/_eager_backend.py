@@ -29,15 +29,15 @@ from typing import Any
 
 import tensorflow as tf
 
-from monsession._eager import (
+from monsession._api._global_step import get_global_step
+from monsession._backends._eager import (
     _CONTAINERS,
     EagerSession,
     _is_step_callable,
     _map_structure,
     to_numpy,
 )
-from monsession._global_step import get_global_step
-from monsession._per_replica import host_value, is_per_replica
+from monsession._backends._per_replica import host_value, is_per_replica
 
 logger = logging.getLogger("monsession")
 

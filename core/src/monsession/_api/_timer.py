@@ -7,8 +7,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from monsession._arguments import check_schedule
-from monsession._hook_api import NextAction
+from monsession._api._arguments import check_schedule
+from monsession._api._hook_api import NextAction
 
 
 class SecondOrStepTimer:

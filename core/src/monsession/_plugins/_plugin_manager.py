@@ -1,6 +1,6 @@
 """The plugin manager: discovers hook families and answers questions about them.
 
-Core registers its own plugin (`monsession._builtin_plugin`) directly, then
+Core registers its own plugin (`monsession._plugins._builtin_plugin`) directly, then
 loads the entry points of the ``monsession`` group, in reverse name order so
 that pluggy calls plugins by name (tryfirst/trylast and wrappers still
 apply: pluggy does every call). Environment variables, read when the
@@ -34,9 +34,9 @@ from typing import Any
 
 import pluggy
 
-from monsession import _builtin_plugin, _hookspecs
-from monsession._hookspecs import PROJECT_NAME, DefaultHook, TrainingSettings
-from monsession._plugin_types import (
+from monsession._plugins import _builtin_plugin, _hookspecs
+from monsession._plugins._hookspecs import PROJECT_NAME, DefaultHook, TrainingSettings
+from monsession._plugins._plugin_types import (
     ENV_DISABLE_AUTOLOAD,
     ENV_DISABLED_PLUGINS,
     ENV_STRICT,

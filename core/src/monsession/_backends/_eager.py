@@ -15,7 +15,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from monsession._owned_step import advancing, owned_global_step
+from monsession._backends._owned_step import advancing, owned_global_step
 from monsession._tf_compat import cluster_coordinator, read_variable_to_host
 
 logger = logging.getLogger("monsession")

@@ -17,8 +17,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from monsession import _plugin_manager
-from monsession._plugin_manager import PluginListing, PluginLoadError, PluginSource
+from monsession._plugins import _plugin_manager
+from monsession._plugins._plugin_manager import PluginListing, PluginLoadError, PluginSource
 
 
 def _parser() -> argparse.ArgumentParser:

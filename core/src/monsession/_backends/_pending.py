@@ -27,7 +27,7 @@ def settle(session: Any) -> None:
     Raises:
       Whatever a scheduled closure raised (as `ClusterCoordinator.join()`).
     """
-    from monsession._eager import EagerSession  # TensorFlow is loaded: a session exists.
+    from monsession._backends._eager import EagerSession  # TensorFlow is loaded: a session exists.
 
     if isinstance(session, EagerSession):
         session.settle()

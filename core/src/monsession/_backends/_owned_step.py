@@ -16,7 +16,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from monsession._global_step import get_global_step, get_or_create_global_step
+from monsession._api._global_step import get_global_step, get_or_create_global_step
 
 # The name under which an owned global step joins the user's checkpoint.
 CHECKPOINT_NAME = "monsession_global_step"

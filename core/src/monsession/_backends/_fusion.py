@@ -18,10 +18,10 @@ from typing import Any
 
 import tensorflow as tf
 
-from monsession._eager import BoundStep
-from monsession._eager_backend import EagerBackend, _calls_a_step, _hook_name
-from monsession._hook_api import NextAction, hook_overrides
-from monsession._owned_step import advancing
+from monsession._api._hook_api import NextAction, hook_overrides
+from monsession._backends._eager import BoundStep
+from monsession._backends._eager_backend import EagerBackend, _calls_a_step, _hook_name
+from monsession._backends._owned_step import advancing
 
 logger = logging.getLogger("monsession")
 

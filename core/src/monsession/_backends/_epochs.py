@@ -7,8 +7,8 @@ from typing import Any
 
 import tensorflow as tf
 
-from monsession._eager import BoundStep
-from monsession._hook_api import hook_overrides
+from monsession._api._hook_api import hook_overrides
+from monsession._backends._eager import BoundStep
 
 _OWNER = "Epochs"
 

@@ -17,17 +17,17 @@ from typing import Any
 
 import tensorflow as tf
 
-from monsession._backend import make_backend
-from monsession._eager import BoundStep
-from monsession._file_errors import file_error_behind
-from monsession._hook_api import (
+from monsession._api._hook_api import (
     SessionRunArgs,
     SessionRunContext,
     SessionRunValues,
     hook_overrides,
 )
-from monsession._retry import RetryBudget, RetryPolicy, policy_for
-from monsession._step_context import StepContext
+from monsession._api._step_context import StepContext
+from monsession._backends._backend import make_backend
+from monsession._backends._eager import BoundStep
+from monsession._durability._file_errors import file_error_behind
+from monsession._durability._retry import RetryBudget, RetryPolicy, policy_for
 
 logger = logging.getLogger("monsession")
 

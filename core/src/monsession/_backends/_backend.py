@@ -73,7 +73,7 @@ def prepare_graph(graph: Any) -> None:
 
     Called by the monitored session in graph mode, after the hooks' `begin()`.
     """
-    from monsession._graph_backend import global_step_fetch
+    from monsession._backends._graph_backend import global_step_fetch
 
     if not graph.finalized:
         global_step_fetch(graph)
@@ -87,12 +87,12 @@ def make_backend(sess: Any, follow_step: bool) -> Backend:
       follow_step: Whether hooks are called per step (they may ask for the
         global step on every run).
     """
-    from monsession._eager import EagerSession
+    from monsession._backends._eager import EagerSession
 
     if isinstance(sess, EagerSession):
-        from monsession._eager_backend import EagerBackend
+        from monsession._backends._eager_backend import EagerBackend
 
         return EagerBackend(sess)
-    from monsession._graph_backend import GraphBackend
+    from monsession._backends._graph_backend import GraphBackend
 
     return GraphBackend(sess, follow_step)

@@ -9,21 +9,22 @@ from typing import Any
 
 import tensorflow as tf
 
-from monsession import _distributed, _plugin_manager
-from monsession._arguments import check_directory, check_flag, check_hooks, check_interval
-from monsession._directory_lock import lock_checkpoint_dir
-from monsession._fusion import check_steps_per_execution
-from monsession._hook_api import SessionRunHook
-from monsession._hookspecs import DefaultHook, TrainingSettings
-from monsession._monitored_session import MonitoredSession, check_session_arguments
-from monsession._scaffold import Scaffold
-from monsession._session_creators import (
+from monsession._api._arguments import check_directory, check_flag, check_hooks, check_interval
+from monsession._api._hook_api import SessionRunHook
+from monsession._backends._fusion import check_steps_per_execution
+from monsession._distribution import _distributed
+from monsession._durability._directory_lock import lock_checkpoint_dir
+from monsession._durability._signal_stop import resolve_stop_signals
+from monsession._plugins import _plugin_manager
+from monsession._plugins._hookspecs import DefaultHook, TrainingSettings
+from monsession._session._monitored_session import MonitoredSession, check_session_arguments
+from monsession._session._scaffold import Scaffold
+from monsession._session._session_creators import (
     ChiefSessionCreator,
     SessionCreator,
     WorkerSessionCreator,
     check_creator_arguments,
 )
-from monsession._signal_stop import resolve_stop_signals
 
 logger = logging.getLogger("monsession")
 

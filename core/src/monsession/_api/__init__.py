@@ -1,0 +1,1 @@
+"""The hook API: what every hook is written against."""

@@ -1,0 +1,1 @@
+"""`tf.distribute` strategies and clusters: roles, peers, replica sessions."""

@@ -1,0 +1,1 @@
+"""What keeps work safe: signals, the directory lock, checkpoint files, hook state, retries."""

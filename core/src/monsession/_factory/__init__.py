@@ -1,0 +1,1 @@
+"""`MonitoredTrainingSession`: arguments, settings and the assembled session."""

@@ -1,0 +1,1 @@
+"""Plugins: the manager, hookspecs, their types, core's own plugin and the CLI."""

@@ -1,0 +1,1 @@
+"""The monitored sessions: the layers around a backend, creators and scaffold."""
