@@ -58,6 +58,27 @@ class Backend(Protocol):
           `(caller_results, {hook: hook_results})`.
         """
 
+    def counts_steps(self) -> bool:
+        """Whether the global step is known on the host without device reads."""
+
+    def fusable_step(self, fetches: Any, feed_dict: Any) -> tuple[Any, str | None]:
+        """The `tf.function` to fuse before `run(fetches, feed_dict)` (see `_fusion`).
+
+        Returns:
+          `(step, None)` when the call can fuse; else `(None, why)`, with
+          `why` saying why a call of a step cannot, or `None` when the
+          call runs no step (or the mode never fuses).
+        """
+
+    def run_silent(
+        self, step: Any, keep: tuple[str, ...], max_steps: int, at_time: float | None
+    ) -> tuple[int, Mapping[str, Any]]:
+        """Runs up to `max_steps` silent steps of `step`, before `at_time` if given.
+
+        Returns:
+          How many ran, and the entries named by `keep`, stacked over them.
+        """
+
     def empty_run_protos(self) -> tuple[Any, Any]:
         """The empty `(RunOptions, RunMetadata)` shown to hooks that asked for none.
 

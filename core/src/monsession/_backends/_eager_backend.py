@@ -23,7 +23,7 @@ coordinator is joined (`EagerSession.settle`).
 
 from __future__ import annotations
 
-import logging
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -32,14 +32,15 @@ import tensorflow as tf
 from monsession._api._global_step import get_global_step
 from monsession._backends._eager import (
     _CONTAINERS,
+    BoundStep,
     EagerSession,
     _is_step_callable,
     _map_structure,
     to_numpy,
 )
+from monsession._backends._fused_loop import MAX_SECONDS_PER_CALL, fusable_step, loop_for
 from monsession._backends._per_replica import host_value, is_per_replica
-
-logger = logging.getLogger("monsession")
+from monsession._backends._step_counter import StepCounter
 
 _REMOTE_VALUE = tf.distribute.experimental.coordinator.RemoteValue
 
@@ -93,29 +94,15 @@ class EagerBackend:
     def __init__(self, sess: EagerSession) -> None:
         self._sess = sess
         self._variable = get_global_step()
-        self._after: int | None = None  # After the last run: the host copy.
-        self._before: int | None = None  # Before the current run.
-        self._exact = False
-        self._stale = False  # Whether the host copy must be read again (forget_step).
-        self._uncounted = False  # Whether the current run is not a training step.
         self._protos: tuple[Any, Any] | None = None
         self._last_fetches: Any = None
         self._last_calls = False
         # Closures in flight (ClusterCoordinator): the device lags the count.
         self._in_flight = sess.coordinator is not None
+        self._counter = StepCounter(None if self._variable is None else self._read_step)
         if self._variable is not None:
-            sess.settle()
-            self._after = self._before = int(to_numpy(self._variable))
-
-    @property
-    def global_step_variable(self) -> Any:
-        """The global step variable, or `None`."""
-        return self._variable
-
-    @property
-    def owned_global_step(self) -> Any:
-        """The global step if the session advances it per step, else `None`."""
-        return self._sess.owned_global_step
+            self._counter.refresh()
+            self._counter.before = self._counter.after
 
     def _calls_a_step(self, fetches: Any) -> bool:
         """Whether running `fetches` calls a step (remembered for the last step object)."""
@@ -127,68 +114,73 @@ class EagerBackend:
         return calls
 
     def start_run(self) -> None:
-        if self._stale:
-            self._read_step()
-        self._before = self._after
-        self._uncounted = False
+        self._counter.start_run()
 
     def forget_step(self) -> None:
-        self._uncounted = True
-        if self._variable is not None:
-            self._stale = True
+        self._counter.forget_step()
 
-    def _read_step(self) -> None:
+    def _read_step(self) -> int:
         assert self._variable is not None
         self._sess.settle()
-        self._after = int(to_numpy(self._variable))
-        self._stale = False
+        return int(to_numpy(self._variable))
 
     def global_step_before(self) -> int | None:
-        return self._before
+        return self._counter.before
 
     def global_step_after(self, reaching: Callable[[int], bool] | None = None) -> int | None:
-        if self._stale:
-            self._read_step()
-        value = self._after
+        value = self._counter.known_after()
         if value is None or (reaching is not None and not reaching(value)):
             return None
         return value
 
     def counts_steps(self) -> bool:
-        """Whether the host copy of the global step is kept without device reads."""
-        return self._after is not None and not self._exact
+        return self._counter.after is not None and not self._counter.drifted
+
+    def fusable_step(self, fetches: Any, feed_dict: Any) -> tuple[Any, str | None]:
+        step = None if feed_dict else fusable_step(fetches, self._sess.owned_global_step)
+        if step is not None or not self._calls_a_step(fetches):
+            return step, None
+        if feed_dict:
+            return None, "it is given a feed_dict"
+        if isinstance(fetches, BoundStep):
+            return None, (
+                "it is called with arguments (sess.call(step, *args); Epochs.run passes each "
+                "batch so)"
+            )
+        return None, "it is not a tf.function"
 
     def run_silent(
-        self, loop: Callable[..., Any], max_steps: int, deadline: float
+        self, step: Any, keep: tuple[str, ...], max_steps: int, at_time: float | None
     ) -> tuple[int, Mapping[str, Any]]:
-        """Runs a fused loop of steps (see `_fusion`) and advances the host step.
-
-        Returns:
-          How many steps ran, and the entries the loop kept.
+        """Runs up to `max_steps` of `step` in the fused loop, and advances the host step.
 
         Raises:
           Whatever the loop raises, once the host step is read back from the
           device (the end of the data ends the loop after the last full step).
         """
         assert self._variable is not None
+        loop = loop_for(step, keep, self._variable)  # Traced before the clock starts.
+        deadline = time.time() + MAX_SECONDS_PER_CALL
+        if at_time is not None:
+            deadline = min(deadline, at_time)
+        counter = self._counter
         try:
             counts, kept = loop(tf.constant(max_steps, tf.int64), tf.constant(deadline, tf.float64))
             done, after = (int(value) for value in to_numpy(counts))
         except Exception:
-            self._after = int(to_numpy(self._variable))
+            counter.refresh()
             raise
-        assert self._after is not None
-        if after != self._after + done:
-            logger.warning(
+        assert counter.after is not None
+        if after != counter.after + done:
+            counter.drift(
                 "The global step is %d after %d fused steps, but the session counted %d: "
                 "the step does not advance the global step by exactly one. Hooks now read it "
                 "from the device after every run (slower).",
                 after,
                 done,
-                self._after + done,
+                counter.after + done,
             )
-            self._exact = True
-        self._after = after
+        counter.after = after
         return done, kept
 
     def empty_run_protos(self) -> tuple[Any, Any]:
@@ -210,15 +202,13 @@ class EagerBackend:
     ) -> tuple[Any, dict[Any, Any]]:
         # A run that is not a training step is a side call: an owned global
         # step is not advanced by it, and the host copy is read again when needed.
-        counted = not self._uncounted
+        counter = self._counter
+        counted = not counter.uncounted
         outputs = self._sess.call(fetches, feed_dict, feed_owners, advance=counted)
-        if not counted:
-            self._stale = self._variable is not None
-        elif self._after is not None and self._calls_a_step(fetches):
-            self._after += 1
+        counter.end_run(counted and self._calls_a_step(fetches))
         if not hook_fetches:
-            if self._exact:
-                self._read_step()
+            if counter.drifted:
+                counter.refresh()
             return outputs, {}
         read: dict[int, Any] = {}  # id of a variable or tensor -> its value, this step.
         hook_results = {
@@ -227,11 +217,11 @@ class EagerBackend:
         }
         if self._in_flight:  # Read after a join, only when asked (module docstring).
             return outputs, hook_results
-        if self._stale:
+        if counter.stale:
             value = read.get(id(self._variable))
             if value is not None:  # Read with the hooks' values anyway.
-                self._after, self._stale = int(value), False
-        elif self._after is not None:
+                counter.after, counter.stale = int(value), False
+        elif counter.after is not None:
             self._check_step(read)
         return outputs, hook_results
 
@@ -240,17 +230,16 @@ class EagerBackend:
         assert self._variable is not None
         value = read.get(id(self._variable))
         actual = int(to_numpy(self._variable) if value is None else value)
-        if actual != self._after and not self._exact:
-            logger.warning(
+        if actual != self._counter.after:
+            self._counter.drift(
                 "The global step is %d after this run, but the session counted %s: the step "
                 "does not advance the global step by exactly one per run. Hooks now read it "
                 "from the device after every run (slower). Increment it once in the step, "
                 "e.g. global_step.assign_add(1).",
                 actual,
-                self._after,
+                self._counter.after,
             )
-            self._exact = True
-        self._after = actual
+        self._counter.after = actual
 
     @classmethod
     def _evaluate(cls, hook: Any, requested: Any, outputs: Any, read: dict[int, Any]) -> Any:

@@ -47,14 +47,24 @@ def resolve_fetch(owner: str, argument: str, target: Any) -> Any:
       ValueError: If a name is ambiguous or a tensor belongs to another graph.
       TypeError: If `target` is of a type the mode cannot fetch.
     """
-    if tf.executing_eagerly():
-        if isinstance(target, (str, tf.Variable, tf.Tensor)) or callable(target):
-            return target
-        raise TypeError(
-            f"{owner}: in eager mode {argument} must be the name of an entry of the mapping "
-            "the step returns, a tf.Variable, a tensor or a zero-argument callable; got "
-            f"{target!r}."
-        )
+    from monsession._backends._mode import current_mode
+
+    return current_mode().resolve_fetch(owner, argument, target)
+
+
+def resolve_eager_fetch(owner: str, argument: str, target: Any) -> Any:
+    """`resolve_fetch` in eager mode."""
+    if isinstance(target, (str, tf.Variable, tf.Tensor)) or callable(target):
+        return target
+    raise TypeError(
+        f"{owner}: in eager mode {argument} must be the name of an entry of the mapping "
+        "the step returns, a tf.Variable, a tensor or a zero-argument callable; got "
+        f"{target!r}."
+    )
+
+
+def resolve_graph_fetch(owner: str, argument: str, target: Any) -> Any:
+    """`resolve_fetch` in graph mode, under the session's graph."""
     graph = tf.compat.v1.get_default_graph()
     if isinstance(target, str):
         return _graph_element(owner, argument, graph, target)

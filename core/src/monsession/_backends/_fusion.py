@@ -12,30 +12,22 @@ from __future__ import annotations
 
 import logging
 import time
-import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-import tensorflow as tf
-
 from monsession._api._hook_api import NextAction, hook_overrides
-from monsession._backends._eager import BoundStep
-from monsession._backends._eager_backend import EagerBackend, _calls_a_step, _hook_name
-from monsession._backends._owned_step import advancing
+from monsession._backends._backend import Backend
 
 logger = logging.getLogger("monsession")
 
 AUTO = "auto"
 
-# How long one fused call may run: time-based schedules and Ctrl-C wait no longer.
-MAX_SECONDS_PER_CALL = 0.5
-
 # The step count of "auto": no cap but time.
 _UNCAPPED = 2**62
 
-FUSED_STEP_ATTRIBUTE = "monsession_fused_step"
 
-_LOOP_SIGNATURE = [tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.float64)]
+def _hook_name(hook: Any) -> str:
+    return type(hook).__name__
 
 
 def check_steps_per_execution(owner: str, value: Any, eager: bool) -> int | None:
@@ -69,33 +61,6 @@ def check_steps_per_execution(owner: str, value: Any, eager: bool) -> int | None
     return cap
 
 
-def fusable_step(fetches: Any, owned: Any) -> Any:
-    """The `tf.function` to fuse for `run(fetches)`, or `None` (see `_fusable`).
-
-    With a global step the session owns (`owned`), the step wrapped to advance it.
-    """
-    step = _fusable(fetches)
-    if step is None or owned is None:
-        return step
-    return advancing(step, owned)
-
-
-def _fusable(fetches: Any) -> Any:
-    """The `tf.function` to fuse for `run(fetches)`, or `None`.
-
-    A `tf.function` (or `sess.call` of one, without arguments), or a wrapper
-    that names the `tf.function` it calls in its `monsession_fused_step`
-    attribute (a wrapper that does nothing on the steps where no hook acts,
-    e.g. `NanTensorHook.watch`).
-    """
-    if isinstance(fetches, BoundStep) and not (fetches.args or fetches.kwargs):
-        fetches = fetches.step  # sess.call(step): the step itself.
-    step = getattr(fetches, FUSED_STEP_ATTRIBUTE, fetches)
-    if isinstance(step, tf.types.experimental.PolymorphicFunction):
-        return step
-    return None
-
-
 def _plans_ahead(hook: Any) -> bool:
     """Whether `hook` has a `next_action()` of its own (not the base class's)."""
     return hook_overrides(hook, "next_action")
@@ -127,18 +92,19 @@ class Fusion:
             )
 
     def run_silent_steps(
-        self, fetches: Any, feed_dict: Any, backend: Any
+        self, fetches: Any, feed_dict: Any, backend: Backend
     ) -> tuple[int, Mapping[str, Any]]:
         """Runs the silent steps before the coming run, if any.
 
         Returns:
           How many steps ran, and the entries hooks asked to keep.
         """
-        if not self._enabled or not isinstance(backend, EagerBackend):
+        if not self._enabled:
             return 0, {}
-        step = None if feed_dict else fusable_step(fetches, backend.owned_global_step)
+        step, why_not = backend.fusable_step(fetches, feed_dict)
         if step is None:
-            self._explain(fetches, feed_dict)
+            if why_not is not None:
+                self._explain(why_not)
             return 0, {}
         if not backend.counts_steps():
             self._stop_fusing(
@@ -151,11 +117,7 @@ class Fusion:
         steps, at_time, keep = self._plan(global_step)
         if steps <= 1 or (at_time is not None and at_time <= time.time()):
             return 0, {}
-        loop = _loop_for(step, keep, backend.global_step_variable)  # Traced before the clock.
-        deadline = time.time() + MAX_SECONDS_PER_CALL
-        if at_time is not None:
-            deadline = min(deadline, at_time)
-        done, kept = backend.run_silent(loop, steps - 1, deadline)
+        done, kept = backend.run_silent(step, keep, steps - 1, at_time)
         if not backend.counts_steps():
             self._stop_fusing(logging.WARNING, "the global step did not advance once per step")
         return done, kept
@@ -179,99 +141,20 @@ class Fusion:
             keep.extend(name for name in action.keep if name not in keep)
         return steps, deadline, tuple(keep)
 
-    def _explain(self, fetches: Any, feed_dict: Any) -> None:
+    def _explain(self, why_not: str) -> None:
         """Says once per session why a call of a step runs one step, though fusion is on."""
-        if self._explained or not _calls_a_step(fetches):
+        if self._explained:
             return
         self._explained = True
-        if feed_dict:
-            why = "it is given a feed_dict"
-        elif isinstance(fetches, BoundStep):
-            why = (
-                "it is called with arguments (sess.call(step, *args); Epochs.run passes each "
-                "batch so)"
-            )
-        else:
-            why = "it is not a tf.function"
         logger.warning(
             "%s: steps_per_execution runs this step one step per call: %s, and fused steps "
             "run a tf.function without arguments from the host. To fuse, read the batch "
             "inside the tf.function (next(iterator)) and call sess.run(step).",
             self._owner,
-            why,
+            why_not,
         )
 
     def _stop_fusing(self, level: int, reason: str) -> None:
         if self._enabled:
             logger.log(level, "%s: steps_per_execution runs single steps: %s.", self._owner, reason)
         self._enabled = False
-
-
-# Each step's loops, by the entries they keep: traced once per step and
-# global step variable, shared by the sessions that run the step.
-_LOOPS: weakref.WeakKeyDictionary[Any, dict[tuple[str, ...], tuple[Any, Any]]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def _loop_for(step: Any, keep: tuple[str, ...], variable: Any) -> Callable[..., Any]:
-    """The fused loop of `step` keeping `keep` and reading `variable`, traced on first use."""
-    loops = _LOOPS.setdefault(step, {})
-    cached = loops.get(keep)
-    if cached is None or cached[0] is not variable:
-        loop = _build_loop(step, variable, keep)
-        loop.get_concrete_function()  # type: ignore[attr-defined]
-        cached = loops[keep] = (variable, loop)
-    return cached[1]
-
-
-def _kept_specs(step: Any, keep: tuple[str, ...]) -> list[Any]:
-    """The specs of the entries `keep` names in the step's outputs."""
-    outputs = step.get_concrete_function().structured_outputs
-    specs = []
-    for name in keep:
-        if not isinstance(outputs, Mapping) or name not in outputs:
-            got = sorted(outputs) if isinstance(outputs, Mapping) else type(outputs).__name__
-            raise ValueError(
-                f"A hook keeps the step's {name!r} output from every step, but the step "
-                f"returns {got}."
-            )
-        specs.append(tf.TensorSpec(outputs[name].shape, outputs[name].dtype))
-    return specs
-
-
-def _build_loop(step: Any, variable: Any, keep: tuple[str, ...]) -> Callable[..., Any]:
-    """A `tf.function(max_steps, deadline)` running `step` silently.
-
-    It runs the step while fewer than `max_steps` ran and `tf.timestamp()`
-    is before `deadline`, and returns how many ran, the global step after
-    them, and the kept entries stacked.
-    """
-    specs = _kept_specs(step, keep) if keep else []
-    traced = weakref.ref(step)  # Called only while tracing: the cache's key stays weak.
-
-    @tf.function(input_signature=_LOOP_SIGNATURE, autograph=False)
-    def loop(max_steps: Any, deadline: Any) -> Any:
-        def more(done: Any, *arrays: Any) -> Any:
-            return tf.logical_and(done < max_steps, tf.timestamp() < deadline)
-
-        def one_step(done: Any, *arrays: Any) -> Any:
-            outputs = traced()()  # type: ignore[misc]
-            written = [
-                array.write(tf.cast(done, tf.int32), outputs[name])
-                for array, name in zip(arrays, keep, strict=True)
-            ]
-            return (done + 1, *written)
-
-        start = [
-            tf.TensorArray(spec.dtype, size=0, dynamic_size=True, element_shape=spec.shape)
-            for spec in specs
-        ]
-        done, *arrays = tf.while_loop(more, one_step, [tf.constant(0, tf.int64), *start])
-        with tf.control_dependencies([done]):
-            after = tf.cast(variable.read_value(), tf.int64)
-        return tf.stack([done, after]), {
-            name: a.stack() for name, a in zip(keep, arrays, strict=True)
-        }
-
-    return loop

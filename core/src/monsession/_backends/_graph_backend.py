@@ -27,7 +27,6 @@ fresh read, so an evaluation that does not add one shifts nothing.
 from __future__ import annotations
 
 import functools
-import logging
 import operator
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -35,8 +34,7 @@ from typing import Any
 import tensorflow as tf
 
 from monsession import _tf_compat
-
-logger = logging.getLogger("monsession")
+from monsession._backends._step_counter import StepCounter
 
 _CALLER = "caller"
 _MAX_CACHED_CALLABLES = 64
@@ -261,14 +259,10 @@ class GraphBackend:
         self._protos: tuple[Any, Any] | None = None
         graph = getattr(sess, "graph", None)
         self._tensor = global_step_fetch(graph)
-        self._known: int | None = None  # Expected before the next run.
-        self._before: int | None = None  # Before the current run.
-        self._exact: int | None = None  # After the current run, once read.
+        self._counter = StepCounter(None if self._tensor is None else self._read)
+        self._read_this_run: int | None = None  # The step read after the current run.
         self._ran = False  # Whether the current run is over.
         self._fetch_step = False
-        self._drifted = False  # Whether runs were seen not to add one each.
-        self._uncounted = False  # Whether the current run may not add one (forget_step).
-        self._reread = False  # Whether the next run starts with a read of the step.
         self._sess = sess
         # Connected to a server (`master=`): other workers may step too.
         self._shared_step = bool(getattr(sess, "sess_str", ""))
@@ -279,59 +273,67 @@ class GraphBackend:
     def _seed(self) -> None:
         """Reads the step as the session starts, so that no run needs an extra read."""
         try:
-            self._known = int(self._read())
+            self._counter.refresh()
         except tf.errors.FailedPreconditionError:
             return  # Not initialized yet (a raw session under test): read when asked.
         self._fetch_step = True
 
     def start_run(self) -> None:
-        if self._reread:
-            self._reread = False
-            if self._known is None and self._fetch_step:
-                self._known = int(self._read())
-        self._before, self._exact, self._ran = self._known, None, False
-        self._uncounted = False
+        self._counter.start_run(read_if_stale=self._fetch_step)
+        self._read_this_run, self._ran = None, False
 
     def forget_step(self) -> None:
-        self._uncounted = True
+        self._counter.forget_step()
 
     def global_step_before(self) -> int | None:
         if self._tensor is None:
             return None
         self._fetch_step = True
-        if self._before is None:
+        counter = self._counter
+        if counter.before is None:
             if self._ran:  # First asked after the run: one less than now.
-                self._before = self._read_after() - 1
+                counter.before = self._read_after() - 1
             else:
-                self._before = self._known = int(self._read())
-        return self._before
+                counter.before = counter.refresh()
+        return counter.before
 
     def global_step_after(self, reaching: Callable[[int], bool] | None = None) -> int | None:
         if self._tensor is None:
             return None
         self._fetch_step = True
-        if self._exact is None:
+        if self._read_this_run is None:
             # Other workers step too (`master=`): only a read tells, as
             # TensorFlow's hooks read after every run.
-            expected = None if self._shared_step else self._known
+            expected = None if self._shared_step else self._counter.after
             if expected is not None and reaching is not None and not reaching(expected):
                 return None
             self._read_after()
-        assert self._exact is not None
-        if reaching is not None and not reaching(self._exact):
+        assert self._read_this_run is not None
+        if reaching is not None and not reaching(self._read_this_run):
             return None
-        return self._exact
+        return self._read_this_run
 
-    def _read(self) -> Any:
+    def _read(self) -> int:
         """Reads the global step now (one run of the session)."""
         if self._reader is None:
             self._reader = _step_reader(self._sess, self._tensor)
-        return self._reader()
+        return int(self._reader())
 
     def _read_after(self) -> int:
-        if self._exact is None:
-            self._exact = self._known = int(self._read())
-        return self._exact
+        if self._read_this_run is None:
+            self._read_this_run = self._counter.refresh()
+        return self._read_this_run
+
+    def counts_steps(self) -> bool:
+        return self._counter.after is not None and not self._counter.drifted
+
+    def fusable_step(self, fetches: Any, feed_dict: Any) -> tuple[Any, str | None]:
+        return None, None  # Each Session.run is one step.
+
+    def run_silent(
+        self, step: Any, keep: tuple[str, ...], max_steps: int, at_time: float | None
+    ) -> tuple[int, Mapping[str, Any]]:
+        raise RuntimeError("Graph mode fuses no steps (fusable_step is always None).")
 
     def empty_run_protos(self) -> tuple[Any, Any]:
         if self._protos is None:
@@ -350,36 +352,32 @@ class GraphBackend:
         run_metadata: Any,
         feed_owners: Mapping[Any, str],
     ) -> tuple[Any, dict[Any, Any]]:
-        fetch_step = self._fetch_step and not self._uncounted
+        fetch_step = self._fetch_step and not self._counter.uncounted
         if fetch_step:
             hook_fetches[_STEP] = self._tensor
         caller_results, hook_results = self._runner.run(
             fetches, hook_fetches, feed_dict, options, run_metadata, feed_owners
         )
         self._ran = True
-        if self._uncounted:
-            self._known, self._reread = None, True
-        elif fetch_step:
-            seen = int(hook_results[_STEP])
-            self._known = self._expected_after(seen)
-        elif self._known is not None:
-            self._known += 1
+        if fetch_step:
+            self._counter.after = self._expected_after(int(hook_results[_STEP]))
+        else:
+            self._counter.end_run(counted_step=True)
         return caller_results, hook_results
 
     def _expected_after(self, seen: int) -> int | None:
         """The step expected after this run, or `None` when only a read can tell."""
-        if self._drifted:
+        if self._counter.drifted:
             return None
-        expected = _step_after_run(self._before, seen)
+        expected = _step_after_run(self._counter.before, seen)
         if expected is None:
-            self._drifted = True
-            logger.warning(
+            self._counter.drift(
                 "The global step was %d during a run expected to start at %d: the runs of "
                 "this session do not each add one to the global step (a run that adds "
                 "nothing, such as an evaluation, or a step that adds several). Hooks now "
                 "read it after every run in which they need it.",
                 seen,
-                self._before,
+                self._counter.before,
             )
         return expected
 

@@ -9,6 +9,7 @@ from typing import Any
 import tensorflow as tf
 
 from monsession import _tf_compat
+from monsession._backends._mode import current_mode
 
 logger = logging.getLogger("monsession")
 
@@ -102,8 +103,10 @@ class Scaffold:
         Returns:
           This scaffold.
         """
-        if tf.executing_eagerly():
-            return self
+        current_mode().build_graph(self._build_graph)
+        return self
+
+    def _build_graph(self) -> None:
         if self._init_op is None:
             self._init_op = Scaffold.get_or_default("init_op", _GraphKeys.INIT_OP, _default_init_op)
         if self._ready_op is None:
@@ -134,7 +137,6 @@ class Scaffold:
             self._saver.build()
         _v1.get_default_graph().finalize()
         logger.info("Graph was finalized.")
-        return self
 
     @property
     def init_fn(self) -> Callable[[Any], None] | None:

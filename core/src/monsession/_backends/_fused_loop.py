@@ -1,0 +1,124 @@
+"""The fused loop of eager mode: silent steps inside one `tf.function`.
+
+`loop_for(step, keep, variable)` builds (once per step function and kept
+entries) a `tf.function(max_steps, deadline)` that runs the step while
+fewer than `max_steps` ran and the deadline has not passed, and returns how
+many ran, the global step after them, and the entries hooks keep from every
+step. It takes the count and the deadline as tensors, so it is traced once
+per step function, never per count. `_fusion` decides how many steps to
+run; the eager backend runs the loop.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import tensorflow as tf
+
+from monsession._backends._eager import BoundStep
+from monsession._backends._owned_step import advancing
+
+# How long one fused call may run: time-based schedules and Ctrl-C wait no longer.
+MAX_SECONDS_PER_CALL = 0.5
+
+FUSED_STEP_ATTRIBUTE = "monsession_fused_step"
+_LOOP_SIGNATURE = [tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.float64)]
+
+
+def fusable_step(fetches: Any, owned: Any) -> Any:
+    """The `tf.function` to fuse for `run(fetches)`, or `None` (see `_fusable`).
+
+    With a global step the session owns (`owned`), the step wrapped to advance it.
+    """
+    step = _fusable(fetches)
+    if step is None or owned is None:
+        return step
+    return advancing(step, owned)
+
+
+def _fusable(fetches: Any) -> Any:
+    """The `tf.function` to fuse for `run(fetches)`, or `None`.
+
+    A `tf.function` (or `sess.call` of one, without arguments), or a wrapper
+    that names the `tf.function` it calls in its `monsession_fused_step`
+    attribute (a wrapper that does nothing on the steps where no hook acts,
+    e.g. `NanTensorHook.watch`).
+    """
+    if isinstance(fetches, BoundStep) and not (fetches.args or fetches.kwargs):
+        fetches = fetches.step  # sess.call(step): the step itself.
+    step = getattr(fetches, FUSED_STEP_ATTRIBUTE, fetches)
+    if isinstance(step, tf.types.experimental.PolymorphicFunction):
+        return step
+    return None
+
+
+# Each step's loops, by the entries they keep: traced once per step and
+# global step variable, shared by the sessions that run the step.
+_LOOPS: weakref.WeakKeyDictionary[Any, dict[tuple[str, ...], tuple[Any, Any]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def loop_for(step: Any, keep: tuple[str, ...], variable: Any) -> Callable[..., Any]:
+    """The fused loop of `step` keeping `keep` and reading `variable`, traced on first use."""
+    loops = _LOOPS.setdefault(step, {})
+    cached = loops.get(keep)
+    if cached is None or cached[0] is not variable:
+        loop = _build_loop(step, variable, keep)
+        loop.get_concrete_function()  # type: ignore[attr-defined]
+        cached = loops[keep] = (variable, loop)
+    return cached[1]
+
+
+def _kept_specs(step: Any, keep: tuple[str, ...]) -> list[Any]:
+    """The specs of the entries `keep` names in the step's outputs."""
+    outputs = step.get_concrete_function().structured_outputs
+    specs = []
+    for name in keep:
+        if not isinstance(outputs, Mapping) or name not in outputs:
+            got = sorted(outputs) if isinstance(outputs, Mapping) else type(outputs).__name__
+            raise ValueError(
+                f"A hook keeps the step's {name!r} output from every step, but the step "
+                f"returns {got}."
+            )
+        specs.append(tf.TensorSpec(outputs[name].shape, outputs[name].dtype))
+    return specs
+
+
+def _build_loop(step: Any, variable: Any, keep: tuple[str, ...]) -> Callable[..., Any]:
+    """A `tf.function(max_steps, deadline)` running `step` silently.
+
+    It runs the step while fewer than `max_steps` ran and `tf.timestamp()`
+    is before `deadline`, and returns how many ran, the global step after
+    them, and the kept entries stacked.
+    """
+    specs = _kept_specs(step, keep) if keep else []
+    traced = weakref.ref(step)  # Called only while tracing: the cache's key stays weak.
+
+    @tf.function(input_signature=_LOOP_SIGNATURE, autograph=False)
+    def loop(max_steps: Any, deadline: Any) -> Any:
+        def more(done: Any, *arrays: Any) -> Any:
+            return tf.logical_and(done < max_steps, tf.timestamp() < deadline)
+
+        def one_step(done: Any, *arrays: Any) -> Any:
+            outputs = traced()()  # type: ignore[misc]
+            written = [
+                array.write(tf.cast(done, tf.int32), outputs[name])
+                for array, name in zip(arrays, keep, strict=True)
+            ]
+            return (done + 1, *written)
+
+        start = [
+            tf.TensorArray(spec.dtype, size=0, dynamic_size=True, element_shape=spec.shape)
+            for spec in specs
+        ]
+        done, *arrays = tf.while_loop(more, one_step, [tf.constant(0, tf.int64), *start])
+        with tf.control_dependencies([done]):
+            after = tf.cast(variable.read_value(), tf.int64)
+        return tf.stack([done, after]), {
+            name: a.stack() for name, a in zip(keep, arrays, strict=True)
+        }
+
+    return loop
