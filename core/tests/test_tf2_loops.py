@@ -262,9 +262,76 @@ def test_a_call_with_chosen_hooks_does_not_advance_the_owned_global_step():
     assert train_runs == 4 and steps.after == [1, 2, 3, 4]
 
 
-def test_epochs_with_fused_steps_say_once_why_each_batch_is_one_call(caplog):
+class _EveryFive(monsession.SessionRunHook):
+    """Acts every 5 steps and records what it saw, epoch boundaries included."""
+
+    def __init__(self):
+        self.seen = []
+
+    def next_action(self, global_step):
+        return monsession.NextAction(steps=5 - global_step % 5)
+
+    def before_run(self, run_context):
+        return monsession.SessionRunArgs({"w": "w"})
+
+    def after_run(self, run_context, run_values):
+        step = run_context.global_step_after()
+        if step % 5 == 0:
+            self.seen.append(("step", step, round(float(run_values.results["w"]), 6)))
+
+    def epoch_begin(self, epoch):
+        self.seen.append(("begin", epoch))
+
+    def epoch_end(self, epoch):
+        self.seen.append(("end", epoch))
+
+
+def _epochs_run(steps_per_execution, last_step=None):
+    """An order-sensitive model trained by Epochs.run: what hooks, loop and weights saw."""
+    tf.compat.v1.reset_default_graph()  # A fresh global step.
+    w = tf.Variable(0.0)
+
     @tf.function
     def step(x):
+        w.assign(w * 0.5 + tf.cast(x, tf.float32))
+        return {"w": w.read_value()}
+
+    data = monsession.Epochs(tf.data.Dataset.range(7).shuffle(7, seed=3), num_epochs=3)
+    hook, silent = _EveryFive(), _SilentSteps()
+    hooks = [hook, silent] + ([] if last_step is None else [monsession.StopAtStepHook(last_step)])
+    with monsession.MonitoredSession(hooks=hooks, steps_per_execution=steps_per_execution) as sess:
+        yielded = list(data.run(sess, step))
+    step_now = int(monsession.get_global_step().numpy())
+    return hook.seen, yielded, round(float(w.numpy()), 6), step_now, int(data.epoch), silent.total
+
+
+class _SilentSteps(monsession.SessionRunHook):
+    def __init__(self):
+        self.total = 0
+
+    def next_action(self, global_step):
+        return monsession.NextAction()
+
+    def after_run(self, run_context, run_values):
+        self.total += run_context.silent_steps
+
+
+@pytest.mark.parametrize("last_step", [None, 17])
+def test_the_epochs_loop_fuses_and_sees_what_single_steps_see(last_step):
+    *fused, silent = _epochs_run("auto", last_step)
+    *single, none = _epochs_run(1, last_step)
+    assert fused == single and none == 0
+    seen, yielded, _, step, epoch = fused
+    assert step == (21 if last_step is None else 17)
+    assert yielded == ([0, 1, 2] if last_step is None else [0, 1])
+    assert epoch == (3 if last_step is None else 2)
+    assert ("begin", 0) == seen[0] and ("end", 1) in seen
+    # Silent steps ran: all but the epochs' last batches and the hooks' steps.
+    assert silent >= step - 3 - step // 5 - 3
+
+
+def test_an_epochs_step_that_is_no_tf_function_says_once_why_it_runs_single_steps(caplog):
+    def step(x):  # Plain Python: its side effects run on every step.
         return {"x": x}
 
     epochs = monsession.Epochs(tf.data.Dataset.range(6).batch(2), num_epochs=2)
@@ -275,8 +342,7 @@ def test_epochs_with_fused_steps_say_once_why_each_batch_is_one_call(caplog):
     said = [r for r in caplog.records if "steps_per_execution" in r.getMessage()]
     assert len(said) == 1 and said[0].levelno == logging.WARNING
     message = said[0].getMessage()
-    assert "Epochs.run passes each batch" in message
-    assert "read the batch inside the tf.function" in message
+    assert "it is not a tf.function" in message
     assert int(monsession.get_global_step().numpy()) == 6
 
 

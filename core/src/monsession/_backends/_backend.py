@@ -61,13 +61,14 @@ class Backend(Protocol):
     def counts_steps(self) -> bool:
         """Whether the global step is known on the host without device reads."""
 
-    def fusable_step(self, fetches: Any, feed_dict: Any) -> tuple[Any, str | None]:
+    def fusable_step(self, fetches: Any, feed_dict: Any) -> tuple[Any, str | None, int | None]:
         """The `tf.function` to fuse before `run(fetches, feed_dict)` (see `_fusion`).
 
         Returns:
-          `(step, None)` when the call can fuse; else `(None, why)`, with
-          `why` saying why a call of a step cannot, or `None` when the
-          call runs no step (or the mode never fuses).
+          `(step, why, limit)`: `step` is `None` when the call cannot fuse,
+          and then `why` says why a call of a step cannot (`None` when the
+          call runs no step, or the mode never fuses); `limit` caps the
+          silent steps (`None`: no cap but the hooks').
         """
 
     def run_silent(

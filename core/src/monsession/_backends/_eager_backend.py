@@ -34,6 +34,7 @@ from monsession._backends._eager import (
     _CONTAINERS,
     BoundStep,
     EagerSession,
+    PullingStep,
     _is_step_callable,
     _map_structure,
     to_numpy,
@@ -136,18 +137,16 @@ class EagerBackend:
     def counts_steps(self) -> bool:
         return self._counter.after is not None and not self._counter.drifted
 
-    def fusable_step(self, fetches: Any, feed_dict: Any) -> tuple[Any, str | None]:
+    def fusable_step(self, fetches: Any, feed_dict: Any) -> tuple[Any, str | None, int | None]:
+        limit = fetches.silent_limit if isinstance(fetches, PullingStep) else None
         step = None if feed_dict else fusable_step(fetches, self._sess.owned_global_step)
-        if step is not None or not self._calls_a_step(fetches):
-            return step, None
+        if step is not None or not (limit is not None or self._calls_a_step(fetches)):
+            return step, None, limit
         if feed_dict:
-            return None, "it is given a feed_dict"
+            return None, "it is given a feed_dict", None
         if isinstance(fetches, BoundStep):
-            return None, (
-                "it is called with arguments (sess.call(step, *args); Epochs.run passes each "
-                "batch so)"
-            )
-        return None, "it is not a tf.function"
+            return None, "it is called with arguments (sess.call(step, *args))", None
+        return None, "it is not a tf.function", None
 
     def run_silent(
         self, step: Any, keep: tuple[str, ...], max_steps: int, at_time: float | None

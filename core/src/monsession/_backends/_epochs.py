@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import tensorflow as tf
 
 from monsession._api._hook_api import hook_overrides
-from monsession._backends._eager import BoundStep
+from monsession._backends._eager import BoundStep, PullingStep
 
 _OWNER = "Epochs"
 
@@ -98,9 +99,17 @@ class Epochs(tf.Module):
         epoch (`KerasCallbacksHook` does when a callback sets
         `model.stop_training`). The loop ends when the session should stop,
         without yielding for an epoch that did not complete, or after
-        `num_epochs`. Each batch is one `session.call`: with
-        `steps_per_execution` the session runs one step per call here and
-        says once why.
+        `num_epochs`.
+
+        With the session's `steps_per_execution` (`"auto"` or N) and a
+        `tf.function` step, the steps before the next one at which a hook
+        acts run inside one `tf.function` that pulls their batches from this
+        object's iterator itself; an epoch's last batch, and each step at
+        which a hook acts, is pulled on the host. Epoch boundaries, the
+        hooks' steps, checkpoints (position included) and the batches
+        trained on are those of single steps. A step that is not a
+        `tf.function` runs one step per batch (its Python runs every step),
+        and the session says so once.
 
         A preemption error (`AbortedError`, `UnavailableError`) re-creates
         the session, which restores the latest checkpoint, this object's
@@ -134,31 +143,95 @@ class Epochs(tf.Module):
     def _step(
         self, session: Any, step: Callable[..., Any], hooks: list[Any], progress: _Progress
     ) -> None:
-        """Takes the next batch and runs `step` on it with the hooks."""
+        """Runs `step` on the next batch with the hooks (after silent steps, when fused)."""
+        if progress.next_index == 0:
+            progress.begin(hooks)  # Before the epoch's first step, a silent one too.
+        pulled = _EpochStep(self, step, hooks, progress)
+        session._call_bound(pulled)
+        if not progress.recovered() and pulled.ended is not None:
+            progress.epoch = pulled.ended + 1
+
+    def _pull(self, hooks: list[Any], progress: _Progress) -> tuple[Any, int | None]:
+        """Takes the next batch on the host.
+
+        Returns:
+          The batch, and the epoch it ends if it is the epoch's last, else `None`.
+        """
         position, batch = next(self.iterator)
-        index = int(position)  # One host read per batch: where the epochs end.
-        if index == 0:
+        index = int(position)  # One host read per acting step: where the epochs end.
+        if index == 0 and progress.next_index != 0:
             progress.begin(hooks)
         last = index == self._length - 1
-        if last:
-            epoch = int(self.epoch.numpy())
-            # Counted with the pull of its last batch, before that step
-            # runs: a checkpoint taken in the step (its hooks) holds the
-            # counter of the epoch the iterator is at.
-            self.epoch.assign_add(1)
-        args = batch if isinstance(batch, tuple) else (batch,)
-        # Not retried after a preemption error: the batch was taken before
-        # the restore, which rewinds the iterator (`progress` goes on there).
-        session._call_bound(BoundStep(step, args, _NO_KEYWORDS, retry=False))
-        if not progress.recovered() and last:
-            progress.epoch = epoch + 1
+        progress.next_index = 0 if last else index + 1
+        if not last:
+            return batch, None
+        epoch = int(self.epoch.numpy())
+        # Counted with the pull of its last batch, before that step runs: a
+        # checkpoint taken in the step (its hooks) holds the counter of the
+        # epoch the iterator is at.
+        self.epoch.assign_add(1)
+        return batch, epoch
 
+    def _fused(self, step: Callable[..., Any]) -> Any:
+        """`step` on the next batch, pulled inside one `tf.function`; `None` unless one."""
+        if not isinstance(step, tf.types.experimental.PolymorphicFunction):
+            return None
+        fused = _FUSED.setdefault(self, weakref.WeakKeyDictionary())
+        if step not in fused:
+            iterator = self.iterator
+
+            @tf.function(autograph=False)
+            def pulled_step() -> Any:
+                _, batch = next(iterator)
+                return step(*_arguments(batch))
+
+            fused[step] = pulled_step
+        return fused[step]
+
+
+# Each Epochs' fused steps, by step function: traced once per step.
+_FUSED: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
 _NO_KEYWORDS: dict[str, Any] = {}  # Never changed.
 
 
+def _arguments(batch: Any) -> tuple[Any, ...]:
+    """A tuple batch passes as the step's positional arguments, any other as its one."""
+    return batch if isinstance(batch, tuple) else (batch,)
+
+
+class _EpochStep(PullingStep):
+    """One call of an `Epochs` loop: silent steps inside the epoch, then one on the host.
+
+    Silent steps never take an epoch's last batch: that one is pulled on the
+    host, where the epoch is counted and its end seen.
+    """
+
+    def __init__(
+        self, epochs: Epochs, step: Callable[..., Any], hooks: list[Any], progress: _Progress
+    ) -> None:
+        self._epochs = epochs
+        self._step = step
+        self._hooks = hooks
+        self._progress = progress
+        self.fused = epochs._fused(step)
+        known = progress.next_index
+        self.silent_limit = 0 if known is None else epochs.batches_per_epoch - 1 - known
+        self.ended: int | None = None  # The epoch whose last batch this step took.
+
+    def bind(self, silent: int) -> BoundStep:
+        progress = self._progress
+        if silent:
+            assert progress.next_index is not None
+            progress.next_index += silent
+        batch, self.ended = self._epochs._pull(self._hooks, progress)
+        # Not retried after a preemption error: the batch was taken before
+        # the restore, which rewinds the iterator (`progress` goes on there).
+        return BoundStep(self._step, _arguments(batch), _NO_KEYWORDS, retry=False)
+
+
 class _Progress:
-    """Where one `Epochs.run` is: the epoch of the next batch, and what was notified.
+    """Where one `Epochs.run` is: the next batch's epoch and index, and what was notified.
 
     `epoch` is the counter as the host knows it (read at the boundaries and
     after a recovery). Epochs below it that this run has not ended yet end
@@ -172,6 +245,7 @@ class _Progress:
         # Epochs of earlier runs are not notified again.
         self._begun = self._ended = self.epoch - 1
         self._recoveries = _recoveries(session)
+        self.next_index: int | None = None  # Of the next batch in its epoch, once known.
 
     def recovered(self) -> bool:
         """Whether the session was re-created since the last look; if so, reads the counter."""
@@ -180,6 +254,7 @@ class _Progress:
             return False
         self._recoveries = recoveries
         self.epoch = int(self._counter.numpy())  # As the restore left it.
+        self.next_index = None
         return True
 
     def begin(self, hooks: list[Any]) -> None:

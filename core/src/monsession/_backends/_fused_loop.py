@@ -17,7 +17,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from monsession._backends._eager import BoundStep
+from monsession._backends._eager import BoundStep, PullingStep
 from monsession._backends._owned_step import advancing
 
 # How long one fused call may run: time-based schedules and Ctrl-C wait no longer.
@@ -48,6 +48,8 @@ def _fusable(fetches: Any) -> Any:
     """
     if isinstance(fetches, BoundStep) and not (fetches.args or fetches.kwargs):
         fetches = fetches.step  # sess.call(step): the step itself.
+    elif isinstance(fetches, PullingStep):
+        fetches = fetches.fused
     step = getattr(fetches, FUSED_STEP_ATTRIBUTE, fetches)
     if isinstance(step, tf.types.experimental.PolymorphicFunction):
         return step

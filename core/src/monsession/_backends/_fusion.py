@@ -101,7 +101,7 @@ class Fusion:
         """
         if not self._enabled:
             return 0, {}
-        step, why_not = backend.fusable_step(fetches, feed_dict)
+        step, why_not, limit = backend.fusable_step(fetches, feed_dict)
         if step is None:
             if why_not is not None:
                 self._explain(why_not)
@@ -115,6 +115,8 @@ class Fusion:
         global_step = backend.global_step_after()
         assert global_step is not None
         steps, at_time, keep = self._plan(global_step)
+        if limit is not None:
+            steps = min(steps, limit + 1)
         if steps <= 1 or (at_time is not None and at_time <= time.time()):
             return 0, {}
         done, kept = backend.run_silent(step, keep, steps - 1, at_time)

@@ -327,8 +327,8 @@ class GraphBackend:
     def counts_steps(self) -> bool:
         return self._counter.after is not None and not self._counter.drifted
 
-    def fusable_step(self, fetches: Any, feed_dict: Any) -> tuple[Any, str | None]:
-        return None, None  # Each Session.run is one step.
+    def fusable_step(self, fetches: Any, feed_dict: Any) -> tuple[Any, str | None, int | None]:
+        return None, None, None  # Each Session.run is one step.
 
     def run_silent(
         self, step: Any, keep: tuple[str, ...], max_steps: int, at_time: float | None

@@ -25,7 +25,7 @@ from monsession._api._hook_api import (
 )
 from monsession._api._step_context import StepContext
 from monsession._backends._backend import make_backend
-from monsession._backends._eager import BoundStep
+from monsession._backends._eager import PullingStep, retried
 from monsession._durability._file_errors import file_error_behind
 from monsession._durability._retry import RetryBudget, RetryPolicy, policy_for
 
@@ -136,7 +136,7 @@ class _RecoverableSession(_WrappedSession):
                 results = self._sess.run(fetches, feed_dict, options, run_metadata)
             except PREEMPTION_ERRORS as error:
                 self._recover(error)
-                if isinstance(fetches, BoundStep) and not fetches.retry:
+                if not retried(fetches):
                     # Its arguments were taken before the restore (see BoundStep).
                     self._sess = self._create_session()
                     return None
@@ -316,6 +316,8 @@ class _HookedSession(_WrappedSession):
         silent, kept = (0, None)
         if self._fusion is not None and chosen is None and training:
             silent, kept = self._fusion.run_silent_steps(fetches, feed_dict, self._backend)
+        if isinstance(fetches, PullingStep):
+            fetches = fetches.bind(silent)
         self._backend.start_run()
         if not training:
             # Not a training step (an evaluation, a second optimizer): it may
