@@ -308,3 +308,31 @@ def test_session_creation_reads_each_tensor_once(tmp_path, mode):
     _bytes_read_by_creation(mode, tmp_path, shape)  # First calls: imports, TensorFlow's caches.
     read = _bytes_read_by_creation(mode, tmp_path, shape)
     assert size <= read < 1.5 * size, f"{read} bytes read for a {size}-byte data file"
+
+
+@pytest.mark.parametrize("mode", ["graph", "eager"])
+def test_a_checkpoint_not_fitting_the_model_is_raised_not_skipped(tmp_path, caplog, mode):
+    _write_checkpoints(mode, tmp_path)
+    state_file = (tmp_path / "checkpoint").read_text()
+    if mode == "graph":
+        with tf.Graph().as_default():
+            monsession.get_or_create_global_step()
+            _v1.get_variable("w", initializer=tf.zeros([4096]))
+            _v1.get_variable("extra", initializer=tf.zeros([3]))
+            with pytest.raises(tf.errors.NotFoundError, match="extra"):
+                monsession.ChiefSessionCreator(checkpoint_dir=str(tmp_path)).create_session()
+    else:
+        tf.compat.v1.reset_default_graph()
+        state = tf.train.Checkpoint(
+            step=monsession.get_or_create_global_step(),
+            w=tf.Variable(tf.zeros([4096])),
+            extra=tf.Variable(tf.zeros([3])),
+        )
+        creator = monsession.ChiefSessionCreator(
+            scaffold=monsession.Scaffold(saver=state), checkpoint_dir=str(tmp_path)
+        )
+        with pytest.raises(AssertionError, match="not bound to checkpointed values"):
+            creator.create_session()
+        tf.compat.v1.reset_default_graph()
+    assert "Damaged" not in caplog.text
+    assert (tmp_path / "checkpoint").read_text() == state_file
