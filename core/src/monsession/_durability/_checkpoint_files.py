@@ -1,13 +1,15 @@
-"""Which checkpoint of a directory to restore: the newest one that can be read.
+"""Restoring the newest checkpoint of a directory that reads back whole.
 
-Both modes restore through here. The candidates are the latest checkpoint of
-the ``checkpoint`` state file, then every checkpoint named in it or found in
-the directory (``<prefix>.index`` / ``<prefix>.data-NNNNN-of-NNNNN`` files),
-newest first. A candidate is readable when its index opens and every tensor
-of every data shard reads back whole (TensorFlow checks each tensor's
-checksum): a missing, truncated or corrupted file is found here, before any
-variable is touched, and never half-restored. This reads the checkpoint once
-more than the restore does, at session creation only.
+Both modes restore through here (`restore_newest`). The candidates are the
+latest checkpoint of the ``checkpoint`` state file, then every checkpoint
+named in it or found in the directory (``<prefix>.index`` /
+``<prefix>.data-NNNNN-of-NNNNN`` files), newest first. A candidate whose
+files are missing or whose index does not open is skipped before any
+variable is touched. The restore itself reads each tensor once, and
+TensorFlow checks each tensor's checksum: when it reports an error and
+reading the checkpoint back shows a truncated or corrupted data file, the
+restore is re-run from the next candidate, which restores every variable
+again (nothing of the damaged checkpoint is kept).
 
 A damaged newer checkpoint is skipped with a WARNING naming its files; the
 chief then rewrites the state file so that it names the restored checkpoint
@@ -24,6 +26,8 @@ import json
 import logging
 import os
 import re
+from collections.abc import Callable
+from typing import TypeVar
 
 import tensorflow as tf
 
@@ -35,6 +39,7 @@ STATE_FILE = "checkpoint"
 _DATA_FILE = re.compile(r"^(?P<prefix>.+)\.data-(?P<shard>\d{5})-of-(?P<shards>\d{5})$")
 _INDEX_SUFFIX = ".index"
 _NUMBERED = re.compile(r"-(\d+)$")
+_Restored = TypeVar("_Restored")
 
 
 class DamagedCheckpointError(RuntimeError):
@@ -47,8 +52,8 @@ class CheckpointChoice:
 
     Attributes:
       directory: The directory looked at.
-      path: The prefix of the newest readable checkpoint, or `None` when the
-        directory holds no checkpoint files at all.
+      path: The prefix of the checkpoint restored (the newest readable one),
+        or `None` when the directory holds no checkpoint files at all.
       readable: Every readable checkpoint prefix found, oldest first.
       damaged: One line per unreadable file or checkpoint skipped, naming it.
       state_file_ok: Whether the state file names `path` as its latest.
@@ -118,19 +123,8 @@ def glob_escape(path: str) -> str:
     return re.sub(r"([\[\]*?])", r"[\1]", path)
 
 
-def unreadable_reason(prefix: str, read_tensors: bool = True) -> str | None:
-    """Why the checkpoint `prefix` cannot be restored, naming its files; `None` if it can.
-
-    Args:
-      prefix: The checkpoint prefix.
-      read_tensors: Whether to read every tensor back, so that a truncated or
-        corrupted data file (TensorFlow checks each tensor's checksum) is
-        found here rather than half-way through a restore. Otherwise only
-        the presence of the index and of every data shard is checked.
-
-    Returns:
-      `None`, or one line naming the files and what is wrong with them.
-    """
+def _missing_files_reason(prefix: str) -> str | None:
+    """What is missing of the checkpoint `prefix` (its index, a data shard), naming its files."""
     index = prefix + _INDEX_SUFFIX
     data = _data_files(prefix)
     if not tf.io.gfile.exists(index):
@@ -143,100 +137,139 @@ def unreadable_reason(prefix: str, read_tensors: bool = True) -> str | None:
     }
     if len(shards) != 1 or len(data) != next(iter(shards)):
         return f"data shards of {prefix} are missing or mixed: found {', '.join(data)}"
-    if not read_tensors:
-        return None
-    try:
-        reader = tf.train.load_checkpoint(prefix)
-        for name, dtype in reader.get_variable_to_dtype_map().items():
-            if dtype != tf.variant:  # E.g. a tf.data iterator's state: no NumPy value.
-                reader.get_tensor(name)
-    except Exception as error:
-        return (
-            f"{prefix} ({index}, {', '.join(data)}) cannot be read: "
-            f"{type(error).__name__}: {error_cause(error)}"
-        )
     return None
 
 
-def _has_checkpoint_files(directory: str) -> bool:
-    return tf.io.gfile.exists(os.path.join(directory, STATE_FILE)) or bool(
-        _prefixes_on_disk(directory)
+def unreadable_reason(prefix: str, read_tensors: bool = True) -> str | None:
+    """Why the checkpoint `prefix` cannot be restored, naming its files; `None` if it can.
+
+    Args:
+      prefix: The checkpoint prefix.
+      read_tensors: Whether to read every tensor back (TensorFlow checks each
+        tensor's checksum), which finds a truncated or corrupted data file.
+        Otherwise only the files' presence and the index are checked.
+
+    Returns:
+      `None`, or one line naming the files and what is wrong with them.
+    """
+    missing = _missing_files_reason(prefix)
+    if missing is not None:
+        return missing
+    try:
+        reader = tf.train.load_checkpoint(prefix)  # Reads the index only.
+        if read_tensors:
+            for name, dtype in reader.get_variable_to_dtype_map().items():
+                if dtype != tf.variant:  # E.g. a tf.data iterator's state: no NumPy value.
+                    reader.get_tensor(name)
+    except Exception as error:
+        files = ", ".join([prefix + _INDEX_SUFFIX, *_data_files(prefix)])
+        return f"{prefix} ({files}) cannot be read: {type(error).__name__}: {error_cause(error)}"
+    return None
+
+
+def read_back(prefix: str) -> None:
+    """Reads every tensor of the checkpoint `prefix` back (TensorFlow checks their checksums).
+
+    Raises:
+      DamagedCheckpointError: One line naming the files and the damage.
+    """
+    reason = unreadable_reason(prefix)
+    if reason is not None:
+        raise DamagedCheckpointError(reason)
+
+
+def _candidates(directory: str, in_state: list[str]) -> list[str]:
+    """The checkpoint prefixes to try: the state file's latest, then all others newest first."""
+    others = sorted(
+        {*in_state, *_prefixes_on_disk(directory)},
+        key=lambda p: (_step_of(p), _mtime(p + _INDEX_SUFFIX)),
+        reverse=True,
     )
+    seen: set[str] = set()
+    candidates = []
+    for prefix in [*in_state[-1:], *others]:
+        if os.path.normpath(prefix) not in seen:
+            seen.add(os.path.normpath(prefix))
+            candidates.append(prefix)
+    return candidates
 
 
-def choose_checkpoint(directory: str) -> CheckpointChoice:
-    """Finds the newest readable checkpoint of `directory`.
+def restore_newest(
+    directory: str, restore: Callable[[str], _Restored]
+) -> tuple[CheckpointChoice, _Restored | None]:
+    """Restores the newest checkpoint of `directory` that reads back whole.
+
+    Each candidate, newest first, is checked without reading its tensors
+    (files, index), then handed to `restore`, which reads each tensor once
+    (TensorFlow checks each tensor's checksum). When `restore` raises and
+    the checkpoint's data reads back damaged (or `restore` raised
+    `read_back`'s error), the next candidate is handed to `restore`, which
+    must then restore every variable again, keeping no value of the damaged
+    checkpoint. Any other error is raised.
 
     Args:
       directory: The checkpoint directory (it may not exist).
+      restore: Restores a checkpoint prefix (a mode's restore).
 
     Returns:
-      A `CheckpointChoice`; its `path` is `None` when the directory holds no
+      A `CheckpointChoice` and what `restore` returned; the choice's `path`
+      is `None` (and `restore` not called) when the directory holds no
       checkpoint files (a fresh start).
 
     Raises:
       DamagedCheckpointError: If checkpoint files exist but none is readable.
     """
     if not tf.io.gfile.isdir(directory):
-        return CheckpointChoice(directory, None)
+        return CheckpointChoice(directory, None), None
     in_state, state_problem = _read_state(directory)
-    on_disk = _prefixes_on_disk(directory)
-    damaged = [state_problem] if state_problem else []
-    seen: set[str] = set()
-    candidates: list[str] = []
-    latest_in_state = in_state[-1] if in_state else None
-    others = sorted(
-        {*in_state, *on_disk}, key=lambda p: (_step_of(p), _mtime(p + _INDEX_SUFFIX)), reverse=True
-    )
-    for prefix in [*([latest_in_state] if latest_in_state else []), *others]:
-        key = os.path.normpath(prefix)
-        if key not in seen:
-            seen.add(key)
-            candidates.append(prefix)
+    candidates = _candidates(directory, in_state)
     if not candidates and not state_problem:
-        return CheckpointChoice(directory, None)
-    chosen = None
+        return CheckpointChoice(directory, None), None
+    damaged = [state_problem] if state_problem else []
     for prefix in candidates:
-        reason = unreadable_reason(prefix)
+        reason = unreadable_reason(prefix, read_tensors=False)
         if reason is None:
-            chosen = prefix
-            break
+            try:
+                restored = restore(prefix)
+            except DamagedCheckpointError as error:  # From `read_back`.
+                reason = str(error)
+            except Exception:  # TensorFlow raises OpErrors, but also e.g. IndexError.
+                reason = unreadable_reason(prefix)  # Damaged data, or another failure?
+                if reason is None:
+                    raise
+            else:
+                return _choice(directory, prefix, in_state, state_problem, damaged), restored
         damaged.append(reason)
-    if chosen is None:
-        raise DamagedCheckpointError(
-            f"Checkpoint files exist in {directory!r}, but none can be restored:\n  "
-            + "\n  ".join(damaged)
-            + "\nTraining does not start over while checkpoints exist: repair or move these "
-            "files, or train into another checkpoint_dir."
-        )
+    raise DamagedCheckpointError(
+        f"Checkpoint files exist in {directory!r}, but none can be restored:\n  "
+        + "\n  ".join(damaged)
+        + "\nTraining does not start over while checkpoints exist: repair or move these "
+        "files, or train into another checkpoint_dir."
+    )
+
+
+def _choice(
+    directory: str, chosen: str, in_state: list[str], state_problem: str | None, damaged: list[str]
+) -> CheckpointChoice:
+    """The outcome once `chosen` is restored, skipping the `damaged` ones."""
     # Only checkpoints the state file manages are handed on to be managed
     # (and in time deleted) by a Saver or CheckpointManager, as TensorFlow does.
     managed = [os.path.normpath(p) for p in in_state]
+    key = os.path.normpath(chosen)
     older = (
-        [
-            p
-            for p in in_state[:-1]
-            if os.path.normpath(p) != os.path.normpath(chosen)
-            and managed.index(os.path.normpath(p)) < managed.index(os.path.normpath(chosen))
-            and unreadable_reason(p, read_tensors=False) is None
-        ]
-        if os.path.normpath(chosen) in managed
+        [p for p in in_state[: managed.index(key)] if _missing_files_reason(p) is None]
+        if key in managed
         else []
     )
-    readable = (*older, chosen)
-    state_ok = (
-        not state_problem
-        and latest_in_state is not None
-        and (os.path.normpath(latest_in_state) == os.path.normpath(chosen))
-    )
-    return CheckpointChoice(directory, chosen, readable, tuple(damaged), state_ok)
+    state_ok = not state_problem and bool(in_state) and os.path.normpath(in_state[-1]) == key
+    return CheckpointChoice(directory, chosen, (*older, chosen), tuple(damaged), state_ok)
 
 
 def report_and_repair(choice: CheckpointChoice, repair: bool) -> None:
     """Warns about the damaged files skipped; the chief repairs the state file.
 
     Args:
-      choice: What `choose_checkpoint` found.
+      choice: What `restore_newest` restored and skipped.
       repair: Whether to rewrite the state file so that it names the restored
         checkpoint as the latest (the chief, which owns the directory).
     """

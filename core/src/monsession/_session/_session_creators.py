@@ -12,7 +12,11 @@ import tensorflow as tf
 from monsession._api._arguments import check_directory, check_interval
 from monsession._backends._eager import EagerSession
 from monsession._backends._owned_step import add_to_checkpoint
-from monsession._durability._checkpoint_files import choose_checkpoint, report_and_repair
+from monsession._durability._checkpoint_files import (
+    read_back,
+    report_and_repair,
+    restore_newest,
+)
 from monsession._durability._hook_state import record_restore
 from monsession._session._scaffold import Scaffold
 
@@ -181,19 +185,14 @@ class ChiefSessionCreator(_ScaffoldedCreator):
                 repair_state_file=True,
             )
         path = self._checkpoint_filename_with_path
-        choice = None
+        choice = session = None
         if path is None and self._checkpoint_dir and self._scaffold.saver is not None:
-            choice = choose_checkpoint(self._checkpoint_dir)
+            # A restore that finds damaged data is re-run, with the next
+            # checkpoint, in a new session: no variable keeps a damaged value.
+            choice, session = restore_newest(self._checkpoint_dir, self._prepare_session)
             path = choice.path
-        session = self._get_session_manager().prepare_session(
-            self._master,
-            saver=self._scaffold.saver,
-            checkpoint_filename_with_path=path,
-            config=self._config,
-            init_op=self._scaffold.init_op,
-            init_feed_dict=self._scaffold.init_feed_dict,
-            init_fn=self._scaffold.init_fn,
-        )
+        if session is None:
+            session = self._prepare_session(path)
         if path is not None and self._scaffold.saver is not None:
             record_restore(session, path)
         if choice is not None and choice.path is not None:
@@ -203,6 +202,18 @@ class ChiefSessionCreator(_ScaffoldedCreator):
             self._scaffold.saver.recover_last_checkpoints(list(choice.readable))
             logger.info("Restored checkpoint %s.", choice.path)
         return session
+
+    def _prepare_session(self, path: str | None) -> Any:
+        """A new session: `path` restored, or the model initialized when `None`."""
+        return self._get_session_manager().prepare_session(
+            self._master,
+            saver=self._scaffold.saver,
+            checkpoint_filename_with_path=path,
+            config=self._config,
+            init_op=self._scaffold.init_op,
+            init_feed_dict=self._scaffold.init_feed_dict,
+            init_fn=self._scaffold.init_fn,
+        )
 
 
 class WorkerSessionCreator(_ScaffoldedCreator):
@@ -304,21 +315,34 @@ def restore_eager_checkpoint(
         checkpoint = saver.checkpoint
         checkpoint_dir = checkpoint_dir or saver.directory
     add_to_checkpoint(checkpoint)
-    choice = None
+
+    def restore(prefix: str, whole: bool = True) -> None:
+        if not isinstance(checkpoint, tf.train.Checkpoint):
+            raise ValueError(
+                f"Found checkpoint {prefix!r} to restore, but in eager mode there is nothing to "
+                f"restore it into: Scaffold.saver is {saver!r}. Pass the state as "
+                "Scaffold(saver=tf.train.Checkpoint(model=..., optimizer=..., step=global_step))."
+            )
+        # Every existing object must match: a restore re-run after damaged
+        # data was found leaves no value of the damaged checkpoint behind.
+        status = checkpoint.restore(prefix)
+        status.assert_existing_objects_matched()
+        if whole:
+            try:
+                status.assert_consumed()
+            except AssertionError:
+                # Values for objects not created yet (e.g. an optimizer's
+                # slots) are read when they are, too late to fall back.
+                read_back(prefix)
+
     path = checkpoint_path
-    if not path and checkpoint_dir:
-        choice = choose_checkpoint(checkpoint_dir)
+    if path:
+        restore(path, whole=False)
+    elif checkpoint_dir:
+        choice, _ = restore_newest(checkpoint_dir, restore)
+        report_and_repair(choice, repair=repair_state_file)
         path = choice.path
     if not path:
         return None
-    if not isinstance(checkpoint, tf.train.Checkpoint):
-        raise ValueError(
-            f"Found checkpoint {path!r} to restore, but in eager mode there is nothing to "
-            f"restore it into: Scaffold.saver is {saver!r}. Pass the state as "
-            "Scaffold(saver=tf.train.Checkpoint(model=..., optimizer=..., step=global_step))."
-        )
-    checkpoint.restore(path).assert_existing_objects_matched()
-    if choice is not None:
-        report_and_repair(choice, repair=repair_state_file)
     logger.info("Restored checkpoint %s.", path)
     return path
