@@ -10,7 +10,12 @@ from checkpoint_testing import counter_program, fresh_eager, fresh_graph
 
 import monsession
 from monsession_hooks_checkpoint import CheckpointSaverHook
-from monsession_hooks_checkpoint._tf_compat import manager_checkpoint_prefix
+from monsession_hooks_checkpoint._tf_compat import (
+    install_checkpoint_writer,
+    manager_checkpoint_prefix,
+    snapshot_checkpoint,
+    write_snapshot,
+)
 
 
 def _saved_hooks(path):
@@ -26,6 +31,21 @@ def test_tf_compat_manager_checkpoint_prefix(tmp_path):
         )
         assert manager_checkpoint_prefix(manager) == os.path.join(str(tmp_path), "abc")
         assert manager.save(checkpoint_number=3) == os.path.join(str(tmp_path), "abc-3")
+
+
+def test_tf_compat_snapshot_written_later_holds_the_values_read(tmp_path):
+    with fresh_eager():
+        weight = tf.Variable([1.0, 2.0])
+        checkpoint = tf.train.Checkpoint(weight=weight)
+        snapshot = snapshot_checkpoint(checkpoint)
+        weight.assign_add([10.0, 10.0])  # After the read: not in the snapshot.
+        write_snapshot(snapshot, str(tmp_path / "snap"), tf.train.CheckpointOptions())
+        reader = tf.train.load_checkpoint(str(tmp_path / "snap"))
+        assert list(reader.get_tensor("weight/.ATTRIBUTES/VARIABLE_VALUE")) == [1.0, 2.0]
+        assert "_CHECKPOINTABLE_OBJECT_GRAPH" in reader.get_variable_to_shape_map()
+        marker = object()
+        assert install_checkpoint_writer(checkpoint, marker) is None
+        assert install_checkpoint_writer(checkpoint, None) is marker
 
 
 def test_seconds_timer_keeps_its_last_trigger_across_a_restart(tmp_path):
