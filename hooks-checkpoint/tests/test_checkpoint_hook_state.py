@@ -10,7 +10,9 @@ from checkpoint_testing import counter_program, fresh_eager, fresh_graph
 
 import monsession
 from monsession_hooks_checkpoint import CheckpointSaverHook
+from monsession_hooks_checkpoint._background_writer import BackgroundWriter
 from monsession_hooks_checkpoint._tf_compat import (
+    forget_async_request,
     install_checkpoint_writer,
     manager_checkpoint_prefix,
     snapshot_checkpoint,
@@ -46,6 +48,27 @@ def test_tf_compat_snapshot_written_later_holds_the_values_read(tmp_path):
         marker = object()
         assert install_checkpoint_writer(checkpoint, marker) is None
         assert install_checkpoint_writer(checkpoint, None) is marker
+        forget_async_request(checkpoint)
+
+
+def test_checkpoint_restores_itself_after_a_background_write(tmp_path):
+    """A checkpoint that saved asynchronously restores as usual (it used to recurse)."""
+    with fresh_eager():
+        weight = tf.Variable(1.0)
+        checkpoint = tf.train.Checkpoint(weight=weight)
+        writer = BackgroundWriter(checkpoint)
+        install_checkpoint_writer(checkpoint, writer)
+        manager = tf.train.CheckpointManager(checkpoint, str(tmp_path), max_to_keep=1)
+        background = tf.train.CheckpointOptions(experimental_enable_async_checkpoint=True)
+        path = manager.save(options=background)
+        weight.assign(5.0)
+        manager.sync()
+        assert manager.latest_checkpoint == path
+        checkpoint.restore(path).assert_consumed()
+        assert float(weight.numpy()) == 1.0
+        weight.assign(7.0)
+        checkpoint.restore(path, options=background).assert_consumed()
+        assert float(weight.numpy()) == 1.0
 
 
 def test_seconds_timer_keeps_its_last_trigger_across_a_restart(tmp_path):

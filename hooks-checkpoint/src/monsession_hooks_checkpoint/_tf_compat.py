@@ -134,3 +134,15 @@ def install_checkpoint_writer(checkpoint: Any, writer: Any) -> Any:
     previous = checkpoint._async_checkpointer_impl
     checkpoint._async_checkpointer_impl = writer
     return previous
+
+
+def forget_async_request(checkpoint: Any) -> None:
+    """Makes `checkpoint`'s later `restore()`/`read()` run as usual, not through its async saver.
+
+    Why private: a `tf.train.Checkpoint` remembers the options of its last
+    asynchronous write in `_checkpoint_options` and then hands every
+    `restore()` and `read()` to its asynchronous saver too; the
+    `BackgroundWriter` saves only and lets the checkpoint restore itself.
+    """
+    if getattr(checkpoint, "_checkpoint_options", None) is not None:
+        checkpoint._checkpoint_options = None
