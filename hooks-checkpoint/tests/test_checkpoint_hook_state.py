@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 
+import keras
 import tensorflow as tf
 from checkpoint_testing import counter_program, fresh_eager, fresh_graph
 
@@ -38,12 +39,18 @@ def test_tf_compat_manager_checkpoint_prefix(tmp_path):
 def test_tf_compat_snapshot_written_later_holds_the_values_read(tmp_path):
     with fresh_eager():
         weight = tf.Variable([1.0, 2.0])
-        checkpoint = tf.train.Checkpoint(weight=weight)
+        with tf.distribute.MirroredStrategy(["/cpu:0"]).scope():
+            # Serialized as the variable itself, not as a reading function.
+            mirrored = keras.Variable([3.0])
+        checkpoint = tf.train.Checkpoint(weight=weight, mirrored=tf.Module())
+        checkpoint.mirrored.value = mirrored
         snapshot = snapshot_checkpoint(checkpoint)
         weight.assign_add([10.0, 10.0])  # After the read: not in the snapshot.
+        mirrored.assign_add([10.0])
         write_snapshot(snapshot, str(tmp_path / "snap"), tf.train.CheckpointOptions())
         reader = tf.train.load_checkpoint(str(tmp_path / "snap"))
         assert list(reader.get_tensor("weight/.ATTRIBUTES/VARIABLE_VALUE")) == [1.0, 2.0]
+        assert list(reader.get_tensor("mirrored/value/.ATTRIBUTES/VARIABLE_VALUE")) == [3.0]
         assert "_CHECKPOINTABLE_OBJECT_GRAPH" in reader.get_variable_to_shape_map()
         marker = object()
         assert install_checkpoint_writer(checkpoint, marker) is None

@@ -65,6 +65,7 @@ def snapshot_checkpoint(checkpoint: Any) -> dict[Any, Any]:
       NotImplementedError: If the checkpoint holds objects with a registered
         saver (they write their own files and cannot be read in advance).
     """
+    import tensorflow as tf
     from tensorflow.python.training.saving.saveable_object import SaveSpec
 
     gather = _require(
@@ -86,7 +87,11 @@ def snapshot_checkpoint(checkpoint: Any) -> dict[Any, Any]:
             # `.tensor` calls a variable's reading function; the new SaveSpec
             # keeps the tensor read, not the function.
             return SaveSpec(value.tensor, value.slice_spec, value.name, value.dtype, value.device)
-        return value
+        if value is None or isinstance(value, tf.Tensor):
+            return value
+        # A variable itself (a Keras 3 variable holding a distributed one
+        # serializes so): read now, not when the thread writes.
+        return tf.identity(value)
 
     for owner, tensors in serialized.items():  # Keyed by identity: changed in place.
         serialized[owner] = {key: read(value) for key, value in tensors.items()}
