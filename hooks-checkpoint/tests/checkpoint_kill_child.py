@@ -2,11 +2,12 @@
 
 Usage: python checkpoint_kill_child.py CHECKPOINT_DIR. Two loops run at once
 in two threads (one TensorFlow import for both): graph mode with synchronous
-saves into CHECKPOINT_DIR/graph and eager mode with asynchronous saves into
-CHECKPOINT_DIR/eager-async. Every step sets each variable to the new global
-step everywhere, so a loaded checkpoint is consistent iff all its values
-equal its global step. Prints "<mode> SAVING <step>" / "<mode> SAVED <step>"
-around every save.
+saves into CHECKPOINT_DIR/graph and eager mode, a Keras 3 model saved in the
+background (the default), into CHECKPOINT_DIR/eager-async. Every step sets
+each variable to the new global step everywhere, so a loaded checkpoint is
+consistent iff all its values equal its global step. Prints
+"<mode> SAVING <step>" / "<mode> SAVED <step>" around every save (SAVED once
+the checkpoint is complete).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import threading
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import keras
 import tensorflow as tf
 
 import monsession
@@ -66,23 +68,24 @@ def graph_main(checkpoint_dir: str) -> None:
 
 def eager_main(checkpoint_dir: str) -> None:
     global_step = monsession.get_or_create_global_step()
-    weights = {f"w{i}": tf.Variable(tf.zeros(SHAPE)) for i in range(COUNT)}
+    layers = {
+        f"w{i}": keras.layers.Dense(SHAPE[1], use_bias=False, kernel_initializer="zeros")
+        for i in range(COUNT)
+    }
+    for layer in layers.values():
+        layer.build((None, SHAPE[0]))
 
     @tf.function
     def step():
         next_step = global_step + 1
-        for w in weights.values():
-            w.assign(tf.fill(SHAPE, tf.cast(next_step, tf.float32)))
+        for layer in layers.values():
+            layer.kernel.assign(tf.fill(SHAPE, tf.cast(next_step, tf.float32)))
         global_step.assign(next_step)
         return {}
 
-    checkpoint = tf.train.Checkpoint(step=global_step, **weights)
+    checkpoint = tf.train.Checkpoint(step=global_step, **layers)
     hook = CheckpointSaverHook(
-        checkpoint_dir,
-        save_steps=1,
-        saver=checkpoint,
-        listeners=[Announce("eager-async")],
-        async_save=True,
+        checkpoint_dir, save_steps=1, saver=checkpoint, listeners=[Announce("eager-async")]
     )
     with monsession.MonitoredSession(
         session_creator=monsession.ChiefSessionCreator(

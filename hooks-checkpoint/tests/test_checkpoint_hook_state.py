@@ -5,12 +5,20 @@ from __future__ import annotations
 import json
 import os
 
+import keras
 import tensorflow as tf
 from checkpoint_testing import counter_program, fresh_eager, fresh_graph
 
 import monsession
 from monsession_hooks_checkpoint import CheckpointSaverHook
-from monsession_hooks_checkpoint._tf_compat import manager_checkpoint_prefix
+from monsession_hooks_checkpoint._background_writer import BackgroundWriter
+from monsession_hooks_checkpoint._tf_compat import (
+    forget_async_request,
+    install_checkpoint_writer,
+    manager_checkpoint_prefix,
+    snapshot_checkpoint,
+    write_snapshot,
+)
 
 
 def _saved_hooks(path):
@@ -26,6 +34,48 @@ def test_tf_compat_manager_checkpoint_prefix(tmp_path):
         )
         assert manager_checkpoint_prefix(manager) == os.path.join(str(tmp_path), "abc")
         assert manager.save(checkpoint_number=3) == os.path.join(str(tmp_path), "abc-3")
+
+
+def test_tf_compat_snapshot_written_later_holds_the_values_read(tmp_path):
+    with fresh_eager():
+        weight = tf.Variable([1.0, 2.0])
+        with tf.distribute.MirroredStrategy(["/cpu:0"]).scope():
+            # Serialized as the variable itself, not as a reading function.
+            mirrored = keras.Variable([3.0])
+        checkpoint = tf.train.Checkpoint(weight=weight, mirrored=tf.Module())
+        checkpoint.mirrored.value = mirrored
+        snapshot = snapshot_checkpoint(checkpoint)
+        weight.assign_add([10.0, 10.0])  # After the read: not in the snapshot.
+        mirrored.assign_add([10.0])
+        write_snapshot(snapshot, str(tmp_path / "snap"), tf.train.CheckpointOptions())
+        reader = tf.train.load_checkpoint(str(tmp_path / "snap"))
+        assert list(reader.get_tensor("weight/.ATTRIBUTES/VARIABLE_VALUE")) == [1.0, 2.0]
+        assert list(reader.get_tensor("mirrored/value/.ATTRIBUTES/VARIABLE_VALUE")) == [3.0]
+        assert "_CHECKPOINTABLE_OBJECT_GRAPH" in reader.get_variable_to_shape_map()
+        marker = object()
+        assert install_checkpoint_writer(checkpoint, marker) is None
+        assert install_checkpoint_writer(checkpoint, None) is marker
+        forget_async_request(checkpoint)
+
+
+def test_checkpoint_restores_itself_after_a_background_write(tmp_path):
+    """A checkpoint that saved asynchronously restores as usual (it used to recurse)."""
+    with fresh_eager():
+        weight = tf.Variable(1.0)
+        checkpoint = tf.train.Checkpoint(weight=weight)
+        writer = BackgroundWriter(checkpoint)
+        install_checkpoint_writer(checkpoint, writer)
+        manager = tf.train.CheckpointManager(checkpoint, str(tmp_path), max_to_keep=1)
+        background = tf.train.CheckpointOptions(experimental_enable_async_checkpoint=True)
+        path = manager.save(options=background)
+        weight.assign(5.0)
+        manager.sync()
+        assert manager.latest_checkpoint == path
+        checkpoint.restore(path).assert_consumed()
+        assert float(weight.numpy()) == 1.0
+        weight.assign(7.0)
+        checkpoint.restore(path, options=background).assert_consumed()
+        assert float(weight.numpy()) == 1.0
 
 
 def test_seconds_timer_keeps_its_last_trigger_across_a_restart(tmp_path):

@@ -19,7 +19,7 @@ MODES = {
     "graph": ("global_step", [f"w{i}" for i in range(4)]),
     "eager-async": (
         "step/.ATTRIBUTES/VARIABLE_VALUE",
-        [f"w{i}/.ATTRIBUTES/VARIABLE_VALUE" for i in range(4)],
+        [f"w{i}/_kernel/.ATTRIBUTES/VARIABLE_VALUE" for i in range(4)],
     ),
 }
 

@@ -134,9 +134,14 @@ class CheckpointSaverHook(SessionRunHook):
       max_to_keep: Eager mode: how many recent checkpoints to keep (`None` or
         0 keeps all). Ignored for a given `CheckpointManager`, which keeps its
         own setting; in graph mode the `Saver` decides.
-      async_save: Eager mode: write checkpoints in a background thread, so
-        training continues while the files are written. The pending write is
-        waited for before the next save, at `end()` and in `on_failure()`.
+      async_save: `None` (the default) or `True`: eager mode writes the
+        checkpoint files in a background thread, so the step that saves only
+        reads the values and training goes on while the files are written;
+        the pending write is waited for before the next save, at `end()` and
+        in `on_failure()`, and a write that failed raises
+        `CheckpointSaveError` at the next step. `False`: every save is
+        written before the step returns. Graph mode saves synchronously
+        (`True` raises `ValueError` there).
       save_on_failure: Also save when the session fails (in `on_failure()`,
         which monsession calls instead of `end()` when the `with` block
         raises), if the step reached is not saved yet. Never for an error of
@@ -153,8 +158,8 @@ class CheckpointSaverHook(SessionRunHook):
       TypeError: If `save_steps` is not an int or `save_secs` not a number
         (a `bool` or a string never is), or `checkpoint_dir`, `saver`, a
         listener, `scaffold`, `checkpoint_basename`, `save_graph_def`,
-        `async_save` or `save_on_failure` has the wrong type (a flag must be a
-        `bool`).
+        `async_save` (`None` or a `bool`) or `save_on_failure` has the wrong
+        type (a flag must be a `bool`).
       PermissionError: If `checkpoint_dir` cannot be created or written to.
 
     Raises (from `begin`):
@@ -189,7 +194,7 @@ class CheckpointSaverHook(SessionRunHook):
         save_graph_def: bool = True,
         *,
         max_to_keep: int | None = 5,
-        async_save: bool = False,
+        async_save: bool | None = None,
         save_on_failure: bool = False,
     ) -> None:
         tf_logging.info("Create CheckpointSaverHook.")
@@ -205,7 +210,8 @@ class CheckpointSaverHook(SessionRunHook):
         _check_basename(checkpoint_basename)
         _check_scaffold(scaffold)
         check_flag(_HOOK, "save_graph_def", save_graph_def)
-        check_flag(_HOOK, "async_save", async_save)
+        if async_save is not None:
+            check_flag(_HOOK, "async_save", async_save)
         if saver is not None and not (
             is_object_checkpoint(saver) or callable(getattr(saver, "save", None))
         ):
@@ -225,12 +231,15 @@ class CheckpointSaverHook(SessionRunHook):
         self._listeners = _check_listeners(listeners)
         self._save_graph_def = save_graph_def
         self._max_to_keep = max_to_keep
-        self._async_save = bool(async_save)
+        self._async_save = None if async_save is None else bool(async_save)
         if not isinstance(save_on_failure, bool):
             raise TypeError(f"{_HOOK}: save_on_failure must be a bool, got {save_on_failure!r}.")
         self._save_on_failure = save_on_failure
         self._saving: Saving | None = None
         self._save_error: BaseException | None = None
+        # The step of the checkpoint being written in the background, whose
+        # `after_save` listeners run once it is complete.
+        self._pending_step: int | None = None
         self._directory_lock: DirectoryLockHandle | None = None
 
     @property
@@ -244,6 +253,7 @@ class CheckpointSaverHook(SessionRunHook):
 
     def begin(self) -> None:
         ensure_writable_directory(self._checkpoint_dir, _HOOK)
+        self._pending_step = None
         self._saving = make_saving(
             self._checkpoint_dir,
             self._checkpoint_basename,
@@ -306,6 +316,10 @@ class CheckpointSaverHook(SessionRunHook):
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
         run_context = as_run_context(run_context)
+        if self._pending_step is not None and self._complete_pending(
+            run_context.session, wait=False
+        ):
+            run_context.request_stop()
         global_step = run_context.global_step_after(self._timer.should_trigger_for_step)
         if global_step is None:
             return  # Not time to save: nothing was read or fetched.
@@ -326,12 +340,14 @@ class CheckpointSaverHook(SessionRunHook):
                 # A save is a trigger: a restart from it waits one period from now.
                 self._timer.update_last_triggered_step(last_step)
                 self._save(session, last_step)
-            with self._save_errors("the last asynchronous checkpoint"):
-                self._saving.end()
+            self._complete_pending(session, wait=True)
             for listener in self._listeners:
                 listener.end(session, last_step)
         finally:
-            self._release_checkpoint_dir()
+            try:
+                self._saving.end()
+            finally:
+                self._release_checkpoint_dir()
 
     @contextlib.contextmanager
     def _save_errors(self, what: str) -> Iterator[None]:
@@ -350,17 +366,23 @@ class CheckpointSaverHook(SessionRunHook):
     def on_failure(self, session: Any, error: BaseException) -> None:
         """Completes what was saved; with `save_on_failure`, saves the step reached.
 
-        A pending asynchronous write is waited for and (graph mode) the event
-        file flushed, as in `end()`. Listeners see `before_save`/`after_save`
-        for a save made here, but no `end()`.
+        A pending background write is waited for (its `after_save` listeners
+        run; if it failed, `CheckpointSaveError` is raised, which the session
+        logs) and (graph mode) the event file flushed, as in `end()`.
+        Listeners see `before_save`/`after_save` for a save made here, but no
+        `end()`.
         """
+        assert self._saving is not None, "begin() must be called first."
         try:
+            self._complete_pending(session, wait=True)
             self._finish_on_failure(session, error)
         finally:
-            self._release_checkpoint_dir()
+            try:
+                self._saving.end()
+            finally:
+                self._release_checkpoint_dir()
 
     def _finish_on_failure(self, session: Any, error: BaseException) -> None:
-        assert self._saving is not None, "begin() must be called first."
         reason = _unsafe_to_save(error) if self._save_error is None else "this hook's save failed"
         if reason is not None:
             if self._save_on_failure:
@@ -382,7 +404,7 @@ class CheckpointSaverHook(SessionRunHook):
                 )
                 self._timer.update_last_triggered_step(step)
                 self._save(session, step)
-        self._saving.end()
+                self._complete_pending(session, wait=True)
 
     def _save(self, session: Any, step: int) -> bool:
         """Saves a checkpoint for `step`; returns whether a listener asked to stop."""
@@ -392,12 +414,36 @@ class CheckpointSaverHook(SessionRunHook):
             self._save_error = error
             raise
 
+    def _complete_pending(self, session: Any, wait: bool) -> bool:
+        """Runs `after_save` for the checkpoint written in the background, once it is complete.
+
+        Returns whether a listener asked to stop (`False` while the files
+        are still being written, without `wait`).
+
+        Raises:
+          CheckpointSaveError: If the write failed.
+        """
+        assert self._saving is not None
+        step = self._pending_step
+        if step is None:
+            return False
+        try:
+            with self._save_errors(self._saving.prefix(step)):
+                if not self._saving.written(wait):
+                    return False
+                prune_hook_state(self._saving.prefix(step))  # Of checkpoints max_to_keep deleted.
+            self._pending_step = None
+            return self._after_save(session, step)
+        except BaseException as error:
+            self._pending_step = None
+            self._save_error = error
+            raise
+
     def _save_and_notify(self, session: Any, step: int) -> bool:
         assert self._saving is not None
         settle(session)  # The checkpoint holds exactly the steps counted.
-        with self._save_errors("the previous asynchronous checkpoint"):
-            # The previous checkpoint is complete before listeners see a new one.
-            self._saving.wait()
+        # The previous checkpoint is complete before listeners see a new one.
+        should_stop = self._complete_pending(session, wait=True)
         tf_logging.info("Calling checkpoint listeners before saving checkpoint %d...", step)
         for listener in self._listeners:
             listener.before_save(session, step)
@@ -407,7 +453,12 @@ class CheckpointSaverHook(SessionRunHook):
             # it is complete, and then its hook state is already beside it.
             save_hook_state(session, self._saving.prefix(step))
             self._saving.save(session, step)
-            prune_hook_state(self._saving.prefix(step))  # Of checkpoints max_to_keep deleted.
+        self._pending_step = step
+        # A synchronous save is complete now; a background one at a later step.
+        return self._complete_pending(session, wait=False) or should_stop
+
+    def _after_save(self, session: Any, step: int) -> bool:
+        """Runs the `after_save` listeners; returns whether one asked to stop."""
         tf_logging.info("Calling checkpoint listeners after saving checkpoint %d...", step)
         should_stop = False
         for listener in self._listeners:

@@ -8,7 +8,11 @@ from typing import Any
 import tensorflow as tf
 
 from monsession import tf_logging
-from monsession_hooks_checkpoint._tf_compat import manager_checkpoint_prefix
+from monsession_hooks_checkpoint._background_writer import BackgroundWriter
+from monsession_hooks_checkpoint._tf_compat import (
+    install_checkpoint_writer,
+    manager_checkpoint_prefix,
+)
 
 
 def is_object_checkpoint(saver: Any) -> bool:
@@ -54,6 +58,9 @@ def check_manager_directory(manager: Any, checkpoint_dir: str) -> None:
         )
 
 
+_BACKGROUND = tf.train.CheckpointOptions(experimental_enable_async_checkpoint=True)
+
+
 class EagerSaving:
     """Writes the user's `tf.train.Checkpoint` in eager mode.
 
@@ -62,6 +69,10 @@ class EagerSaving:
     ``checkpoint`` state file lets `tf.train.latest_checkpoint` find them.
     The state file is updated only once a checkpoint is complete, so a crash
     during a save leaves the previous one as the latest.
+
+    With `async_save`, a `BackgroundWriter` is the checkpoint's asynchronous
+    saver from `after_create_session` to `end`: `save` reads the values and
+    returns, the files are written in a thread.
 
     Args:
       state: A `tf.train.Checkpoint`, or a `tf.train.CheckpointManager` used as
@@ -102,11 +113,9 @@ class EagerSaving:
         self._state = state
         self._checkpoint_basename = checkpoint_basename
         self._max_to_keep = max_to_keep
-        self._options = (
-            tf.train.CheckpointOptions(experimental_enable_async_checkpoint=True)
-            if async_save
-            else None
-        )
+        self._async_save = async_save
+        self._writer: BackgroundWriter | None = None
+        self._replaced: Any = None  # The checkpoint's asynchronous saver before the writer.
 
     def after_create_session(self, session: Any) -> None:
         """Creates the `CheckpointManager`, once the session has restored.
@@ -121,6 +130,21 @@ class EagerSaving:
                 max_to_keep=self._max_to_keep or None,
                 checkpoint_name=self._checkpoint_basename,
             )
+        if self._async_save and self._writer is None:
+            self._install_writer(self._manager.checkpoint)
+
+    def _install_writer(self, checkpoint: Any) -> None:
+        if not isinstance(checkpoint, tf.train.Checkpoint):
+            tf_logging.warning(
+                "CheckpointSaverHook: the CheckpointManager's checkpoint is a %s, not a "
+                "tf.train.Checkpoint; saving synchronously.",
+                type(checkpoint).__name__,
+            )
+            self._async_save = False
+            return
+        checkpoint.sync()  # An asynchronous save the user started is complete.
+        self._writer = BackgroundWriter(checkpoint)
+        self._replaced = install_checkpoint_writer(checkpoint, self._writer)
 
     def prefix(self, step: int) -> str:
         """The prefix the manager gives the checkpoint numbered `step`."""
@@ -139,29 +163,28 @@ class EagerSaving:
         return latest is not None and latest.rsplit("-", 1)[-1] == str(step)
 
     def save(self, session: Any, step: int) -> str:
-        """Saves a checkpoint for `step`, after the pending asynchronous one is written."""
-        self.wait()  # TensorFlow would wait too; waiting here makes the stall visible.
-        if self._options is None:
-            return str(self._manager.save(checkpoint_number=step))
-        try:
-            return str(self._manager.save(checkpoint_number=step, options=self._options))
-        except ValueError as error:
-            # TensorFlow's asynchronous saver copies every variable to the host
-            # inside a tf.function; objects whose copy creates new variables
-            # there (Keras 3 variables, as of Keras 3.15) cannot take part.
-            tf_logging.warning(
-                "CheckpointSaverHook: asynchronous saving failed (%s); saving synchronously "
-                "from now on.",
-                str(error).strip().splitlines()[-1],
-            )
-            self._options = None
-            return str(self._manager.save(checkpoint_number=step))
+        """Saves a checkpoint for `step`; with `async_save` its files are written in a thread."""
+        self.written(wait=True)
+        options = _BACKGROUND if self._writer is not None else None
+        return str(self._manager.save(checkpoint_number=step, options=options))
 
-    def wait(self) -> None:
-        """Blocks until a pending asynchronous save is written."""
-        if self._manager is not None:
-            self._manager.sync()
+    def written(self, wait: bool) -> bool:
+        """Whether the last save is complete (with `wait`, once it is); raises its error."""
+        if self._writer is None:
+            return True
+        if not wait and self._writer.busy():
+            return False
+        self._writer.sync()
+        return True
 
     def end(self) -> None:
-        """Waits for the last save."""
-        self.wait()
+        """Gives the checkpoint its asynchronous saver back (the hook waited for the last save)."""
+        writer, self._writer = self._writer, None
+        if writer is None:
+            return
+        try:
+            writer.sync()
+        except Exception as error:  # Only after another error: the hook waits first.
+            tf_logging.error("CheckpointSaverHook: the last checkpoint failed: %s", error)
+        finally:
+            install_checkpoint_writer(self._manager.checkpoint, self._replaced)

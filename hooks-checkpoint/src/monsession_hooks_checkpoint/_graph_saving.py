@@ -113,8 +113,9 @@ class GraphSaving:
         )
         return str(path)
 
-    def wait(self) -> None:
-        """Saves are synchronous in graph mode: nothing to wait for."""
+    def written(self, wait: bool) -> bool:
+        """Saves are synchronous in graph mode: always complete."""
+        return True
 
     def end(self) -> None:
         """Flushes the event file."""

@@ -30,9 +30,10 @@ class CheckpointSaverListener:
 
         CheckpointSaverHook(checkpoint_dir, save_steps=1000, listeners=[ExportOnSave()])
 
-    In eager mode `session` is the monitored session's `EagerSession`. With
-    asynchronous saving, `after_save` runs once the write has been started;
-    the files are complete at the next save and at `end()`.
+    In eager mode `session` is the monitored session's `EagerSession`. A
+    checkpoint written in the background (eager mode's default) is complete
+    when `after_save` runs: at the first step after its files are written,
+    or at the next save, `end()` or `on_failure()`.
     """
 
     def begin(self) -> None:

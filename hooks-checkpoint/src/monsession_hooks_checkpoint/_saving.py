@@ -28,11 +28,14 @@ class Saving(Protocol):
     def save(self, session: Any, step: int) -> str:
         """Saves a checkpoint for `step`; returns its path prefix."""
 
-    def wait(self) -> None:
-        """Blocks until a pending save is completely written."""
+    def written(self, wait: bool) -> bool:
+        """Whether the last save is completely written; with `wait`, blocks until it is.
+
+        Raises the error of a background write that failed (once).
+        """
 
     def end(self) -> None:
-        """Called once from the hook's `end()`, after its last save."""
+        """Called once from the hook's `end()` or `on_failure()`, after its last save."""
 
 
 def make_saving(
@@ -43,7 +46,7 @@ def make_saving(
     *,
     save_graph_def: bool,
     max_to_keep: int | None,
-    async_save: bool,
+    async_save: bool | None,
 ) -> Saving:
     """The `Saving` for the current mode: graph `Saver` or eager `tf.train.Checkpoint`.
 
@@ -56,7 +59,8 @@ def make_saving(
         `tf.train.Checkpoint` of the SAVERS collection (`collection_state`).
       save_graph_def: Graph mode: whether to write ``graph.pbtxt`` and ``.meta`` files.
       max_to_keep: Eager mode: how many checkpoints to keep.
-      async_save: Eager mode: whether to write in a background thread.
+      async_save: Whether to write in a background thread (`None`: in eager
+        mode only).
 
     Raises:
       TypeError: If `saver` (or the scaffold's) does not fit the mode.
@@ -68,9 +72,11 @@ def make_saving(
         state = saver if saver is not None or scaffold is None else scaffold.saver
         if state is None:
             state = collection_state()
-        return EagerSaving(state, checkpoint_dir, checkpoint_basename, max_to_keep, async_save)
+        return EagerSaving(
+            state, checkpoint_dir, checkpoint_basename, max_to_keep, async_save is not False
+        )
     from monsession_hooks_checkpoint._graph_saving import GraphSaving
 
     return GraphSaving(
-        checkpoint_dir, checkpoint_basename, saver, scaffold, save_graph_def, async_save
+        checkpoint_dir, checkpoint_basename, saver, scaffold, save_graph_def, bool(async_save)
     )

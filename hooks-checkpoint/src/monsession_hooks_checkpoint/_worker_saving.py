@@ -68,6 +68,7 @@ class WorkerCheckpointSaverHook(CheckpointSaverHook):
             scaffold=scaffold,
             checkpoint_basename=checkpoint_basename,
             max_to_keep=1,
+            async_save=False,  # Nothing to gain: the files are removed unread.
         )
         self._chief_dir = chief_checkpoint_dir
         self._chief_latest: str | None = None
