@@ -26,7 +26,10 @@ epoch of `EPOCH` batches). Per-step time, variants interleaved:
   when `import orbit` works (package `tf-models-official`, installed
   without its dependencies, plus `tf-keras`), else reported as unavailable.
 
-Ratios are medians over rounds of two samples taken in the same round.
+Ratios are medians over rounds of two samples taken in the same round, of
+the wall time (`ratios`) and of the process's CPU time over the same span
+(`cpu_ratios`, all threads: less moved by other processes on a shared
+machine).
 
     python benchmarks/bench_fused.py [--steps 1000] [--rounds 11]
 
@@ -67,6 +70,52 @@ TARGETS = {
     f"monsession/epochs-auto / {REFERENCE}": 1.15,
     "monsession/single / raw": 1.05,
 }
+
+
+# Process CPU seconds per step of the last sample, kept by `Clock.per_step`.
+_last_cpu = [0.0]
+
+
+class Clock:
+    """Times one sample from its creation: wall time, and the process's CPU time."""
+
+    def __init__(self) -> None:
+        self._wall, self._cpu = time.perf_counter(), time.process_time()
+
+    def per_step(self, steps: int) -> float:
+        """Wall seconds per step (CPU seconds per step kept for `with_cpu`)."""
+        _last_cpu[0] = (time.process_time() - self._cpu) / steps
+        return (time.perf_counter() - self._wall) / steps
+
+
+def with_cpu(
+    samplers: dict[str, Callable[[], float]], cpu: dict[str, list[float]]
+) -> dict[str, Callable[[], float]]:
+    """The samplers, each also appending its sample's CPU time per step to `cpu[name]`."""
+
+    def recording(name: str, sample: Callable[[], float]) -> Callable[[], float]:
+        def timed() -> float:
+            wall = sample()
+            cpu[name].append(_last_cpu[0])
+            return wall
+
+        return timed
+
+    return {name: recording(name, sample) for name, sample in samplers.items()}
+
+
+def raw_sampler(model: DataModel, steps: int) -> Callable[[], float]:
+    """A Python loop calling the step."""
+    step = model.step
+
+    def sample() -> float:
+        clock = Clock()
+        for _ in range(steps):
+            step()
+        model.wait()
+        return clock.per_step(steps)
+
+    return sample
 
 
 class DataModel:
@@ -130,11 +179,11 @@ def session_sampler(model: DataModel, directory: str, steps: int, spe: Any) -> C
 
     def sample() -> float:
         with standard_session(model.checkpoint, directory, steps, spe) as session:
-            start = time.perf_counter()
+            clock = Clock()
             while not session.should_stop():
                 session.run(model.step)
             model.wait()
-            return (time.perf_counter() - start) / steps
+            return clock.per_step(steps)
 
     return sample
 
@@ -147,11 +196,11 @@ def epochs_sampler(
 
     def sample() -> float:
         with standard_session(checkpoint, directory, steps, spe) as session:
-            start = time.perf_counter()
+            clock = Clock()
             for _ in data.run(session, model.train):
                 pass
             model.wait()
-            return (time.perf_counter() - start) / steps
+            return clock.per_step(steps)
 
     return sample
 
@@ -167,11 +216,11 @@ def fused_sampler(model: DataModel, steps: int) -> Callable[[], float]:
     hundred_steps()
 
     def sample() -> float:
-        start = time.perf_counter()
+        clock = Clock()
         for _ in range(steps // BLOCK):
             hundred_steps()
         model.wait()
-        return (time.perf_counter() - start) / steps
+        return clock.per_step(steps)
 
     return sample
 
@@ -194,7 +243,8 @@ def duties_sampler(model: DataModel, directory: str, steps: int) -> Callable[[],
 
     def sample() -> float:
         done = int(global_step.numpy())  # A hand-written loop counts its steps on the host.
-        start = last = time.perf_counter()
+        clock = Clock()
+        last = time.perf_counter()
         for call in range(1, steps // BLOCK + 1):
             loss = hundred_steps()
             done += BLOCK
@@ -206,7 +256,7 @@ def duties_sampler(model: DataModel, directory: str, steps: int) -> Callable[[],
             if call * BLOCK % CHECKPOINT_EVERY == 0:
                 manager.save(checkpoint_number=done)
         model.wait()
-        return (time.perf_counter() - start) / steps
+        return clock.per_step(steps)
 
     sample()  # Traces, creates the writer's file.
     return sample
@@ -242,24 +292,24 @@ def orbit_sampler(model: DataModel, directory: str, steps: int) -> Callable[[], 
         step_counter=model.global_step,
         checkpoint_interval=CHECKPOINT_EVERY,
     )
-    controller = orbit.Controller(
-        trainer=Trainer(),
-        global_step=model.global_step,
-        steps_per_loop=BLOCK,
-        checkpoint_manager=manager,
-        summary_dir=directory,
-        summary_interval=EVERY,
-    )
-
-    quiet = open(os.devnull, "w")  # Open while the sampler lives.
+    quiet = open(os.devnull, "w")  # Open while the sampler lives: Orbit prints.
+    with contextlib.redirect_stdout(quiet):
+        controller = orbit.Controller(
+            trainer=Trainer(),
+            global_step=model.global_step,
+            steps_per_loop=BLOCK,
+            checkpoint_manager=manager,
+            summary_dir=directory,
+            summary_interval=EVERY,
+        )
 
     def sample() -> float:
         start_step = int(model.global_step.numpy())
-        start = time.perf_counter()
-        with contextlib.redirect_stdout(quiet):  # Orbit prints each loop's outputs.
+        clock = Clock()
+        with contextlib.redirect_stdout(quiet):
             controller.train(steps=start_step + steps)
         model.wait()
-        return (time.perf_counter() - start) / steps
+        return clock.per_step(steps)
 
     return sample
 
@@ -279,7 +329,7 @@ def run(steps: int, rounds: int) -> dict[str, Any]:
             session.run(model.step)
             session.call(model.train, next(iter(model.dataset)))
         samplers: dict[str, Callable[[], float]] = {
-            "raw": bench_core.eager_sampler(model, None, root, steps),  # type: ignore[arg-type]
+            "raw": raw_sampler(model, steps),
             "fused100": fused_sampler(model, steps),
             REFERENCE: duties_sampler(model, os.path.join(root, "duties"), steps),
         }
@@ -295,7 +345,8 @@ def run(steps: int, rounds: int) -> dict[str, Any]:
             samplers["orbit"] = orbit
         for sample in samplers.values():  # Warm up: traces, first checkpoints.
             sample()
-        samples = bench_core.interleave(samplers, rounds)
+        cpu: dict[str, list[float]] = {name: [] for name in samplers}
+        samples = bench_core.interleave(with_cpu(samplers, cpu), rounds)
     ratios = {
         f"{name} / {base}": bench_core.paired_ratio(samples, name, base)
         for base in (REFERENCE, "raw", "fused100")
@@ -312,6 +363,15 @@ def run(steps: int, rounds: int) -> dict[str, Any]:
             for ratio, target in TARGETS.items()
         },
         "ratios": ratios,
+        # The same samples' process CPU time (all threads): less moved by
+        # other processes on a shared machine than the wall time.
+        "median_cpu_us_per_step": bench_core.medians_us(cpu),
+        "cpu_ratios": {
+            f"{name} / {base}": bench_core.paired_ratio(cpu, name, base)
+            for base in (REFERENCE, "raw")
+            for name in samplers
+            if name != base
+        },
     }
 
 
