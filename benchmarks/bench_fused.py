@@ -1,18 +1,35 @@
 """Fused steps: `steps_per_execution="auto"` against hand-written fused loops, in one run.
 
-Per-step time of the small model of `bench_core`, variants interleaved:
+The small model of `bench_core`, its batches from a `tf.data` dataset (one
+epoch of `EPOCH` batches). Per-step time, variants interleaved:
 
-* `raw`: a Python loop calling the `tf.function` step;
-* `fused100`: a hand-written `tf.function` running the step 100 times per call
-  (the ideal: no hooks, no summaries, no checkpoints);
+* `raw`: a Python loop calling the `tf.function` step, which takes its batch
+  from an iterator itself (`next(iterator)` inside the step);
+* `fused100`: a hand-written `tf.function` running that step 100 times per
+  call (no hooks, no summaries, no checkpoints);
+* `fused100+duties`, the reference: the same 100-step `tf.function`, also
+  doing by hand the duties of the standard set: the loss as a `tf.summary`
+  scalar every 100 steps (written in the function), `global_step/sec`
+  written and the loss logged (one host read) every 100 steps, a
+  `tf.train.CheckpointManager` save every 1000 steps;
 * `monsession/single` and `monsession/auto`: `MonitoredTrainingSession` with
   the standard set (summaries and step counter every 100 steps, checkpoints
-  every 1000, `LoggingTensorHook` every 100, `StopAtStepHook`) and
-  `steps_per_execution` 1 or `"auto"`;
+  every 1000, `LoggingTensorHook` every 100, `StopAtStepHook`),
+  `steps_per_execution` 1 or `"auto"`, looping `sess.run(step)` (the batch
+  taken inside the step);
+* `monsession/epochs-single` and `monsession/epochs-auto`: the loop the docs
+  teach on the same session, `for epoch in monsession.Epochs(dataset).run(sess,
+  train)`, the batch passed as the step's argument (the data position saved
+  with each checkpoint);
 * `orbit`: TensorFlow Model Garden's Orbit (`StandardTrainer` with
   `steps_per_loop=100`, checkpoints every 1000 steps, summaries every 100),
   when `import orbit` works (package `tf-models-official`, installed
   without its dependencies, plus `tf-keras`), else reported as unavailable.
+
+Ratios are medians over rounds of two samples taken in the same round, of
+the wall time (`ratios`) and of the process's CPU time over the same span
+(`cpu_ratios`, all threads: less moved by other processes on a shared
+machine).
 
     python benchmarks/bench_fused.py [--steps 1000] [--rounds 11]
 
@@ -22,6 +39,7 @@ Writes benchmarks/results/fused.json.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -40,42 +58,154 @@ import monsession
 from monsession import hooks as ms_hooks
 
 RESULTS = pathlib.Path(__file__).parent / "results" / "fused.json"
-EVERY = 100
-BLOCK = 100  # Steps per call of the hand-written fused loop and of Orbit.
+EVERY = 100  # Summaries, step rate and logged loss.
+CHECKPOINT_EVERY = 1000
+BLOCK = 100  # Steps per call of the hand-written fused loops and of Orbit.
+EPOCH = 1000  # Batches per epoch.
+REFERENCE = "fused100+duties"
+
+# Ratio -> its target (issue 29); the first is also a target of run_all.py.
+TARGETS = {
+    f"monsession/auto / {REFERENCE}": 1.15,
+    f"monsession/epochs-auto / {REFERENCE}": 1.15,
+    "monsession/single / raw": 1.05,
+}
 
 
-def standard_session(model: bench_core.EagerModel, directory: str, steps: int, spe: Any) -> Any:
+# Process CPU seconds per step of the last sample, kept by `Clock.per_step`.
+_last_cpu = [0.0]
+
+
+class Clock:
+    """Times one sample from its creation: wall time, and the process's CPU time."""
+
+    def __init__(self) -> None:
+        self._wall, self._cpu = time.perf_counter(), time.process_time()
+
+    def per_step(self, steps: int) -> float:
+        """Wall seconds per step (CPU seconds per step kept for `with_cpu`)."""
+        _last_cpu[0] = (time.process_time() - self._cpu) / steps
+        return (time.perf_counter() - self._wall) / steps
+
+
+def with_cpu(
+    samplers: dict[str, Callable[[], float]], cpu: dict[str, list[float]]
+) -> dict[str, Callable[[], float]]:
+    """The samplers, each also appending its sample's CPU time per step to `cpu[name]`."""
+
+    def recording(name: str, sample: Callable[[], float]) -> Callable[[], float]:
+        def timed() -> float:
+            wall = sample()
+            cpu[name].append(_last_cpu[0])
+            return wall
+
+        return timed
+
+    return {name: recording(name, sample) for name, sample in samplers.items()}
+
+
+def raw_sampler(model: DataModel, steps: int) -> Callable[[], float]:
+    """A Python loop calling the step."""
+    step = model.step
+
+    def sample() -> float:
+        clock = Clock()
+        for _ in range(steps):
+            step()
+        model.wait()
+        return clock.per_step(steps)
+
+    return sample
+
+
+class DataModel:
+    """`bench_core`'s model, its batches from a dataset.
+
+    `train(batch)` is the step taking its batch as its argument (the `Epochs`
+    loop); `step()` takes the next batch from an iterator over the repeated
+    dataset and calls `train` (the other variants). Both return
+    ``{"loss": loss}`` and write ``tf.summary.scalar("loss", ...)``.
+    """
+
+    def __init__(self) -> None:
+        tf.compat.v1.reset_default_graph()
+        self.global_step = monsession.get_or_create_global_step()
+        x = tf.random.normal([32, 16], seed=1)
+        w = tf.Variable(tf.random.normal([16, 1], seed=2))
+        global_step = self.global_step
+        self.dataset = tf.data.Dataset.from_tensors(x).repeat(EPOCH)
+        iterator = iter(self.dataset.repeat())
+
+        @tf.function
+        def train(batch: Any) -> dict[str, Any]:
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(tf.matmul(batch, w) - 1.0))
+            w.assign_sub(0.01 * tape.gradient(loss, w))
+            global_step.assign_add(1)
+            tf.summary.scalar("loss", loss)
+            return {"loss": loss}
+
+        @tf.function
+        def step() -> dict[str, Any]:
+            return train(next(iterator))  # type: ignore[no-any-return]
+
+        self.train, self.step = train, step
+        self.checkpoint = tf.train.Checkpoint(step=global_step, w=w)
+
+    def wait(self) -> None:
+        """Waits for the device (a no-op with the synchronous CPU executor)."""
+        self.global_step.numpy()
+
+
+def standard_session(checkpoint: Any, directory: str, steps: int, spe: Any) -> Any:
     """The issue's standard set, stopping after `steps` steps."""
     return monsession.MonitoredTrainingSession(
         checkpoint_dir=directory,
-        scaffold=monsession.Scaffold(saver=model.checkpoint),
+        scaffold=monsession.Scaffold(saver=checkpoint),
         hooks=[
             monsession.StopAtStepHook(num_steps=steps),
             ms_hooks.LoggingTensorHook({"loss": "loss"}, every_n_iter=EVERY),
         ],
         save_summaries_steps=EVERY,
-        save_checkpoint_steps=1000,
+        save_checkpoint_steps=CHECKPOINT_EVERY,
         save_checkpoint_secs=None,
         log_step_count_steps=EVERY,
         steps_per_execution=spe,
     )
 
 
-def session_sampler(
-    model: bench_core.EagerModel, directory: str, steps: int, spe: Any
-) -> Callable[[], float]:
+def session_sampler(model: DataModel, directory: str, steps: int, spe: Any) -> Callable[[], float]:
+    """`while not sess.should_stop(): sess.run(step)`, the batch taken inside the step."""
+
     def sample() -> float:
-        with standard_session(model, directory, steps, spe) as session:
-            start = time.perf_counter()
+        with standard_session(model.checkpoint, directory, steps, spe) as session:
+            clock = Clock()
             while not session.should_stop():
                 session.run(model.step)
             model.wait()
-            return (time.perf_counter() - start) / steps
+            return clock.per_step(steps)
 
     return sample
 
 
-def fused_sampler(model: bench_core.EagerModel, steps: int) -> Callable[[], float]:
+def epochs_sampler(
+    model: DataModel, data: monsession.Epochs, directory: str, steps: int, spe: Any
+) -> Callable[[], float]:
+    """The docs' loop: `for epoch in data.run(sess, train)`, the batch as the argument."""
+    checkpoint = tf.train.Checkpoint(step=model.global_step, w=model.checkpoint.w, data=data)
+
+    def sample() -> float:
+        with standard_session(checkpoint, directory, steps, spe) as session:
+            clock = Clock()
+            for _ in data.run(session, model.train):
+                pass
+            model.wait()
+            return clock.per_step(steps)
+
+    return sample
+
+
+def fused_sampler(model: DataModel, steps: int) -> Callable[[], float]:
     step = model.step
 
     @tf.function
@@ -86,58 +216,100 @@ def fused_sampler(model: bench_core.EagerModel, steps: int) -> Callable[[], floa
     hundred_steps()
 
     def sample() -> float:
-        start = time.perf_counter()
+        clock = Clock()
         for _ in range(steps // BLOCK):
             hundred_steps()
         model.wait()
-        return (time.perf_counter() - start) / steps
+        return clock.per_step(steps)
 
     return sample
 
 
-def orbit_sampler(
-    model: bench_core.EagerModel, directory: str, steps: int
-) -> Callable[[], float] | None:
+def duties_sampler(model: DataModel, directory: str, steps: int) -> Callable[[], float]:
+    """The reference: 100 steps per `tf.function` call, the standard set's duties by hand."""
+    step, global_step = model.step, model.global_step
+    writer = tf.summary.create_file_writer(directory)
+    manager = tf.train.CheckpointManager(model.checkpoint, directory, max_to_keep=5)
+    logger = tf.get_logger()
+
+    @tf.function
+    def hundred_steps() -> Any:
+        loss = tf.constant(0.0)
+        for _ in tf.range(BLOCK):
+            loss = step()["loss"]
+        with writer.as_default(step=global_step):
+            tf.summary.scalar("loss", loss)
+        return loss
+
+    def sample() -> float:
+        done = int(global_step.numpy())  # A hand-written loop counts its steps on the host.
+        clock = Clock()
+        last = time.perf_counter()
+        for call in range(1, steps // BLOCK + 1):
+            loss = hundred_steps()
+            done += BLOCK
+            now = time.perf_counter()
+            with writer.as_default(step=done):
+                tf.summary.scalar("global_step/sec", BLOCK / (now - last))
+            last = now
+            logger.info("loss = %s, step = %d", loss.numpy(), done)
+            if call * BLOCK % CHECKPOINT_EVERY == 0:
+                manager.save(checkpoint_number=done)
+        model.wait()
+        return clock.per_step(steps)
+
+    sample()  # Traces, creates the writer's file.
+    return sample
+
+
+def orbit_sampler(model: DataModel, directory: str, steps: int) -> Callable[[], float] | None:
     """Orbit with checkpoints and summaries, or `None` when Orbit does not import."""
     try:
         import orbit
     except ImportError:
         return None
-    step = model.step
+    train = model.train
 
     class Trainer(orbit.StandardTrainer):  # type: ignore[misc]
         def __init__(self) -> None:
-            dataset = tf.data.Dataset.range(1).repeat()
             options = orbit.StandardTrainerOptions(use_tf_while_loop=True)
-            super().__init__(train_dataset=dataset, options=options)
+            super().__init__(train_dataset=model.dataset.repeat(), options=options)
             self.loss = tf.keras.metrics.Mean("loss")
 
         def train_loop_begin(self) -> None:
             self.loss.reset_state()
 
         def train_step(self, iterator: Any) -> None:
-            next(iterator)
-            self.loss.update_state(step()["loss"])
+            self.loss.update_state(train(next(iterator))["loss"])
 
         def train_loop_end(self) -> dict[str, Any]:
             return {"loss": self.loss.result()}
 
-    manager = tf.train.CheckpointManager(model.checkpoint, directory, max_to_keep=5)
-    controller = orbit.Controller(
-        trainer=Trainer(),
-        global_step=model.global_step,
-        steps_per_loop=BLOCK,
-        checkpoint_manager=manager,
-        summary_dir=directory,
-        summary_interval=EVERY,
+    manager = tf.train.CheckpointManager(
+        model.checkpoint,
+        directory,
+        max_to_keep=5,
+        step_counter=model.global_step,
+        checkpoint_interval=CHECKPOINT_EVERY,
     )
+    quiet = open(os.devnull, "w")  # Open while the sampler lives: Orbit prints.
+    with contextlib.redirect_stdout(quiet):
+        controller = orbit.Controller(
+            trainer=Trainer(),
+            global_step=model.global_step,
+            steps_per_loop=BLOCK,
+            checkpoint_manager=manager,
+            summary_dir=directory,
+            summary_interval=EVERY,
+        )
 
     def sample() -> float:
         start_step = int(model.global_step.numpy())
-        start = time.perf_counter()
-        controller.train(steps=start_step + steps)
+        clock = Clock()
+        with contextlib.redirect_stdout(quiet):
+            controller.train(steps=start_step + steps)
         model.wait()
-        return (time.perf_counter() - start) / steps
+        return clock.per_step(steps)
 
     return sample
 
@@ -146,25 +318,39 @@ def run(steps: int, rounds: int) -> dict[str, Any]:
     """Measures every variant; returns the results (also written by `main`)."""
     logging.getLogger("tensorflow").setLevel(logging.WARNING)
     logging.getLogger("absl").setLevel(logging.WARNING)
-    # The step is traced first inside a recording session, as training code
-    # should: its tf.summary call then records on the summary hook's steps.
-    with tempfile.TemporaryDirectory() as root, bench_core.eager_model() as model:
+    if steps % CHECKPOINT_EVERY:
+        raise ValueError(f"steps must be a multiple of {CHECKPOINT_EVERY}, got {steps}.")
+    with tempfile.TemporaryDirectory() as root:
+        model = DataModel()
+        data = monsession.Epochs(model.dataset)
+        # The steps are traced first inside a recording session, as training
+        # code should: their tf.summary call then records on the hook's steps.
+        with standard_session(model.checkpoint, os.path.join(root, "trace"), 2, 1) as session:
+            session.run(model.step)
+            session.call(model.train, next(iter(model.dataset)))
         samplers: dict[str, Callable[[], float]] = {
-            "raw": bench_core.eager_sampler(model, None, root, steps),
+            "raw": raw_sampler(model, steps),
             "fused100": fused_sampler(model, steps),
-            "monsession/single": session_sampler(model, os.path.join(root, "single"), steps, 1),
-            "monsession/auto": session_sampler(model, os.path.join(root, "auto"), steps, "auto"),
+            REFERENCE: duties_sampler(model, os.path.join(root, "duties"), steps),
         }
+        for name, spe in (("single", 1), ("auto", "auto")):
+            directory = os.path.join(root, name)
+            samplers[f"monsession/{name}"] = session_sampler(model, directory, steps, spe)
+            directory = os.path.join(root, f"epochs-{name}")
+            samplers[f"monsession/epochs-{name}"] = epochs_sampler(
+                model, data, directory, steps, spe
+            )
         orbit = orbit_sampler(model, os.path.join(root, "orbit"), steps)
         if orbit is not None:
             samplers["orbit"] = orbit
         for sample in samplers.values():  # Warm up: traces, first checkpoints.
             sample()
-        samples = bench_core.interleave(samplers, rounds)
+        cpu: dict[str, list[float]] = {name: [] for name in samplers}
+        samples = bench_core.interleave(with_cpu(samplers, cpu), rounds)
     ratios = {
         f"{name} / {base}": bench_core.paired_ratio(samples, name, base)
+        for base in (REFERENCE, "raw", "fused100")
         for name in samplers
-        for base in ("raw", "fused100")
         if name != base
     }
     return {
@@ -172,14 +358,27 @@ def run(steps: int, rounds: int) -> dict[str, Any]:
         "rounds": rounds,
         "orbit": "measured" if orbit is not None else "not installed (import orbit failed)",
         "median_us_per_step": bench_core.medians_us(samples),
+        "targets": {
+            ratio: {"measured": ratios[ratio], "target": target, "met": ratios[ratio] <= target}
+            for ratio, target in TARGETS.items()
+        },
         "ratios": ratios,
+        # The same samples' process CPU time (all threads): less moved by
+        # other processes on a shared machine than the wall time.
+        "median_cpu_us_per_step": bench_core.medians_us(cpu),
+        "cpu_ratios": {
+            f"{name} / {base}": bench_core.paired_ratio(cpu, name, base)
+            for base in (REFERENCE, "raw")
+            for name in samplers
+            if name != base
+        },
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=1000)
-    parser.add_argument("--rounds", type=int, default=11)
+    parser.add_argument("--steps", type=int, default=1000, help="steps per sample")
+    parser.add_argument("--rounds", type=int, default=11, help="interleaved rounds")
     args = parser.parse_args()
     result = run(args.steps, args.rounds)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
