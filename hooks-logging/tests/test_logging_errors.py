@@ -111,7 +111,7 @@ def test_graph_unknown_name_fails_in_begin(make_hook, argument):
     hook = make_hook()
     name = type(hook).__name__
     with program_in("graph"):
-        with pytest.raises(monsession.TensorNotFoundError) as raised:
+        with pytest.raises(monsession.plugins.TensorNotFoundError) as raised:
             hook.begin()
         assert isinstance(raised.value, KeyError), "a KeyError, as in TensorFlow"
         assert str(raised.value) == (
