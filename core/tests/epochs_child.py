@@ -34,7 +34,7 @@ class SaveEvery(monsession.SessionRunHook):
         self.saved = -1
 
     def after_create_session(self, session, coord):
-        self.saved = monsession.read_global_step(session)
+        self.saved = monsession.plugins.read_global_step(session)
 
     def after_run(self, run_context, run_values):
         step = run_context.global_step_after()
@@ -42,7 +42,7 @@ class SaveEvery(monsession.SessionRunHook):
             self.save(step)
 
     def end(self, session):
-        step = monsession.read_global_step(session)
+        step = monsession.plugins.read_global_step(session)
         if step != self.saved:
             self.save(step)
 

@@ -322,38 +322,40 @@ def test_timer_accepts_zero_as_tensorflow_does():
 
 
 def test_check_schedule_at_most_one():
-    monsession.check_schedule("Hook", "n_steps", None, "n_secs", None, allow_neither=True)
+    monsession.plugins.check_schedule("Hook", "n_steps", None, "n_secs", None, allow_neither=True)
     with pytest.raises(
         ValueError,
         match=r"^Hook: at most one of n_steps and n_secs may be given; "
         r"got n_steps=1 and n_secs=2\.0",
     ):
-        monsession.check_schedule("Hook", "n_steps", 1, "n_secs", 2.0, allow_neither=True)
+        monsession.plugins.check_schedule("Hook", "n_steps", 1, "n_secs", 2.0, allow_neither=True)
     with pytest.raises(
         ValueError, match=r"^Hook: invalid n_secs=0; expected a positive number of seconds\."
     ):
-        monsession.check_schedule("Hook", "n_steps", None, "n_secs", 0)
+        monsession.plugins.check_schedule("Hook", "n_steps", None, "n_secs", 0)
 
 
 def test_check_directory(tmp_path):
     missing = tmp_path / "a" / "b"
-    monsession.check_directory("Hook", "output_dir", missing)
+    monsession.plugins.check_directory("Hook", "output_dir", missing)
     assert not (tmp_path / "a").exists()  # Checked, not created.
     assert os.listdir(tmp_path) == []  # The write probe leaves nothing behind.
-    monsession.check_directory("Hook", "output_dir", "gs://bucket/dir")  # Remote: not checked.
+    monsession.plugins.check_directory(
+        "Hook", "output_dir", "gs://bucket/dir"
+    )  # Remote: not checked.
     # /proc/self is a directory where nobody, not even root, can create files.
     with pytest.raises(PermissionError, match=r"^Hook: cannot write to output_dir '/proc/self': "):
-        monsession.check_directory("Hook", "output_dir", "/proc/self")
+        monsession.plugins.check_directory("Hook", "output_dir", "/proc/self")
     with pytest.raises(
         PermissionError,
         match=r"^Hook: cannot create output_dir '/proc/self/x/y': cannot write to '/proc/self'",
     ):
-        monsession.check_directory("Hook", "output_dir", "/proc/self/x/y")
-    monsession.check_directory("Hook", "output_dir", "/proc/self", writable=False)
+        monsession.plugins.check_directory("Hook", "output_dir", "/proc/self/x/y")
+    monsession.plugins.check_directory("Hook", "output_dir", "/proc/self", writable=False)
     with pytest.raises(TypeError, match=r"^Hook: output_dir must be a directory path, got None"):
-        monsession.check_directory("Hook", "output_dir", None)
+        monsession.plugins.check_directory("Hook", "output_dir", None)
     with pytest.raises(ValueError, match=r"^Hook: output_dir must be a directory path, got ''"):
-        monsession.check_directory("Hook", "output_dir", "")
+        monsession.plugins.check_directory("Hook", "output_dir", "")
 
 
 # --- Session creators, sessions and control hooks --------------------------------------------
@@ -557,10 +559,10 @@ def test_stop_at_step_hook_messages_name_the_hook():
 
 @pytest.mark.parametrize("value", ["False", None, 2, 0.0])
 def test_check_flag(value):
-    monsession.check_flag("Hook", "at_end", True)
-    monsession.check_flag("Hook", "at_end", np.bool_(False))
-    monsession.check_flag("Hook", "at_end", 1)
+    monsession.plugins.check_flag("Hook", "at_end", True)
+    monsession.plugins.check_flag("Hook", "at_end", np.bool_(False))
+    monsession.plugins.check_flag("Hook", "at_end", 1)
     with pytest.raises(
         TypeError, match=f"^Hook: at_end must be a bool, got {re.escape(repr(value))} of type"
     ):
-        monsession.check_flag("Hook", "at_end", value)
+        monsession.plugins.check_flag("Hook", "at_end", value)

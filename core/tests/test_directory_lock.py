@@ -17,11 +17,11 @@ LOCK = ".monsession.lock"
 
 
 def test_handles_of_one_process_share_the_lock(tmp_path):
-    first = monsession.lock_checkpoint_dir(tmp_path / "train")
-    assert isinstance(first, monsession.DirectoryLockHandle)
+    first = monsession.plugins.lock_checkpoint_dir(tmp_path / "train")
+    assert isinstance(first, monsession.plugins.DirectoryLockHandle)
     holder = json.loads((tmp_path / "train" / LOCK).read_text())
     assert holder["pid"] == os.getpid()
-    second = monsession.lock_checkpoint_dir(str(tmp_path / "train" / ".." / "train"))
+    second = monsession.plugins.lock_checkpoint_dir(str(tmp_path / "train" / ".." / "train"))
     assert second is not None and second.held
     assert json.loads((tmp_path / "train" / LOCK).read_text()) == holder  # Not re-created.
     first.release()
@@ -39,11 +39,11 @@ def test_a_live_process_holds_it(tmp_path):
     try:
         (tmp_path / LOCK).write_text(json.dumps({"pid": holder.pid, "host": socket.gethostname()}))
         with pytest.raises(
-            monsession.DirectoryLockedError,
+            monsession.plugins.DirectoryLockedError,
             match=rf"checkpoint_dir '{tmp_path}' is in use by another training session: "
             rf"process {holder.pid} on host",
         ):
-            monsession.lock_checkpoint_dir(tmp_path)
+            monsession.plugins.lock_checkpoint_dir(tmp_path)
     finally:
         holder.communicate(b"")
     assert json.loads((tmp_path / LOCK).read_text())["pid"] == holder.pid  # Left alone.
@@ -54,7 +54,7 @@ def test_a_dead_process_lock_is_taken_over_with_a_warning(tmp_path, caplog):
     dead.wait()
     (tmp_path / LOCK).write_text(json.dumps({"pid": dead.pid, "host": socket.gethostname()}))
     with caplog.at_level(logging.WARNING, logger="monsession"):
-        handle = monsession.lock_checkpoint_dir(tmp_path)
+        handle = monsession.plugins.lock_checkpoint_dir(tmp_path)
     assert f"Taking over the lock {tmp_path / LOCK} of process {dead.pid}" in caplog.text
     assert json.loads((tmp_path / LOCK).read_text())["pid"] == os.getpid()
     handle.release()
@@ -62,7 +62,7 @@ def test_a_dead_process_lock_is_taken_over_with_a_warning(tmp_path, caplog):
 
 
 def test_remote_directories_are_not_locked():
-    assert monsession.lock_checkpoint_dir("gs://bucket/train") is None
+    assert monsession.plugins.lock_checkpoint_dir("gs://bucket/train") is None
 
 
 def test_the_lock_goes_when_the_process_exits(tmp_path):
@@ -71,7 +71,7 @@ def test_the_lock_goes_when_the_process_exits(tmp_path):
         [
             sys.executable,
             "-c",
-            "import sys, monsession; h = monsession.lock_checkpoint_dir(sys.argv[1]); "
+            "import sys, monsession; h = monsession.plugins.lock_checkpoint_dir(sys.argv[1]); "
             "print(h.path, flush=True)",
             str(tmp_path),
         ],

@@ -47,7 +47,7 @@ class Record(monsession.SessionRunHook):
         self.steps.append((run_context.global_step_after(), run_values.results.tolist()))
 
     def end(self, session):
-        self.global_step = monsession.read_global_step(session)
+        self.global_step = monsession.plugins.read_global_step(session)
 
     def epoch_begin(self, epoch):
         self.events.append(("begin", epoch))

@@ -99,8 +99,8 @@ def test_error_cause_is_the_ops_own_message_in_both_modes(tmp_path, mode):
     else:
         with pytest.raises(tf.errors.NotFoundError) as info:
             tf.io.read_file(missing)
-    cause = monsession.error_cause(info.value)
+    cause = monsession.plugins.error_cause(info.value)
     assert missing in cause and "No such file or directory" in cause
     assert "\n" not in cause
-    assert monsession.error_cause(ValueError("first\nsecond")) == "first"
-    assert monsession.error_cause(ValueError()) == "ValueError"
+    assert monsession.plugins.error_cause(ValueError("first\nsecond")) == "first"
+    assert monsession.plugins.error_cause(ValueError()) == "ValueError"

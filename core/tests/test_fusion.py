@@ -189,7 +189,7 @@ def test_end_of_data_inside_a_block_ends_cleanly_at_the_exact_step():
 
     class End(Every):
         def end(self, session):
-            ended.append(monsession.read_global_step(session))
+            ended.append(monsession.plugins.read_global_step(session))
 
     hooks = [End(10), monsession.StopAtStepHook(last_step=100)]
     with monsession.MonitoredSession(hooks=hooks, steps_per_execution="auto") as sess:
@@ -227,7 +227,7 @@ def test_recovery_keeps_fusing(tmp_path):
         failed = False
 
         def after_create_session(self, session, coord):
-            created.append(monsession.read_global_step(session))
+            created.append(monsession.plugins.read_global_step(session))
 
         def after_run(self, run_context, run_values):
             super().after_run(run_context, run_values)

@@ -28,7 +28,7 @@ OPTIONAL = (
 
 
 def test_the_base_declares_every_method_monsession_calls_with_no_op_defaults():
-    assert monsession.HOOK_METHOD_NAMES == (
+    assert monsession.plugins.HOOK_METHOD_NAMES == (
         "begin",
         "after_create_session",
         "before_run",
@@ -49,7 +49,7 @@ def test_the_base_declares_every_method_monsession_calls_with_no_op_defaults():
     assert hook.load_state_dict({"a": 1}) is None
     assert hook.epoch_begin(0) is None
     assert hook.epoch_end(0) is None
-    for name in monsession.HOOK_METHOD_NAMES:
+    for name in monsession.plugins.HOOK_METHOD_NAMES:
         assert getattr(monsession.SessionRunHook, name).__doc__, name
 
 
@@ -88,22 +88,22 @@ class Duck:
 
 def test_hook_overrides_tells_own_methods_from_the_base_defaults():
     ours, duck, theirs = Ours(), Duck(), tf.compat.v1.train.StopAtStepHook(last_step=3)
-    assert monsession.hook_overrides(ours, "on_failure")
-    assert monsession.hook_overrides(ours, "epoch_end")
-    assert not monsession.hook_overrides(ours, "epoch_begin")
-    assert not monsession.hook_overrides(ours, "before_run")
-    assert monsession.hook_overrides(duck, "before_run")
-    assert not monsession.hook_overrides(duck, "on_failure")
-    assert monsession.hook_overrides(theirs, "after_run")
-    assert not monsession.hook_overrides(theirs, "end")  # TensorFlow's base no-op.
-    assert not monsession.hook_overrides(theirs, "next_action")
+    assert monsession.plugins.hook_overrides(ours, "on_failure")
+    assert monsession.plugins.hook_overrides(ours, "epoch_end")
+    assert not monsession.plugins.hook_overrides(ours, "epoch_begin")
+    assert not monsession.plugins.hook_overrides(ours, "before_run")
+    assert monsession.plugins.hook_overrides(duck, "before_run")
+    assert not monsession.plugins.hook_overrides(duck, "on_failure")
+    assert monsession.plugins.hook_overrides(theirs, "after_run")
+    assert not monsession.plugins.hook_overrides(theirs, "end")  # TensorFlow's base no-op.
+    assert not monsession.plugins.hook_overrides(theirs, "next_action")
     ours.epoch_begin = lambda epoch: None  # A method set on the instance (a proxy) counts.
-    assert monsession.hook_overrides(ours, "epoch_begin")
+    assert monsession.plugins.hook_overrides(ours, "epoch_begin")
 
 
 def test_hook_overrides_refuses_a_name_the_base_does_not_declare():
     with pytest.raises(ValueError, match="SessionRunHook declares no method 'on_epoch_end'"):
-        monsession.hook_overrides(Ours(), "on_epoch_end")
+        monsession.plugins.hook_overrides(Ours(), "on_epoch_end")
 
 
 class Stateful(monsession.SessionRunHook):
@@ -172,8 +172,8 @@ def test_a_context_made_by_hand_reads_the_global_step_through_the_session(contex
     _, increment, session = _graph_program()
     session.run(increment)  # Step 1.
     made = CONTEXTS[context_class](monsession.SessionRunArgs(None), session)
-    context = monsession.as_run_context(made)
-    assert monsession.as_run_context(made) is context  # One view per context.
+    context = monsession.plugins.as_run_context(made)
+    assert monsession.plugins.as_run_context(made) is context  # One view per context.
     assert context.global_step == 1
     assert (context.silent_steps, dict(context.silent_outputs)) == (0, {})
     session.run(increment)  # The run: step 2.
@@ -213,7 +213,7 @@ def test_a_monitored_context_is_returned_as_it_is(graph, caplog):
 
     class Probe(monsession.SessionRunHook):
         def before_run(self, run_context):
-            seen.append(monsession.as_run_context(run_context) is run_context)
+            seen.append(monsession.plugins.as_run_context(run_context) is run_context)
 
     with caplog.at_level(logging.WARNING), monsession.MonitoredSession(hooks=[Probe()]) as sess:
         sess.run(increment)

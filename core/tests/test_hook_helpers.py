@@ -21,47 +21,49 @@ def test_graph_names_resolve_to_tensors_of_the_default_graph():
     with tf.Graph().as_default():
         loss = tf.constant(1.0, name="loss")
         pair = tf.unstack(tf.constant([1.0, 2.0]), name="pair")
-        assert monsession.resolve_fetch("Hook", "tensor", "loss") is loss
-        assert monsession.resolve_fetch("Hook", "tensor", "loss:0") is loss
-        assert monsession.resolve_fetch("Hook", "tensor", loss) is loss
-        with pytest.raises(monsession.TensorNotFoundError, match="Hook: tensor 'los' names no"):
-            monsession.resolve_fetch("Hook", "tensor", "los")
+        assert monsession.plugins.resolve_fetch("Hook", "tensor", "loss") is loss
+        assert monsession.plugins.resolve_fetch("Hook", "tensor", "loss:0") is loss
+        assert monsession.plugins.resolve_fetch("Hook", "tensor", loss) is loss
+        with pytest.raises(
+            monsession.plugins.TensorNotFoundError, match="Hook: tensor 'los' names no"
+        ):
+            monsession.plugins.resolve_fetch("Hook", "tensor", "los")
         with pytest.raises(ValueError, match="ambiguous"):
-            monsession.resolve_fetch("Hook", "tensor", pair[0].op.name)
+            monsession.plugins.resolve_fetch("Hook", "tensor", pair[0].op.name)
         with pytest.raises(TypeError, match="only works in eager mode"):
-            monsession.resolve_fetch("Hook", "tensor", lambda: loss)
+            monsession.plugins.resolve_fetch("Hook", "tensor", lambda: loss)
     with tf.Graph().as_default():
         with pytest.raises(ValueError, match="another graph"):
-            monsession.resolve_fetch("Hook", "tensor", loss)
+            monsession.plugins.resolve_fetch("Hook", "tensor", loss)
 
 
 def test_a_missing_name_is_a_key_error_and_a_value_error():
     with tf.Graph().as_default():
         for kind in (KeyError, ValueError):
             with pytest.raises(kind):
-                monsession.resolve_fetch("Hook", "tensor", "missing")
+                monsession.plugins.resolve_fetch("Hook", "tensor", "missing")
 
 
 def test_eager_keeps_names_variables_tensors_and_callables():
     variable = tf.Variable(1.0)
     for target in ("loss", variable, tf.constant(1.0), lambda: variable):
-        assert monsession.resolve_fetch("Hook", "tensor", target) is target
+        assert monsession.plugins.resolve_fetch("Hook", "tensor", target) is target
     with pytest.raises(TypeError, match="Hook: in eager mode tensor must be"):
-        monsession.resolve_fetch("Hook", "tensor", 3)
+        monsession.plugins.resolve_fetch("Hook", "tensor", 3)
 
 
 def test_check_scalar():
-    monsession.check_scalar("Hook", "loss", "x", tf.float32, [])
-    monsession.check_scalar("Hook", "loss", "x", np.float64, [1, 1])
-    monsession.check_scalar("Hook", "loss", "x", tf.int32, None, floating=False)
+    monsession.plugins.check_scalar("Hook", "loss", "x", tf.float32, [])
+    monsession.plugins.check_scalar("Hook", "loss", "x", np.float64, [1, 1])
+    monsession.plugins.check_scalar("Hook", "loss", "x", tf.int32, None, floating=False)
     with pytest.raises(
         TypeError, match="Hook: loss must be a scalar float tensor; x has dtype int32"
     ):
-        monsession.check_scalar("Hook", "loss", "x", tf.int32, [])
+        monsession.plugins.check_scalar("Hook", "loss", "x", tf.int32, [])
     with pytest.raises(TypeError, match="numeric"):
-        monsession.check_scalar("Hook", "loss", "x", tf.bool, [], floating=False)
+        monsession.plugins.check_scalar("Hook", "loss", "x", tf.bool, [], floating=False)
     with pytest.raises(ValueError, match=r"x has shape \[2\]"):
-        monsession.check_scalar("Hook", "loss", "x", tf.float32, [2])
+        monsession.plugins.check_scalar("Hook", "loss", "x", tf.float32, [2])
 
 
 class Recorder(monsession.SessionRunHook):

@@ -1,4 +1,4 @@
-"""Hook state saved beside checkpoints (`monsession.save_hook_state`) and restored with them."""
+"""Hook state saved beside checkpoints (`monsession.plugins.save_hook_state`) and restored."""
 
 from __future__ import annotations
 
@@ -60,7 +60,10 @@ class SaveAt(monsession.SessionRunHook):
         if step not in self.steps:
             return
         prefix = os.path.join(self.directory, f"model.ckpt-{step}")
-        assert monsession.save_hook_state(run_context.session, prefix) == prefix + ".hooks.json"
+        assert (
+            monsession.plugins.save_hook_state(run_context.session, prefix)
+            == prefix + ".hooks.json"
+        )
         if self.program.mode == "graph":
             self.scaffold.saver.save(
                 run_context.session, os.path.join(self.directory, "model.ckpt"), global_step=step
@@ -269,7 +272,9 @@ def test_state_files_of_deleted_checkpoints_are_removed(graph, tmp_path):
     class SaveEvery(monsession.SessionRunHook):
         def after_run(self, run_context, run_values):
             step = run_context.global_step_after()
-            monsession.save_hook_state(run_context.session, f"{directory}/model.ckpt-{step}")
+            monsession.plugins.save_hook_state(
+                run_context.session, f"{directory}/model.ckpt-{step}"
+            )
             saver.save(run_context.session, f"{directory}/model.ckpt", global_step=step)
 
     with monsession.MonitoredSession(hooks=[counter, SaveEvery()]) as sess:
@@ -295,10 +300,10 @@ def test_bad_state_keys_and_states_are_named(graph, tmp_path):
 
     with monsession.MonitoredSession(hooks=[SetState()]) as sess:
         with pytest.raises(TypeError, match=r"SetState.state_dict\(\) \(key 'SetState\[0\]'\)"):
-            monsession.save_hook_state(sess._tf_sess(), str(tmp_path / "model.ckpt-0"))
+            monsession.plugins.save_hook_state(sess._tf_sess(), str(tmp_path / "model.ckpt-0"))
         sess.run(global_step)
     assert not list(tmp_path.iterdir())
-    assert monsession.save_hook_state(object(), str(tmp_path / "x")) is None
+    assert monsession.plugins.save_hook_state(object(), str(tmp_path / "x")) is None
 
 
 def test_a_driver_without_a_monitored_session_saves_and_loads_through_the_public_functions(
@@ -307,22 +312,22 @@ def test_a_driver_without_a_monitored_session_saves_and_loads_through_the_public
     session = monsession.EagerSession()  # What a driver of its own hands to its hooks.
     first, second, stateless = Counter(), Picky(), monsession.SessionRunHook()
     prefix = str(tmp_path / "model.ckpt-7")
-    assert monsession.load_hook_state(session, prefix) is False  # Nothing attached.
-    monsession.attach_hook_state(session, [first, stateless, second], "MyDriver")
+    assert monsession.plugins.load_hook_state(session, prefix) is False  # Nothing attached.
+    monsession.plugins.attach_hook_state(session, [first, stateless, second], "MyDriver")
     first.seen, second.seen = 7, 200
-    assert monsession.save_hook_state(session, prefix) == prefix + ".hooks.json"
+    assert monsession.plugins.save_hook_state(session, prefix) == prefix + ".hooks.json"
 
     restarted = monsession.EagerSession()
     fresh_first, fresh_second = Counter(), Picky()
-    monsession.attach_hook_state(restarted, [fresh_first, fresh_second], "MyDriver")
+    monsession.plugins.attach_hook_state(restarted, [fresh_first, fresh_second], "MyDriver")
     with caplog.at_level(logging.INFO, logger="monsession"):
-        assert monsession.load_hook_state(restarted, prefix) is True
+        assert monsession.plugins.load_hook_state(restarted, prefix) is True
     assert fresh_first.seen == 7
     assert fresh_second.seen == 0  # Its load raised: it keeps its own state, with a WARNING.
     assert "Picky (key 'Picky[0]') could not load its saved state" in caplog.text
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="monsession"):
-        monsession.load_hook_state(restarted, str(tmp_path / "model.ckpt-3"))
+        monsession.plugins.load_hook_state(restarted, str(tmp_path / "model.ckpt-3"))
     assert "No hook state beside checkpoint" in caplog.text
     with pytest.raises(ValueError, match="MyDriver: Counter and Counter both save"):
-        monsession.attach_hook_state(restarted, [Counter("k"), Counter("k")], "MyDriver")
+        monsession.plugins.attach_hook_state(restarted, [Counter("k"), Counter("k")], "MyDriver")

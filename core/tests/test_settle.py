@@ -1,4 +1,4 @@
-"""`monsession.settle(session)`: without a ClusterCoordinator it waits for nothing.
+"""`monsession.plugins.settle(session)`: without a ClusterCoordinator it waits for nothing.
 
 With one (ParameterServerStrategy) it joins the coordinator: the loopback
 tests of examples/distributed (`test_parameter_server_training.py`) show it.
@@ -26,12 +26,12 @@ class _Settles(monsession.SessionRunHook):
         self.steps: list[int] = []
 
     def after_run(self, run_context: Any, run_values: Any) -> None:
-        monsession.settle(run_context.session)
+        monsession.plugins.settle(run_context.session)
         self.steps.append(run_context.global_step_after())
 
     def end(self, session: Any) -> None:
-        monsession.settle(session)
-        self.steps.append(monsession.read_global_step(session))
+        monsession.plugins.settle(session)
+        self.steps.append(monsession.plugins.read_global_step(session))
 
 
 def test_settle_in_eager_mode_without_a_coordinator() -> None:

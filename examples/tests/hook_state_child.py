@@ -69,7 +69,7 @@ def _train(mode: str, sess: object, hooks: list[object], step: object, stop_at: 
     states = {type(hook).__name__: hook.state_dict() for hook in hooks}
     _say(mode, "STATE", json.dumps(states))
     while not sess.should_stop():
-        reached = int(monsession.read_global_step(sess.raw_session()))
+        reached = int(monsession.plugins.read_global_step(sess.raw_session()))
         if reached == stop_at:
             _say(mode, "READY")
             _FOREVER.wait()

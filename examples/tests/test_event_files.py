@@ -21,7 +21,7 @@ def test_default_hooks_share_one_event_file_named_with_the_process_id(tmp_path):
         ) as session:
             for _ in range(3):
                 session.run(train_op)
-        assert monsession.event_file_writer(str(tmp_path)) is (
+        assert monsession.plugins.event_file_writer(str(tmp_path)) is (
             tf.compat.v1.summary.FileWriterCache.get(str(tmp_path))
         )
     tf.compat.v1.summary.FileWriterCache.clear()

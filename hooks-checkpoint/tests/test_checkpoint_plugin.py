@@ -11,7 +11,7 @@ from checkpoint_testing import ONLY_CHECKPOINTS, checkpoint_steps, fresh_eager
 
 import monsession
 import monsession.hooks
-from monsession import ORDER_CHECKPOINT_SAVER, TrainingSettings
+from monsession.plugins import ORDER_CHECKPOINT_SAVER, TrainingSettings
 from monsession_hooks_checkpoint import CheckpointSaverHook, CheckpointSaverListener, _plugin
 
 

@@ -120,7 +120,7 @@ def test_a_checkpoint_manager_of_the_chief_saves_its_checkpoint_into_the_tempora
 
 def test_plugin_gives_workers_that_save_with_the_chief_the_worker_hook(tmp_path):
     _, checkpoint, _ = _state()
-    settings = monsession.TrainingSettings(
+    settings = monsession.plugins.TrainingSettings(
         master="",
         is_chief=False,
         checkpoint_dir=str(tmp_path),

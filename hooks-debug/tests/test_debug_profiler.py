@@ -249,7 +249,7 @@ class _SaveAt(monsession.SessionRunHook):
         step = run_context.global_step_after()
         if step == self.step:
             prefix = os.path.join(self.directory, f"model.ckpt-{step}")
-            monsession.save_hook_state(run_context.session, prefix)
+            monsession.plugins.save_hook_state(run_context.session, prefix)
             self.saver.save(run_context.session, prefix)
 
 

@@ -51,9 +51,9 @@ def test_a_timed_proxy_forwards_the_optional_methods_the_hook_overrides():
     hook = Extras()
     proxy, reporter = HookTimingHook.wrap([hook])
     for name in ("on_failure", "state_dict", "load_state_dict", "next_action"):
-        assert monsession.hook_overrides(proxy, name), name
+        assert monsession.plugins.hook_overrides(proxy, name), name
     for name in ("epoch_begin", "epoch_end", "before_run", "after_run"):
-        assert not monsession.hook_overrides(proxy, name), name
+        assert not monsession.plugins.hook_overrides(proxy, name), name
     assert proxy.next_action(0) == monsession.NextAction(steps=10)
     with tf.Graph().as_default():
         global_step = monsession.get_or_create_global_step()

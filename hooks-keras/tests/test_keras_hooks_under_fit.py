@@ -176,7 +176,7 @@ def test_hooks_see_the_lifecycle_steps_and_fetched_logs():
             calls.append(("begin", monsession.get_global_step().name))
 
         def after_create_session(self, session, coord):
-            calls.append(("created", monsession.read_global_step(session), coord))
+            calls.append(("created", monsession.plugins.read_global_step(session), coord))
 
         def before_run(self, run_context):
             calls.append(("before", run_context.global_step))
@@ -188,7 +188,7 @@ def test_hooks_see_the_lifecycle_steps_and_fetched_logs():
             assert np.isfinite(results["loss"])
 
         def end(self, session):
-            calls.append(("end", monsession.read_global_step(session)))
+            calls.append(("end", monsession.plugins.read_global_step(session)))
 
     before = monsession.get_or_create_global_step()
     model = fit_run([HooksCallback([Trace()])], epochs=1)

@@ -111,7 +111,7 @@ def test_graph_unknown_name_fails_in_begin(make_hook, argument):
     hook = make_hook()
     name = type(hook).__name__
     with program_in("graph"):
-        with pytest.raises(monsession.TensorNotFoundError) as raised:
+        with pytest.raises(monsession.plugins.TensorNotFoundError) as raised:
             hook.begin()
         assert isinstance(raised.value, KeyError), "a KeyError, as in TensorFlow"
         assert str(raised.value) == (
@@ -181,3 +181,25 @@ def test_eager_unsupported_target_fails_in_begin():
         pattern = r"LoggingTensorHook: in eager mode tensors\['x'\] must be the name of an entry"
         with pytest.raises(TypeError, match=pattern):
             LoggingTensorHook({"x": 3.0}, every_n_iter=1).begin()
+
+
+# --- Saved state ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "make", [lambda: LoggingTensorHook(["loss"], every_n_iter=2), ProgressBarHook]
+)
+@pytest.mark.parametrize("iterations", [-1, 1.5, True, "3", None])
+def test_a_state_with_bad_iterations_is_refused_and_changes_nothing(make, iterations):
+    hook = make()
+    hook.load_state_dict(
+        {"iterations": 7, "timer": {"last_triggered_step": 6, "secs_since_trigger": 1}}
+    )
+    kept = hook.state_dict()
+    name = type(hook).__name__
+    with pytest.raises(ValueError, match=rf"^{name}: iterations must be an int >= 0, got "):
+        hook.load_state_dict(
+            {"iterations": iterations, "timer": {"last_triggered_step": 1, "secs_since_trigger": 0}}
+        )
+    assert hook.state_dict()["iterations"] == kept["iterations"] == 7
+    assert hook.state_dict()["timer"]["last_triggered_step"] == 6

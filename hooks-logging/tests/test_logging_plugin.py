@@ -92,7 +92,7 @@ def test_default_hooks_hold_nothing_from_this_family(tmp_path):
 
 
 def _settings(tmp_path, scaffold):
-    return monsession.TrainingSettings(
+    return monsession.plugins.TrainingSettings(
         master="",
         is_chief=True,
         checkpoint_dir=str(tmp_path),

@@ -78,7 +78,7 @@ def _settings(**overrides):
         "eager": False,
     }
     values.update(overrides)
-    return monsession.TrainingSettings(**values)
+    return monsession.plugins.TrainingSettings(**values)
 
 
 def _ours(hooks):

@@ -107,4 +107,4 @@ def test_our_hooks_write_through_the_replaced_writer_as_tensorflows_do(fake_writ
 
 def test_event_file_writer_uses_the_replaced_writer(fake_writer, tmp_path):
     with tf.Graph().as_default():
-        assert isinstance(monsession.event_file_writer(str(tmp_path)), FakeWriter)
+        assert isinstance(monsession.plugins.event_file_writer(str(tmp_path)), FakeWriter)

@@ -1,58 +1,109 @@
-"""The plugin manager's public face: discovery, listing and default hooks.
+"""The plugin and hook-package authors' API.
 
     from monsession import plugins
 
     plugins.hook_class_entries()["SummarySaverHook"].distribution
     plugins.reset_plugin_manager()  # tests: re-read the environment
+    plugins.check_schedule("MyHook", "save_steps", save_steps, "save_secs", save_secs)
 
-Plugin authors and their tests use these names; everything else of the
-plugin system is private. `KNOWN_HOOK_FAMILIES` and `KNOWN_ARGUMENT_FAMILIES`
-map the names this project's own families provide to their distributions
-(for install hints). Importing this module never imports TensorFlow.
+What a training loop needs is in `monsession` itself; what only a package
+that provides hooks (and its tests) needs is here:
+
+* the plugin manager: discovery, listing, default hooks and its errors
+  (`hook_class_entries`, `plugin_infos`, `default_hooks`,
+  `reset_plugin_manager`, ...); `KNOWN_HOOK_FAMILIES` and
+  `KNOWN_ARGUMENT_FAMILIES` map the names this project's own families
+  provide to their distributions (for install hints);
+* what a family's hookimpls return: `DefaultHook`, `TrainingSettings` and
+  the `ORDER_*` positions of default hooks;
+* the hook contract: `as_run_context`, `hook_overrides`, `HOOK_METHOD_NAMES`;
+* argument checks with errors that name the hook: `check_schedule`,
+  `check_interval`, `check_flag`, `check_directory`;
+* the global step inside hooks: `require_global_step`, `read_global_step`;
+  fetches by name: `resolve_fetch`, `check_scalar`, `TensorNotFoundError`;
+* files: `event_file_writer`, hook state beside checkpoints
+  (`save_hook_state`, `load_hook_state`, `attach_hook_state`,
+  `prune_hook_state`), the one-chief lock of a checkpoint directory
+  (`lock_checkpoint_dir`, `DirectoryLockHandle`, `DirectoryLockedError`),
+  `settle` (wait for scheduled steps before a save), `error_cause`;
+* `lazy_attributes`, for a package whose import must not import TensorFlow.
+
+Every name is loaded on first use: importing this module never imports
+TensorFlow. Helpers for tests are in `monsession.testing`.
 """
 
-from monsession._plugins._plugin_manager import (
-    ENV_DISABLE_AUTOLOAD,
-    ENV_DISABLED_PLUGINS,
-    ENV_STRICT,
-    KNOWN_ARGUMENT_FAMILIES,
-    KNOWN_HOOK_FAMILIES,
-    HookClassEntry,
-    PluginCallError,
-    PluginCallFailure,
-    PluginFailure,
-    PluginInfo,
-    PluginListing,
-    PluginLoadError,
-    PluginSource,
-    UnknownHookError,
-    default_hooks,
-    get_plugin_manager,
-    hook_class_entries,
-    plugin_infos,
-    reset_plugin_manager,
-    training_argument_owners,
-)
+from __future__ import annotations
 
-__all__ = [
-    "ENV_DISABLED_PLUGINS",
-    "ENV_DISABLE_AUTOLOAD",
-    "ENV_STRICT",
-    "KNOWN_ARGUMENT_FAMILIES",
-    "KNOWN_HOOK_FAMILIES",
-    "HookClassEntry",
-    "PluginCallError",
-    "PluginCallFailure",
-    "PluginFailure",
-    "PluginInfo",
-    "PluginListing",
-    "PluginLoadError",
-    "PluginSource",
-    "UnknownHookError",
-    "default_hooks",
-    "get_plugin_manager",
-    "hook_class_entries",
-    "plugin_infos",
-    "reset_plugin_manager",
-    "training_argument_owners",
-]
+from typing import TYPE_CHECKING
+
+from monsession._lazy import lazy_attributes
+
+_MANAGER = "monsession._plugins._plugin_manager"
+_HOOKSPECS = "monsession._plugins._hookspecs"
+_ARGUMENTS = "monsession._api._arguments"
+_HOOK_API = "monsession._api._hook_api"
+_GLOBAL_STEP = "monsession._api._global_step"
+_FETCHES = "monsession._backends._fetches"
+_HOOK_STATE = "monsession._durability._hook_state"
+_LOCK = "monsession._durability._directory_lock"
+
+_NAMES = {
+    **dict.fromkeys(
+        (
+            "ENV_DISABLE_AUTOLOAD",
+            "ENV_DISABLED_PLUGINS",
+            "ENV_STRICT",
+            "KNOWN_ARGUMENT_FAMILIES",
+            "KNOWN_HOOK_FAMILIES",
+            "HookClassEntry",
+            "PluginCallError",
+            "PluginCallFailure",
+            "PluginFailure",
+            "PluginInfo",
+            "PluginListing",
+            "PluginLoadError",
+            "PluginSource",
+            "UnknownHookError",
+            "default_hooks",
+            "get_plugin_manager",
+            "hook_class_entries",
+            "plugin_infos",
+            "reset_plugin_manager",
+            "training_argument_owners",
+        ),
+        _MANAGER,
+    ),
+    **dict.fromkeys(
+        (
+            "ORDER_CHECKPOINT_SAVER",
+            "ORDER_OTHER",
+            "ORDER_STEP_COUNTER",
+            "ORDER_SUMMARY_SAVER",
+            "DefaultHook",
+            "TrainingSettings",
+        ),
+        _HOOKSPECS,
+    ),
+    **dict.fromkeys(
+        ("check_directory", "check_flag", "check_interval", "check_schedule"), _ARGUMENTS
+    ),
+    **dict.fromkeys(("HOOK_METHOD_NAMES", "as_run_context", "hook_overrides"), _HOOK_API),
+    **dict.fromkeys(("read_global_step", "require_global_step"), _GLOBAL_STEP),
+    **dict.fromkeys(("TensorNotFoundError", "check_scalar", "resolve_fetch"), _FETCHES),
+    **dict.fromkeys(
+        ("attach_hook_state", "load_hook_state", "prune_hook_state", "save_hook_state"),
+        _HOOK_STATE,
+    ),
+    **dict.fromkeys(("DirectoryLockHandle", "DirectoryLockedError", "lock_checkpoint_dir"), _LOCK),
+    "event_file_writer": "monsession._durability._event_files",
+    "settle": "monsession._backends._pending",
+    "error_cause": "monsession._durability._error_text",
+    "lazy_attributes": "monsession._lazy",
+}
+
+if TYPE_CHECKING:
+    pass
+
+__getattr__, __dir__ = lazy_attributes(__name__, _NAMES)
+
+__all__ = sorted(_NAMES)

@@ -4,7 +4,7 @@ Usage: python earlystop_restart_child.py ROOT STOP_AT. The loss of global
 step s is ``max(10 - s, 4)``: it improves until step 6, then stays flat.
 `EarlyStoppingHook(every_n_steps=2, patience=4)` evaluates it; a saving hook
 after it writes a checkpoint every 5 steps, with the hooks' state written
-first through `monsession.save_hook_state` (what `CheckpointSaverHook` does).
+first through `monsession.plugins.save_hook_state` (what `CheckpointSaverHook` does).
 A loop that reaches global step STOP_AT prints "<mode> READY" and waits
 forever (the test kills it there); otherwise it trains until the hook stops
 it and prints "<mode> STOPPED <json>" with the hook's results.
@@ -47,13 +47,13 @@ class SaveEvery5(monsession.SessionRunHook):
         if step is None:
             return
         prefix = os.path.join(self._directory, f"model.ckpt-{step}")
-        monsession.save_hook_state(run_context.session, prefix)
+        monsession.plugins.save_hook_state(run_context.session, prefix)
         self._save(run_context.session, step)
 
 
 def _train(mode: str, sess: object, hook: EarlyStoppingHook, step: object, stop_at: int) -> None:
     while not sess.should_stop():
-        if int(monsession.read_global_step(sess.raw_session())) == stop_at:
+        if int(monsession.plugins.read_global_step(sess.raw_session())) == stop_at:
             _say(mode, "READY")
             _FOREVER.wait()
         sess.run(step)

@@ -373,7 +373,7 @@ def test_graph_mode_monitor_errors_when_the_session_is_created(
         with pytest.raises(error, match=message) as info:
             train(program, [hook])
     if isinstance(monitor, str):
-        assert isinstance(info.value, monsession.TensorNotFoundError)
+        assert isinstance(info.value, monsession.plugins.TensorNotFoundError)
 
 
 def test_graph_tensor_of_unknown_shape_is_checked_at_the_first_step() -> None:

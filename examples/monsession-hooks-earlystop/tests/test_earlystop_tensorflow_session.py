@@ -1,7 +1,7 @@
 """`EarlyStoppingHook` is a `tf.compat.v1.train.SessionRunHook`: TensorFlow's session runs it.
 
 Under TensorFlow's `MonitoredTrainingSession` (graph mode) the hook reads the
-global step through the session (`monsession.as_run_context`) and stops the
+global step through the session (`monsession.plugins.as_run_context`) and stops the
 plateau program at the same step as under monsession's session.
 """
 

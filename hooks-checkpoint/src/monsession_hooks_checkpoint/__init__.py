@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from monsession import lazy_attributes
+from monsession.plugins import lazy_attributes
 from monsession_hooks_checkpoint._listener import CheckpointSaverListener
 
 __version__ = "0.1.0"

@@ -10,26 +10,26 @@ from typing import Any
 import tensorflow as tf
 
 from monsession import (
-    DirectoryLockHandle,
-    NextAction,
     Scaffold,
-    SecondOrStepTimer,
     SessionRunContext,
-    SessionRunHook,
     SessionRunValues,
+    TimedHook,
+    is_chief,
+    tf_logging,
+)
+from monsession.plugins import (
+    DirectoryLockHandle,
     as_run_context,
     check_directory,
     check_flag,
     check_schedule,
     error_cause,
-    is_chief,
     lock_checkpoint_dir,
     prune_hook_state,
     read_global_step,
     require_global_step,
     save_hook_state,
     settle,
-    tf_logging,
 )
 from monsession_hooks_checkpoint._directory import ensure_writable_directory
 from monsession_hooks_checkpoint._eager_saving import check_manager_directory, is_object_checkpoint
@@ -98,7 +98,7 @@ def _check_scaffold(scaffold: Any) -> None:
         )
 
 
-class CheckpointSaverHook(SessionRunHook):
+class CheckpointSaverHook(TimedHook):
     """Saves checkpoints every N steps or seconds.
 
     A checkpoint is saved when the session is created, whenever `save_secs`
@@ -165,7 +165,7 @@ class CheckpointSaverHook(SessionRunHook):
     Raises (from `begin`):
       DirectoryLockedError: If another live process holds `checkpoint_dir`:
         on the chief the hook holds the directory's lock
-        (`monsession.lock_checkpoint_dir`) from `begin()` to `end()` or
+        (`monsession.plugins.lock_checkpoint_dir`) from `begin()` to `end()` or
         `on_failure()`, with any session, shared with a
         `MonitoredTrainingSession` of the same process.
 
@@ -178,7 +178,7 @@ class CheckpointSaverHook(SessionRunHook):
     global step once before a save, as TensorFlow does.
 
     Under `ParameterServerStrategy` with a `ClusterCoordinator`, each save
-    and `end()` first wait for the closures in flight (`monsession.settle`),
+    and `end()` first wait for the closures in flight (`monsession.plugins.settle`),
     so a checkpoint holds exactly the steps its number counts.
     """
 
@@ -205,7 +205,7 @@ class CheckpointSaverHook(SessionRunHook):
             )
         check_directory(_HOOK, "checkpoint_dir", checkpoint_dir)
         check_schedule(_HOOK, "save_steps", save_steps, "save_secs", save_secs)
-        self._timer = SecondOrStepTimer(every_secs=save_secs, every_steps=save_steps)
+        super().__init__(every_secs=save_secs, every_steps=save_steps)
         _check_max_to_keep(max_to_keep)
         _check_basename(checkpoint_basename)
         _check_scaffold(scaffold)
@@ -301,14 +301,6 @@ class CheckpointSaverHook(SessionRunHook):
             self._timer.update_last_triggered_step(global_step)
             self._save(session, global_step)
 
-    def state_dict(self) -> dict[str, Any]:
-        """The save timer's state (see `monsession.StatefulHook`)."""
-        return {"timer": self._timer.state_dict()}
-
-    def load_state_dict(self, state: Any) -> None:
-        """Takes back the save timer: the next save comes one period after the saved one."""
-        self._timer.load_state_dict(state["timer"])
-
     def _already_saved(self, global_step: int) -> bool:
         """Whether the directory's latest checkpoint is the one of `global_step`."""
         assert self._saving is not None
@@ -326,10 +318,6 @@ class CheckpointSaverHook(SessionRunHook):
         self._timer.update_last_triggered_step(global_step)
         if self._save(run_context.session, global_step):
             run_context.request_stop()
-
-    def next_action(self, global_step: int) -> NextAction:
-        """The run at which the next save is due (for fused steps)."""
-        return self._timer.next_action(global_step + 1)
 
     def end(self, session: Any) -> None:
         assert self._saving is not None, "begin() must be called first."

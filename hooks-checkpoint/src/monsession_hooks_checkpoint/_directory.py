@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from monsession import check_directory
+from monsession.plugins import check_directory
 
 
 def _is_remote(path: str) -> bool:
@@ -12,7 +12,7 @@ def _is_remote(path: str) -> bool:
 
 
 def ensure_writable_directory(path: str, owner: str) -> None:
-    """Creates `path` if needed, after `monsession.check_directory` accepts it.
+    """Creates `path` if needed, after `monsession.plugins.check_directory` accepts it.
 
     Remote paths (``gs://``, ``s3://``, ...) are created through `tf.io.gfile`.
 

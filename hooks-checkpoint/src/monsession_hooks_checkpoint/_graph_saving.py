@@ -55,7 +55,7 @@ class GraphSaving:
         self._saver = saver
         self._scaffold = scaffold
         self._save_graph_def = save_graph_def
-        self._summary_writer = monsession.event_file_writer(checkpoint_dir)
+        self._summary_writer = monsession.plugins.event_file_writer(checkpoint_dir)
 
     def _resolved_saver(self) -> Any:
         """The saver: the given one, the scaffold's, or the graph's only one.

@@ -10,7 +10,7 @@ import logging
 from typing import Any
 
 import monsession
-from monsession import ORDER_CHECKPOINT_SAVER, DefaultHook, TrainingSettings
+from monsession.plugins import ORDER_CHECKPOINT_SAVER, DefaultHook, TrainingSettings
 
 logger = logging.getLogger("monsession.checkpoint")
 

@@ -31,7 +31,7 @@ from monsession import (
 _HOOK = "HookTimingHook"
 METHODS = ("begin", "after_create_session", "before_run", "after_run", "end")
 # monsession's optional hook methods: forwarded untimed when the hook has them.
-_FORWARDED = tuple(name for name in monsession.HOOK_METHOD_NAMES if name not in METHODS)
+_FORWARDED = tuple(name for name in monsession.plugins.HOOK_METHOD_NAMES if name not in METHODS)
 
 
 @dataclasses.dataclass
@@ -74,12 +74,12 @@ class _TimedHook(SessionRunHook):
         self._hook = hook
         self._timings = timings
         self._label = label
-        if monsession.hook_overrides(hook, "before_run"):
+        if monsession.plugins.hook_overrides(hook, "before_run"):
             setattr(self, "before_run", self._timed_before_run)
-        if monsession.hook_overrides(hook, "after_run"):
+        if monsession.plugins.hook_overrides(hook, "after_run"):
             setattr(self, "after_run", self._timed_after_run)
         for name in _FORWARDED:
-            if monsession.hook_overrides(hook, name):
+            if monsession.plugins.hook_overrides(hook, name):
                 setattr(self, name, getattr(hook, name))
 
     @property
@@ -158,7 +158,7 @@ class HookTimingHook(SessionRunHook):
 
     def __init__(self, every_n_steps: int | None = None) -> None:
         if every_n_steps is not None:
-            monsession.check_interval(_HOOK, "every_n_steps", every_n_steps, "steps")
+            monsession.plugins.check_interval(_HOOK, "every_n_steps", every_n_steps, "steps")
         self._every_n_steps = every_n_steps
         self._timings: dict[str, dict[str, MethodTiming]] = {}
         self._runs = 0

@@ -61,7 +61,7 @@ class LossCheck(Protocol):
 
 
 def _check_value_type(what: str, dtype: Any, shape: Any) -> None:
-    monsession.check_scalar(_HOOK, _ARGUMENT, what, dtype, shape)
+    monsession.plugins.check_scalar(_HOOK, _ARGUMENT, what, dtype, shape)
 
 
 class EveryStepCheck:

@@ -30,9 +30,9 @@ from monsession import (
     SessionRunContext,
     SessionRunHook,
     SessionRunValues,
-    as_run_context,
     tf_logging,
 )
+from monsession.plugins import as_run_context
 from monsession_hooks_debug._loss_checks import (
     Divergence,
     EveryStepCheck,
@@ -108,10 +108,12 @@ class NanTensorHook(SessionRunHook):
         detect_inf: bool = False,
         check_every_n_steps: int = 1,
     ) -> None:
-        monsession.check_interval(_HOOK, "check_every_n_steps", check_every_n_steps, "steps")
+        monsession.plugins.check_interval(
+            _HOOK, "check_every_n_steps", check_every_n_steps, "steps"
+        )
         _check_loss_source(loss_tensor)
         self._loss_tensor = loss_tensor
-        monsession.check_flag(_HOOK, "fail_on_nan_loss", fail_on_nan_loss)
+        monsession.plugins.check_flag(_HOOK, "fail_on_nan_loss", fail_on_nan_loss)
         self._fail_on_nan_loss = fail_on_nan_loss
         self._detect_inf = detect_inf
         self._every_n = check_every_n_steps
@@ -188,7 +190,7 @@ class NanTensorHook(SessionRunHook):
 
     def _make_check(self) -> LossCheck:
         """Resolves the loss for the current mode and picks how to check it."""
-        fetch = monsession.resolve_fetch(_HOOK, _ARGUMENT, self._loss_tensor)
+        fetch = monsession.plugins.resolve_fetch(_HOOK, _ARGUMENT, self._loss_tensor)
         if isinstance(fetch, tf.Tensor) and not tf.is_symbolic_tensor(fetch):
             raise TypeError(
                 f"{_HOOK}: in eager mode loss_tensor cannot be a tensor computed outside "
@@ -197,7 +199,7 @@ class NanTensorHook(SessionRunHook):
             )
         if isinstance(self._loss_tensor, str) and not isinstance(fetch, str):
             # A name of a graph tensor (tensors and variables were checked at construction).
-            monsession.check_scalar(
+            monsession.plugins.check_scalar(
                 _HOOK, _ARGUMENT, f"tensor {fetch.name!r}", fetch.dtype, fetch.shape
             )
         # Only eager steps return device tensors that can be kept unread.
@@ -237,7 +239,7 @@ def _check_loss_source(source: Any) -> None:
         return
     if isinstance(source, (tf.Variable, tf.Tensor)):
         what = f"tensor {_tensor_name(source)!r}"
-        monsession.check_scalar(_HOOK, _ARGUMENT, what, source.dtype, source.shape)
+        monsession.plugins.check_scalar(_HOOK, _ARGUMENT, what, source.dtype, source.shape)
         return
     if callable(source):
         return

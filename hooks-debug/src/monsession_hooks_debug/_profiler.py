@@ -18,19 +18,18 @@ import tensorflow as tf
 import monsession
 from monsession import (
     NextAction,
-    SecondOrStepTimer,
     SessionRunArgs,
     SessionRunContext,
-    SessionRunHook,
     SessionRunValues,
-    as_run_context,
+    TimedHook,
 )
+from monsession.plugins import as_run_context
 from monsession_hooks_debug._tracers import ProfilerTracer, TimelineTracer, Tracer
 
 _HOOK = "ProfilerHook"
 
 
-class ProfilerHook(SessionRunHook):
+class ProfilerHook(TimedHook):
     """Captures CPU/GPU profiling information every N steps or seconds.
 
     Graph mode: produces files called ``timeline-<step>.json`` in Chrome trace
@@ -78,13 +77,13 @@ class ProfilerHook(SessionRunHook):
         *,
         trace_steps: int = 1,
     ) -> None:
-        monsession.check_schedule(_HOOK, "save_steps", save_steps, "save_secs", save_secs)
-        self._timer = SecondOrStepTimer(every_secs=save_secs, every_steps=save_steps)
-        monsession.check_interval(_HOOK, "trace_steps", trace_steps, "steps")
-        monsession.check_flag(_HOOK, "show_dataflow", show_dataflow)
-        monsession.check_flag(_HOOK, "show_memory", show_memory)
+        monsession.plugins.check_schedule(_HOOK, "save_steps", save_steps, "save_secs", save_secs)
+        super().__init__(every_secs=save_secs, every_steps=save_steps)
+        monsession.plugins.check_interval(_HOOK, "trace_steps", trace_steps, "steps")
+        monsession.plugins.check_flag(_HOOK, "show_dataflow", show_dataflow)
+        monsession.plugins.check_flag(_HOOK, "show_memory", show_memory)
         if output_dir:
-            monsession.check_directory(_HOOK, "output_dir", output_dir)
+            monsession.plugins.check_directory(_HOOK, "output_dir", output_dir)
         self._output_dir = output_dir
         self._show_dataflow = show_dataflow
         self._show_memory = show_memory
@@ -93,7 +92,7 @@ class ProfilerHook(SessionRunHook):
         self._started = False
 
     def begin(self) -> None:
-        monsession.require_global_step(_HOOK)
+        monsession.plugins.require_global_step(_HOOK)
         self._started = False
         self._timer.reset()  # A restored state is loaded after begin().
         # The one mode choice: how to trace differs by nature.
@@ -126,7 +125,7 @@ class ProfilerHook(SessionRunHook):
         tracer = self._tracer
         if not self._started or tracer is None or tracer.tracing:
             return NextAction(steps=1)
-        return self._timer.next_action(global_step + 1)
+        return super().next_action(global_step)
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
         run_context = as_run_context(run_context)
@@ -143,14 +142,6 @@ class ProfilerHook(SessionRunHook):
             saved_at = tracer.after_run(run_context, run_values)
             if saved_at is not None:
                 self._timer.update_last_triggered_step(saved_at)
-
-    def state_dict(self) -> dict[str, Any]:
-        """The timer's last trigger (see `monsession.StatefulHook`)."""
-        return {"timer": self._timer.state_dict()}
-
-    def load_state_dict(self, state: Any) -> None:
-        """Takes back the last trigger: the next trace comes one period after it."""
-        self._timer.load_state_dict(state["timer"])
 
     def end(self, session: Any) -> None:
         if self._tracer is not None:

@@ -67,7 +67,7 @@ class TimelineTracer:
         self._output_file = os.path.join(output_dir, "timeline-{}.json")
         self._show_dataflow = show_dataflow
         self._show_memory = show_memory
-        self._writer = monsession.event_file_writer(output_dir)
+        self._writer = monsession.plugins.event_file_writer(output_dir)
         options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
         self._request = SessionRunArgs(None, options=options)
         self.tracing = False
@@ -150,7 +150,7 @@ class ProfilerTracer:
 
     def end(self, session: Any) -> None:
         if self.tracing:
-            self._stop(monsession.read_global_step(session))
+            self._stop(monsession.plugins.read_global_step(session))
 
     def _stop(self, last_step: int) -> None:
         self.tracing = False

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from monsession import lazy_attributes
+from monsession.plugins import lazy_attributes
 
 __version__ = "0.1.0"
 

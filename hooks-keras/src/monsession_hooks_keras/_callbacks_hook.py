@@ -13,9 +13,9 @@ from monsession import (
     SessionRunContext,
     SessionRunHook,
     SessionRunValues,
-    as_run_context,
     tf_logging,
 )
+from monsession.plugins import as_run_context
 from monsession_hooks_keras import _keras_compat
 from monsession_hooks_keras._logs import acts_on, host_logs, needs_logs
 

@@ -9,14 +9,8 @@ from typing import Any
 
 import keras
 
-from monsession import (
-    EagerSession,
-    SessionRunHook,
-    SessionRunValues,
-    attach_hook_state,
-    check_directory,
-    load_hook_state,
-)
+from monsession import EagerSession, SessionRunHook, SessionRunValues
+from monsession.plugins import attach_hook_state, check_directory, load_hook_state
 from monsession_hooks_keras._fit_steps import FitRunContext, FitSteps, evaluate_fetches
 from monsession_hooks_keras._global_step import fit_checkpoint, fit_global_step
 from monsession_hooks_keras._resume import checkpoint_directory, checkpoint_of_step
@@ -58,7 +52,7 @@ class HooksCallback(keras.callbacks.Callback):
       train begin, when the step is above 0 (the user restored a
       checkpoint), the hooks' state saved
       beside the checkpoint of that step in `checkpoint_dir` is loaded
-      (`monsession.load_hook_state`); then `after_create_session(session, None)`.
+      (`monsession.plugins.load_hook_state`); then `after_create_session(session, None)`.
     * Each batch (one `train_function` call): `before_run` before it,
       `after_run` after it, with a `SessionRunContext` whose step service
       gives the iteration count before and after the batch, counted on the

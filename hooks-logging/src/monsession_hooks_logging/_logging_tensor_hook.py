@@ -6,24 +6,20 @@ from collections.abc import Hashable
 from typing import Any
 
 from monsession import (
-    NextAction,
-    SecondOrStepTimer,
     SessionRunArgs,
     SessionRunContext,
-    SessionRunHook,
     SessionRunValues,
-    as_run_context,
-    check_flag,
-    check_schedule,
     tf_logging,
 )
+from monsession.plugins import as_run_context, check_flag, check_schedule
 from monsession_hooks_logging import _tensors
+from monsession_hooks_logging._run_timed_hook import RunTimedHook
 from monsession_hooks_logging._tensors import Formatter
 
 _HOOK = "LoggingTensorHook"
 
 
-class LoggingTensorHook(SessionRunHook):
+class LoggingTensorHook(RunTimedHook):
     """Logs the values of tensors every N local steps, every N seconds, or at the end.
 
     Lines go to TensorFlow's logger (``"tensorflow"``) at level INFO, as
@@ -79,15 +75,10 @@ class LoggingTensorHook(SessionRunHook):
         )
         if formatter is not None and not callable(formatter):
             raise TypeError(f"{_HOOK}: formatter must be callable, got {formatter!r}.")
+        super().__init__(_HOOK, every_n_secs, every_n_iter)
         self._watched = _tensors.watched(_HOOK, tensors)
         self._formatter = formatter
         self._log_at_end = at_end
-        self._timer = (
-            None
-            if only_at_end
-            else SecondOrStepTimer(every_secs=every_n_secs, every_steps=every_n_iter)
-        )
-        self._iter_count = 0
         self._should_trigger = False
         self._fetches: list[Any] = []
         self._last_values: dict[Hashable, Any] = {}
@@ -103,24 +94,13 @@ class LoggingTensorHook(SessionRunHook):
                 "every_n_iter or every_n_secs (the end line repeats the latest values), or log "
                 "a tf.Variable."
             )
-        if self._timer is not None:
-            self._timer.reset()
-        self._iter_count = 0
+        self._reset_runs()
         self._last_values = {}
         self._logged_here = False
 
-    def next_action(self, global_step: int) -> NextAction:
-        """The run at which the tensors are next logged (for fused steps)."""
-        if self._timer is None:
-            return NextAction()
-        return self._timer.next_action(self._iter_count)
-
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
         run_context = as_run_context(run_context)
-        self._iter_count += run_context.silent_steps
-        self._should_trigger = self._timer is not None and self._timer.should_trigger_for_step(
-            self._iter_count
-        )
+        self._should_trigger = self._due(run_context.silent_steps)
         if not self._should_trigger:
             return None
         return SessionRunArgs(self._fetches)
@@ -128,23 +108,7 @@ class LoggingTensorHook(SessionRunHook):
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
         if self._should_trigger:
             self._log(dict(zip(self._watched.tags, run_values.results, strict=True)))
-        self._iter_count += 1
-
-    def state_dict(self) -> dict[str, Any]:
-        """The runs counted and the timer's last trigger (see `monsession.StatefulHook`)."""
-        return {
-            "iterations": self._iter_count,
-            "timer": None if self._timer is None else self._timer.state_dict(),
-        }
-
-    def load_state_dict(self, state: Any) -> None:
-        """Takes back the runs counted and the last trigger."""
-        iterations = state["iterations"]
-        if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 0:
-            raise ValueError(f"{_HOOK}: iterations must be an int >= 0, got {iterations!r}.")
-        if self._timer is not None and state["timer"] is not None:
-            self._timer.load_state_dict(state["timer"])
-        self._iter_count = iterations
+        self._ran()
 
     def end(self, session: Any) -> None:
         """Logs once more if `at_end`: the tensors are run again in `session`.
@@ -167,9 +131,7 @@ class LoggingTensorHook(SessionRunHook):
 
     def _log(self, values: dict[Hashable, Any]) -> None:
         self._last_values = values
-        elapsed_secs = None
-        if self._timer is not None:
-            elapsed_secs, _ = self._timer.update_last_triggered_step(self._iter_count)
+        elapsed_secs = self._trigger()
         if not self._logged_here:  # TensorFlow's first line of a process has no time.
             self._logged_here = True
             elapsed_secs = None

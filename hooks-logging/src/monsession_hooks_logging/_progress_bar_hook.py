@@ -7,22 +7,20 @@ from typing import IO, Any
 
 import monsession
 from monsession import (
-    NextAction,
-    SecondOrStepTimer,
     SessionRunArgs,
     SessionRunContext,
-    SessionRunHook,
     SessionRunValues,
-    as_run_context,
 )
+from monsession.plugins import as_run_context
 from monsession_hooks_logging import _tensors
 from monsession_hooks_logging._progress_display import BarDisplay, LineDisplay, is_terminal
+from monsession_hooks_logging._run_timed_hook import RunTimedHook
 
 _HOOK = "ProgressBarHook"
 _DEFAULT_EVERY_N_SECS = 1.0
 
 
-class ProgressBarHook(SessionRunHook):
+class ProgressBarHook(RunTimedHook):
     """Shows training progress: global step, steps/sec, ETA and chosen values.
 
     On a terminal it draws a tqdm bar ``"37/100 [00:04<00:07, 8.9step/s,
@@ -80,18 +78,18 @@ class ProgressBarHook(SessionRunHook):
         log_every_n_secs: float = 30.0,
         desc: str | None = None,
     ) -> None:
-        monsession.check_schedule(
+        monsession.plugins.check_schedule(
             _HOOK, "every_n_iter", every_n_iter, "every_n_secs", every_n_secs, allow_neither=True
         )
         if every_n_iter is None and every_n_secs is None:
             every_n_secs = _DEFAULT_EVERY_N_SECS
-        monsession.check_interval(
+        monsession.plugins.check_interval(
             _HOOK, "log_every_n_secs", log_every_n_secs, "secs", allow_zero=True
         )
         if last_step is not None and stop_hook is not None:
             raise ValueError(f"{_HOOK}: give at most one of last_step and stop_hook.")
         if last_step is not None:
-            monsession.check_interval(
+            monsession.plugins.check_interval(
                 _HOOK,
                 "last_step",
                 last_step,
@@ -105,15 +103,14 @@ class ProgressBarHook(SessionRunHook):
                 f"monsession.StopAtStepHook (TensorFlow's own has none; pass last_step= "
                 f"instead); got {stop_hook!r}."
             )
+        super().__init__(_HOOK, every_n_secs, every_n_iter)
         self._watched = _tensors.watched(_HOOK, tensors or [])
-        self._timer = SecondOrStepTimer(every_secs=every_n_secs, every_steps=every_n_iter)
         self._last_step = last_step
         self._stop_hook = stop_hook
         self._file = file
         self._log_every_n_secs = float(log_every_n_secs)
         self._desc = desc
         self._display: BarDisplay | LineDisplay | None = None
-        self._iter_count = 0
         self._should_trigger = False
         self._timer_due = False
         self._silent_steps = 0
@@ -129,14 +126,13 @@ class ProgressBarHook(SessionRunHook):
         return None
 
     def begin(self) -> None:
-        monsession.require_global_step(_HOOK)
+        monsession.plugins.require_global_step(_HOOK)
         self._fetches = self._watched.resolve(_HOOK)
-        self._timer.reset()
-        self._iter_count = 0
+        self._reset_runs()
         self._display = None
 
     def after_create_session(self, session: Any, coord: Any) -> None:
-        self._start_display(monsession.read_global_step(session))
+        self._start_display(monsession.plugins.read_global_step(session))
 
     def _start_display(self, global_step: int) -> BarDisplay | LineDisplay:
         """Opens the display (once) and sets it to `global_step`."""
@@ -149,15 +145,10 @@ class ProgressBarHook(SessionRunHook):
         self._display.start(global_step, self.last_step)
         return self._display
 
-    def next_action(self, global_step: int) -> NextAction:
-        """The run at which values are next fetched (for fused steps)."""
-        return self._timer.next_action(self._iter_count)
-
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
         run_context = as_run_context(run_context)
-        self._iter_count += run_context.silent_steps
         self._silent_steps = run_context.silent_steps
-        self._timer_due = self._timer.should_trigger_for_step(self._iter_count)
+        self._timer_due = self._due(run_context.silent_steps)
         # The last step's line is an extra one: it leaves the schedule as it is.
         self._should_trigger = self._timer_due or self._reaches_last_step(run_context.global_step)
         if not self._should_trigger or not self._fetches:
@@ -176,7 +167,7 @@ class ProgressBarHook(SessionRunHook):
             display = self._start_display(_known(run_context.global_step))
         if self._should_trigger:
             if self._timer_due:
-                self._timer.update_last_triggered_step(self._iter_count)
+                self._trigger()
             values = run_values.results if self._fetches else []
             display.show(
                 _known(run_context.global_step_after()),
@@ -185,27 +176,12 @@ class ProgressBarHook(SessionRunHook):
             )
         else:
             display.advance(self._silent_steps + 1)
-        self._iter_count += 1
-
-    def state_dict(self) -> dict[str, Any]:
-        """The runs counted and the timer's last trigger (see `monsession.StatefulHook`)."""
-        return {
-            "iterations": self._iter_count,
-            "timer": self._timer.state_dict(),
-        }
-
-    def load_state_dict(self, state: Any) -> None:
-        """Takes back the runs counted and the last trigger."""
-        iterations = state["iterations"]
-        if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 0:
-            raise ValueError(f"{_HOOK}: iterations must be an int >= 0, got {iterations!r}.")
-        self._timer.load_state_dict(state["timer"])
-        self._iter_count = iterations
+        self._ran()
 
     def end(self, session: Any) -> None:
         if self._display is None:
             return
-        self._display.finish(monsession.read_global_step(session), self.last_step)
+        self._display.finish(monsession.plugins.read_global_step(session), self.last_step)
         self._display = None
 
 

@@ -2,7 +2,7 @@
 
 Shared by `LoggingTensorHook` and `ProgressBarHook`. Tags and their order are
 fixed when a hook is built; the things they name are resolved in `begin()`
-with `monsession.resolve_fetch`, which knows the mode.
+with `monsession.plugins.resolve_fetch`, which knows the mode.
 """
 
 from __future__ import annotations
@@ -36,19 +36,19 @@ class Watched:
     def resolve(self, hook: str) -> list[Any]:
         """Returns what the hook fetches for each tag, checked for the current mode.
 
-        Call it in `begin()`. See `monsession.resolve_fetch`: a graph name
+        Call it in `begin()`. See `monsession.plugins.resolve_fetch`: a graph name
         becomes its tensor (``"loss"`` means ``"loss:0"``); an eager name
         stays a name, an entry of the mapping the step returns.
 
         Raises:
-          monsession.TensorNotFoundError: (a `KeyError`) If a graph name is
+          monsession.plugins.TensorNotFoundError: (a `KeyError`) If a graph name is
             not in the graph.
           ValueError: If a graph name is ambiguous or a tensor belongs to
             another graph.
           TypeError: If a target is of a type the mode cannot fetch.
         """
         return [
-            monsession.resolve_fetch(hook, argument, target)
+            monsession.plugins.resolve_fetch(hook, argument, target)
             for argument, target in zip(self.arguments, self.targets, strict=True)
         ]
 
@@ -111,7 +111,7 @@ def _variable_name(item: Any) -> str | None:
 def is_step_output(fetch: Any) -> bool:
     """Whether a resolved fetch names an entry of the mapping the step returns.
 
-    Only eager mode keeps names after `monsession.resolve_fetch` (graph mode
+    Only eager mode keeps names after `monsession.plugins.resolve_fetch` (graph mode
     turns them into tensors). Such a value exists only while a step runs:
     `end()` cannot run it again.
     """

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import monsession
-from monsession import (
+from monsession.plugins import (
     ORDER_STEP_COUNTER,
     ORDER_SUMMARY_SAVER,
     DefaultHook,

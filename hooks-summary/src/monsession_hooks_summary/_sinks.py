@@ -24,7 +24,8 @@ from typing import Any, Protocol
 
 import tensorflow as tf
 
-from monsession import SessionRunArgs, SessionRunContext, error_cause
+from monsession import SessionRunArgs, SessionRunContext
+from monsession.plugins import error_cause
 from monsession_hooks_summary import _tf_compat
 from monsession_hooks_summary._recording import Recording
 from monsession_hooks_summary._writer_cache import SummaryWriterCache

@@ -6,18 +6,18 @@ import os
 from typing import Any
 
 from monsession import (
-    NextAction,
-    SecondOrStepTimer,
     SessionRunArgs,
     SessionRunContext,
-    SessionRunHook,
     SessionRunValues,
+    TimedHook,
+    tf_logging,
+)
+from monsession.plugins import (
     as_run_context,
     check_directory,
     check_schedule,
     read_global_step,
     require_global_step,
-    tf_logging,
 )
 from monsession_hooks_summary._sinks import (
     EagerSink,
@@ -29,7 +29,7 @@ from monsession_hooks_summary._sinks import (
 _NAME = "StepCounterHook"
 
 
-class StepCounterHook(SessionRunHook):
+class StepCounterHook(TimedHook):
     """Logs the global steps per second, and writes them as `<global step name>/sec`.
 
     Every `every_n_steps` steps (or `every_n_secs` seconds) it logs the rate
@@ -84,7 +84,7 @@ class StepCounterHook(SessionRunHook):
         check_summary_writer(_NAME, summary_writer)
         if summary_writer is None and output_dir:
             check_directory(_NAME, "output_dir", output_dir)
-        self._timer = SecondOrStepTimer(every_steps=every_n_steps, every_secs=every_n_secs)
+        super().__init__(every_steps=every_n_steps, every_secs=every_n_secs)
         self._summary_writer = summary_writer
         self._output_dir = output_dir
         self._last_global_step: int | None = None
@@ -115,10 +115,6 @@ class StepCounterHook(SessionRunHook):
             self._sink.scalar(self._summary_tag, steps_per_sec, global_step)
         tf_logging.info("%s: %g", self._summary_tag, steps_per_sec)
 
-    def next_action(self, global_step: int) -> NextAction:
-        """The run at which the rate is next logged (for fused steps)."""
-        return self._timer.next_action(global_step + 1)
-
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
         run_context = as_run_context(run_context)
         global_step = run_context.global_step_after(self._timer.should_trigger_for_step)
@@ -143,14 +139,6 @@ class StepCounterHook(SessionRunHook):
                 self._last_global_step,
             )
         self._last_global_step = self._step_before
-
-    def state_dict(self) -> dict[str, Any]:
-        """The timer's last trigger (see `monsession.StatefulHook`)."""
-        return {"timer": self._timer.state_dict()}
-
-    def load_state_dict(self, state: Any) -> None:
-        """Takes back the last trigger: the next rate comes one period after it."""
-        self._timer.load_state_dict(state["timer"])
 
     def end(self, session: Any = None) -> None:
         if not self._logged and session is not None:

@@ -7,16 +7,12 @@ from typing import Any
 
 from monsession import (
     NextAction,
-    SecondOrStepTimer,
     SessionRunArgs,
     SessionRunContext,
-    SessionRunHook,
     SessionRunValues,
-    as_run_context,
-    check_directory,
-    check_schedule,
-    require_global_step,
+    TimedHook,
 )
+from monsession.plugins import as_run_context, check_directory, check_schedule, require_global_step
 from monsession_hooks_summary._sinks import (
     EagerRecorder,
     GraphRecorder,
@@ -28,7 +24,7 @@ from monsession_hooks_summary._sinks import (
 _NAME = "SummarySaverHook"
 
 
-class SummarySaverHook(SessionRunHook):
+class SummarySaverHook(TimedHook):
     """Saves summaries every N steps or every N seconds.
 
     Graph mode (TensorFlow's semantics): the summary op is fetched only on
@@ -48,6 +44,12 @@ class SummarySaverHook(SessionRunHook):
     is not needed (and ignored). A
     `tf.function` keeps the writer that was the default when it was first
     traced, so call it first inside the session.
+
+    Its timer is saved with each checkpoint (`monsession.TimedHook`): after a
+    restart the next summaries come one period after the saved trigger. The
+    first step of the new process still writes its `SessionLog.START` (so
+    TensorBoard drops what the previous process wrote past the checkpoint)
+    but records summaries only if the schedule says so.
 
     Args:
       save_steps: Save summaries every N steps. Exactly one of `save_steps`
@@ -99,7 +101,7 @@ class SummarySaverHook(SessionRunHook):
             )
         if summary_writer is None:
             check_directory(_NAME, "output_dir", output_dir)
-        self._timer = SecondOrStepTimer(every_secs=save_secs, every_steps=save_steps)
+        super().__init__(every_secs=save_secs, every_steps=save_steps)
         self._output_dir = output_dir
         self._summary_writer = summary_writer
         self._scaffold = scaffold
@@ -137,7 +139,7 @@ class SummarySaverHook(SessionRunHook):
         """The run at which summaries are next recorded (for fused steps)."""
         if self._first:
             return NextAction(steps=1)
-        return self._timer.next_action(global_step + 1)
+        return super().next_action(global_step)
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
         run_context = as_run_context(run_context)
@@ -150,19 +152,6 @@ class SummarySaverHook(SessionRunHook):
         if self._record:
             self._timer.update_last_triggered_step(global_step)
         self._first = False
-
-    def state_dict(self) -> dict[str, Any]:
-        """The timer's last trigger (see `monsession.StatefulHook`)."""
-        return {"timer": self._timer.state_dict()}
-
-    def load_state_dict(self, state: Any) -> None:
-        """Takes back the last trigger: the next summaries come one period after it.
-
-        The first step of the new process then writes its `SessionLog.START`
-        (so TensorBoard drops what the previous process wrote past the
-        checkpoint) but records summaries only if the schedule says so.
-        """
-        self._timer.load_state_dict(state["timer"])
 
     def end(self, session: Any = None) -> None:
         recorder, self._recorder = self._recorder, None

@@ -18,7 +18,7 @@ class SummaryWriterCache:
     gets the same `tf.compat.v1.summary.FileWriter` here, in TensorFlow's own
     hooks and in any other code (for example the checkpoint family's
     `CHECKPOINT` session log) that asks TensorFlow's cache: one event file per
-    directory per process, made by `monsession.event_file_writer` (its event
+    directory per process, made by `monsession.plugins.event_file_writer` (its event
     file name ends with `.<pid>`, so processes never share a file).
 
     Eager mode: keeps one `tf.summary.create_file_writer(logdir)` per
@@ -43,7 +43,7 @@ class SummaryWriterCache:
         """
         key = os.fspath(logdir)
         if not tf.executing_eagerly():
-            return monsession.event_file_writer(key)
+            return monsession.plugins.event_file_writer(key)
         with SummaryWriterCache._lock:
             writer = SummaryWriterCache._eager_writers.get(key)
             if writer is None:

@@ -39,7 +39,7 @@ def check_interval(
     `bool` and strings are refused, and so is NaN.
 
     ```python
-    monsession.check_interval("MyHook", "every_n_steps", every_n_steps, "steps")
+    monsession.plugins.check_interval("MyHook", "every_n_steps", every_n_steps, "steps")
     ```
 
     Args:
@@ -83,7 +83,7 @@ def check_schedule(
     it first, so that the error names the hook's own arguments:
 
     ```python
-    monsession.check_schedule("MyHook", "save_steps", save_steps, "save_secs", save_secs)
+    monsession.plugins.check_schedule("MyHook", "save_steps", save_steps, "save_secs", save_secs)
     self._timer = monsession.SecondOrStepTimer(every_secs=save_secs, every_steps=save_steps)
     ```
 
@@ -128,7 +128,7 @@ def check_flag(owner: str, name: str, value: Any) -> None:
     A string is refused: ``"False"`` is true.
 
     ```python
-    monsession.check_flag("MyHook", "at_end", at_end)
+    monsession.plugins.check_flag("MyHook", "at_end", at_end)
     ```
 
     Args:

@@ -120,7 +120,8 @@ class SessionRunHook:
         `before_run` or `after_run` but not this method acts on every step.
         A `SecondOrStepTimer` answers it for the hook, e.g.
         ``return self._timer.next_action(global_step + 1)`` for a hook that
-        tests the global step after each run.
+        tests the global step after each run (`monsession.TimedHook` does
+        that for its subclasses).
 
         Args:
           global_step: The global step before the coming run (host int).
@@ -494,7 +495,7 @@ def as_run_context(run_context: Any) -> SessionRunContext:
 
     ```python
     def after_run(self, run_context, run_values):
-        run_context = monsession.as_run_context(run_context)
+        run_context = monsession.plugins.as_run_context(run_context)
         step = run_context.global_step_after(self._timer.should_trigger_for_step)
         ...
     ```

@@ -20,7 +20,7 @@ class SecondOrStepTimer:
         trigger.
 
     As TensorFlow's, it accepts 0 (trigger on every new step). Hooks that
-    want a positive interval check it with `monsession.check_schedule` first.
+    want a positive interval check it with `monsession.plugins.check_schedule` first.
 
     Its state can be saved with `state_dict()` and put back with
     `load_state_dict()`, in another process: a hook saves it with each

@@ -153,7 +153,7 @@ class DirectoryLock:
 class DirectoryLockHandle:
     """One taker's share of this process's lock of a checkpoint directory.
 
-    Returned by `monsession.lock_checkpoint_dir`. The lock file stays until
+    Returned by `monsession.plugins.lock_checkpoint_dir`. The lock file stays until
     every handle of the directory in this process is released.
 
     Attributes:
@@ -225,7 +225,7 @@ def lock_checkpoint_dir(checkpoint_dir: str | os.PathLike[str]) -> DirectoryLock
     WARNING. The directory is created if missing.
 
     ```python
-    handle = monsession.lock_checkpoint_dir(checkpoint_dir)
+    handle = monsession.plugins.lock_checkpoint_dir(checkpoint_dir)
     try:
         ...  # Write checkpoints.
     finally:

@@ -16,7 +16,8 @@ def error_cause(error: BaseException) -> str:
 
     ```python
     except tf.errors.OpError as error:
-        raise MyError(f"MyHook: writing {path} failed: {monsession.error_cause(error)}") from error
+        cause = monsession.plugins.error_cause(error)
+        raise MyError(f"MyHook: writing {path} failed: {cause}") from error
     ```
 
     Args:

@@ -277,7 +277,7 @@ def save_hook_state(session: Any, checkpoint_prefix: str) -> str | None:
     ```python
     def after_run(self, run_context, run_values):
         prefix = f"{self._directory}/model.ckpt-{step}"
-        monsession.save_hook_state(run_context.session, prefix)
+        monsession.plugins.save_hook_state(run_context.session, prefix)
         self._saver.save(run_context.session, prefix)
     ```
 

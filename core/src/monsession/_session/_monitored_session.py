@@ -139,7 +139,6 @@ class _MonitoredSession:
     """The common part of `MonitoredSession` and `SingularMonitoredSession`."""
 
     StepContext: type[StepContext] = StepContext
-    _CoordinatedSessionCreator = _CoordinatedSessionCreator
 
     def __init__(
         self,

@@ -35,9 +35,9 @@ from monsession import (
     SessionRunContext,
     SessionRunHook,
     SessionRunValues,
-    as_run_context,
     tf_logging,
 )
+from monsession.plugins import as_run_context
 
 _HOOK = "EarlyStoppingHook"
 _MODES = ("min", "max")
@@ -66,7 +66,7 @@ def _check_number(name: str, value: Any) -> float:
 
 def _check_scalar(what: str, dtype: Any, shape: Any) -> None:
     """Raises unless `dtype` is a number type and `shape` may hold one element."""
-    monsession.check_scalar(_HOOK, "monitor", what, dtype, shape, floating=False)
+    monsession.plugins.check_scalar(_HOOK, "monitor", what, dtype, shape, floating=False)
 
 
 def _describe(monitor: Any) -> str:
@@ -137,8 +137,8 @@ class EarlyStoppingHook(SessionRunHook):
         to be a scalar.
 
     `begin()` (the session's creation) raises for a monitor that does not
-    fit the mode (see `monsession.resolve_fetch`): `TypeError` for a callable
-    in graph mode, `monsession.TensorNotFoundError` (a `ValueError`) for a
+    fit the mode (see `monsession.plugins.resolve_fetch`): `TypeError` for a callable
+    in graph mode, `monsession.plugins.TensorNotFoundError` (a `ValueError`) for a
     tensor name missing from the graph, `ValueError` for a tensor of another
     graph. A metric whose type or shape is not known before it runs (an
     entry of the mapping the step returns, a callable, a tensor of unknown
@@ -238,7 +238,7 @@ class EarlyStoppingHook(SessionRunHook):
     def begin(self) -> None:
         self._reset()
         self._step, self._synced = 0, False
-        self._fetch = monsession.resolve_fetch(_HOOK, "monitor", self._monitor)
+        self._fetch = monsession.plugins.resolve_fetch(_HOOK, "monitor", self._monitor)
         self._checked = self._check_before_running(self._fetch)
 
     def after_create_session(self, session: Any, coord: Any) -> None:

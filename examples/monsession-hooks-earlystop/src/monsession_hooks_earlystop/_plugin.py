@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import monsession
-from monsession import ORDER_OTHER, DefaultHook, TrainingSettings
+from monsession.plugins import ORDER_OTHER, DefaultHook, TrainingSettings
 
 ENV_MONITOR = "MONSESSION_EARLYSTOP_MONITOR"
 ENV_PATIENCE = "MONSESSION_EARLYSTOP_PATIENCE"
