@@ -118,7 +118,7 @@ class Epochs(tf.Module):
         Yields:
           The number of each epoch that completed (0 for the first).
         """
-        hooks = list(getattr(session, "_hooks", ()))
+        hooks = list(session.hooks)
         progress = _Progress(self.epoch, session)
         while self._num_epochs is None or progress.epoch < self._num_epochs:
             if session.should_stop():
@@ -149,7 +149,7 @@ class Epochs(tf.Module):
         args = batch if isinstance(batch, tuple) else (batch,)
         # Not retried after a preemption error: the batch was taken before
         # the restore, which rewinds the iterator (`progress` goes on there).
-        session._call_bound(BoundStep(step, args, _NO_KEYWORDS, retry=False))
+        session.call_bound(BoundStep(step, args, _NO_KEYWORDS, retry=False))
         if not progress.recovered() and last:
             progress.epoch = epoch + 1
 
@@ -171,11 +171,11 @@ class _Progress:
         self.epoch = int(counter.numpy())
         # Epochs of earlier runs are not notified again.
         self._begun = self._ended = self.epoch - 1
-        self._recoveries = _recoveries(session)
+        self._recoveries = session.recoveries
 
     def recovered(self) -> bool:
         """Whether the session was re-created since the last look; if so, reads the counter."""
-        recoveries = _recoveries(self._session)
+        recoveries = self._session.recoveries
         if recoveries == self._recoveries:
             return False
         self._recoveries = recoveries
@@ -194,10 +194,6 @@ class _Progress:
         done = range(self._ended + 1, self.epoch)
         self._ended = max(self._ended, self.epoch - 1)
         return done
-
-
-def _recoveries(session: Any) -> int:
-    return getattr(session, "_recoveries", 0)
 
 
 def _notify(hooks: list[Any], method: str, epoch: int) -> bool:

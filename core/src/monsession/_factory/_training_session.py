@@ -375,7 +375,7 @@ def _holding_directory_lock(
     except BaseException:
         lock.release()
         raise
-    session._on_close.append(lock.release)
+    session.call_on_close(lock.release)
     return session
 
 
@@ -516,5 +516,5 @@ def _session_in_strategy(
         stop_on_signals=stop_on_signals,
     )
     if collective and stop_on_signals:
-        session._agree_with_workers(_distributed.StopAgreement(strategy))
+        session.agree_with_workers(_distributed.StopAgreement(strategy))
     return session
