@@ -83,6 +83,7 @@ def test_the_default_policy_is_bounded_by_the_creators_max_wait_secs():
 def test_a_step_that_runs_ends_the_streak_of_failures():
     """max_attempts bounds consecutive failures: a session that fails every
     other step goes on, because each successful step starts a new streak."""
+    tf.compat.v1.reset_default_graph()  # A fresh global step: earlier tests leave theirs.
     global_step = monsession.get_or_create_global_step()
     one_retry = RetryPolicy(max_attempts=1, initial_backoff_secs=0.01)
     creator = FlakyCreator(failures=0, policy=one_retry)

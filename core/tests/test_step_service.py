@@ -8,6 +8,7 @@ import pytest
 import tensorflow as tf
 
 import monsession
+from monsession._api._hook_api import finish_run
 
 
 @pytest.fixture(autouse=True)
@@ -261,7 +262,7 @@ def test_eager_falls_back_to_exact_reads_when_the_step_adds_more_than_one(caplog
 def test_a_hand_made_context_has_no_step():
     context = monsession.SessionRunContext(monsession.SessionRunArgs(None), session=None)
     assert context.global_step is None
-    context._finish_run()
+    finish_run(context)
     assert context.global_step_after() is None
 
 

@@ -33,3 +33,6 @@ def _forget_resolved() -> None:
     for name in _resolved:
         globals().pop(name, None)
     _resolved.clear()
+
+
+_plugin_manager.on_reset(_forget_resolved)

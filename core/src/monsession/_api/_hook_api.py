@@ -410,9 +410,14 @@ class SessionRunContext:
             )
         return self._steps.global_step_after(reaching)
 
-    def _finish_run(self) -> None:
-        """Called by the monitored session once the step ran."""
-        self._ran = True
+
+def finish_run(run_context: SessionRunContext) -> None:
+    """Marks the run of `run_context` as done: `global_step_after()` may be asked now.
+
+    Called by the monitored session once the step ran; not a method, so that
+    hooks do not see it.
+    """
+    run_context._ran = True
 
 
 class SessionRunValues(NamedTuple):

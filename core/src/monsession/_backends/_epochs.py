@@ -127,7 +127,7 @@ class Epochs(tf.Module):
         Yields:
           The number of each epoch that completed (0 for the first).
         """
-        hooks = list(getattr(session, "_hooks", ()))
+        hooks = list(session.hooks)
         progress = _Progress(self.epoch, session)
         while self._num_epochs is None or progress.epoch < self._num_epochs:
             if session.should_stop():
@@ -147,7 +147,7 @@ class Epochs(tf.Module):
         if progress.next_index == 0:
             progress.begin(hooks)  # Before the epoch's first step, a silent one too.
         pulled = _EpochStep(self, step, hooks, progress)
-        session._call_bound(pulled)
+        session.call_bound(pulled)
         if not progress.recovered() and pulled.ended is not None:
             progress.epoch = pulled.ended + 1
 
@@ -244,12 +244,12 @@ class _Progress:
         self.epoch = int(counter.numpy())
         # Epochs of earlier runs are not notified again.
         self._begun = self._ended = self.epoch - 1
-        self._recoveries = _recoveries(session)
+        self._recoveries = session.recoveries
         self.next_index: int | None = None  # Of the next batch in its epoch, once known.
 
     def recovered(self) -> bool:
         """Whether the session was re-created since the last look; if so, reads the counter."""
-        recoveries = _recoveries(self._session)
+        recoveries = self._session.recoveries
         if recoveries == self._recoveries:
             return False
         self._recoveries = recoveries
@@ -269,10 +269,6 @@ class _Progress:
         done = range(self._ended + 1, self.epoch)
         self._ended = max(self._ended, self.epoch - 1)
         return done
-
-
-def _recoveries(session: Any) -> int:
-    return getattr(session, "_recoveries", 0)
 
 
 def _notify(hooks: list[Any], method: str, epoch: int) -> bool:

@@ -1,1 +1,1 @@
-"""`tf.distribute` strategies and clusters: roles, peers, replica sessions."""
+"""`tf.distribute` strategies: roles, peers, replica sessions, training under a strategy."""

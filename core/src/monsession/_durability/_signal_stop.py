@@ -63,24 +63,25 @@ def resolve_stop_signals(
             f"{owner}: stop_on_signals must be True, False, None or an iterable of signal "
             f"numbers (e.g. [signal.SIGTERM, signal.SIGUSR1]), got {value!r}."
         )
-    resolved: list[signal.Signals] = []
-    for item in value:
-        try:
-            if isinstance(item, bool) or not isinstance(item, int):
-                raise ValueError
-            signum = signal.Signals(item)
-        except ValueError:
-            raise ValueError(
-                f"{owner}: stop_on_signals holds {item!r}, which is not a signal number "
-                "(use the constants of the signal module, e.g. signal.SIGTERM)."
-            ) from None
-        if signum in _UNCATCHABLE:
-            raise ValueError(
-                f"{owner}: stop_on_signals holds {signum.name}, which no process can catch."
-            )
-        if signum not in resolved:
-            resolved.append(signum)
-    return tuple(resolved)
+    return tuple(dict.fromkeys(_catchable_signal(item, owner) for item in value))
+
+
+def _catchable_signal(item: Any, owner: str) -> signal.Signals:
+    """The signal `item` of `stop_on_signals` names; it must be one a process can catch."""
+    try:
+        if isinstance(item, bool) or not isinstance(item, int):
+            raise ValueError
+        signum = signal.Signals(item)
+    except ValueError:
+        raise ValueError(
+            f"{owner}: stop_on_signals holds {item!r}, which is not a signal number "
+            "(use the constants of the signal module, e.g. signal.SIGTERM)."
+        ) from None
+    if signum in _UNCATCHABLE:
+        raise ValueError(
+            f"{owner}: stop_on_signals holds {signum.name}, which no process can catch."
+        )
+    return signum
 
 
 def _flush_stdio() -> None:

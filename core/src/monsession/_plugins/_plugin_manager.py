@@ -28,7 +28,6 @@ import importlib.metadata
 import logging
 import os
 import re
-import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -240,6 +239,14 @@ def get_plugin_manager() -> pluggy.PluginManager:
     return _discovery().manager
 
 
+_ON_RESET: list[Callable[[], None]] = []
+
+
+def on_reset(callback: Callable[[], None]) -> None:
+    """Calls `callback()` at each `reset_plugin_manager()` (`monsession.hooks` forgets classes)."""
+    _ON_RESET.append(callback)
+
+
 def reset_plugin_manager() -> None:
     """Forgets the plugin manager, and the classes `monsession.hooks` resolved.
 
@@ -247,9 +254,8 @@ def reset_plugin_manager() -> None:
     tests.
     """
     _discovery.cache_clear()
-    hooks = sys.modules.get("monsession.hooks")
-    if hooks is not None:
-        hooks._forget_resolved()
+    for callback in _ON_RESET:
+        callback()
 
 
 def warn_once(message: str, key: str | None = None) -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import inspect
 import logging
-import signal
 from collections.abc import Callable, Iterable
+from contextlib import ExitStack
 from typing import Any
 
 import tensorflow as tf
@@ -19,7 +19,6 @@ from monsession._backends._owned_step import own_global_step_if_missing
 from monsession._backends._pending import settle
 from monsession._durability._hook_state import HookStates, attach, restored_from
 from monsession._durability._retry import policy_for
-from monsession._durability._signal_stop import SignalStop, resolve_stop_signals
 from monsession._session._session_creators import (
     ChiefSessionCreator,
     SessionCreator,
@@ -32,6 +31,7 @@ from monsession._session._session_layers import (
     _RecoverableSession,
     _WrappedSession,
 )
+from monsession._session._signal_layer import SignalLayer, StoppedOnSignalError
 from monsession._tf_compat import one_line_per_record, unfinalize_graph
 
 __all__ = [  # The private layers are importable from here, as in TensorFlow.
@@ -46,10 +46,6 @@ from monsession._api._step_context import StepContext
 from monsession._api._step_context import StepContext as _StepContext
 
 logger = logging.getLogger("monsession")
-
-
-class _StoppedOnSignalError(RuntimeError):
-    """`run()` after the session closed on a signal whose previous handler returned."""
 
 
 class _CoordinatedSessionCreator(SessionCreator):
@@ -162,16 +158,11 @@ class _MonitoredSession:
             own_global_step_if_missing()  # Before the hooks' begin(), which may need it.
         self._hook_states = HookStates(self._hooks, type(self).__name__)
         self._selection = HookSelection()
-        self._signal_stop = SignalStop(
-            resolve_stop_signals(
-                stop_on_signals,
-                lambda: any(hook_overrides(hook, "end") for hook in self._hooks),
-                type(self).__name__,
-            ),
+        self._signals = SignalLayer(
+            stop_on_signals,
+            lambda: any(hook_overrides(hook, "end") for hook in self._hooks),
             type(self).__name__,
         )
-        self._closed_on_signal = False
-        self._stop_agreement: Any = None  # A _distributed.StopAgreement, set by the factory.
         for hook in self._hooks:
             hook.begin()
         if not self._eager:
@@ -196,7 +187,7 @@ class _MonitoredSession:
             self._sess = self._coordinated_creator.create_session()
         # Only now: a signal during creation (a worker may wait for hours for
         # its chief) acts at once, as without monsession.
-        self._signal_stop.install()
+        self._signals.install()
 
     @property
     def graph(self) -> Any:
@@ -266,14 +257,13 @@ class _MonitoredSession:
                 "step: it adds one to the global step), False (it is not: an evaluation) or "
                 f"None (a training step unless hooks= is given), got {training!r}."
             )
-        if self._signal_stop.stop_requested():
-            self._close_on_signal("run")
+        self._signals.before_step("run", self._close_layers)
         if chosen is None and training:
             results = self._sess.run(fetches, feed_dict, options, run_metadata)
         else:
             with self._selection.choose(chosen, training):
                 results = self._sess.run(fetches, feed_dict, options, run_metadata)
-        self._agree_on_stop()
+        self._signals.after_step()
         return results
 
     def call(self, step: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
@@ -289,10 +279,10 @@ class _MonitoredSession:
         Raises:
           RuntimeError: In graph mode (use `run()`), or as `run()` raises.
         """
-        return self._call_bound(BoundStep(step, args, kwargs))
+        return self.call_bound(BoundStep(step, args, kwargs))
 
-    def _call_bound(self, bound: BoundStep) -> Any:
-        """Runs a step bound to its arguments, as `call()` does (`Epochs.run` too)."""
+    def call_bound(self, bound: BoundStep) -> Any:
+        """Runs a step bound to its arguments, as `call()` does (for `Epochs.run`)."""
         if not self._eager:
             raise RuntimeError(
                 f"{type(self).__name__}.call() runs a TF2 step function (eager mode); in "
@@ -338,34 +328,14 @@ class _MonitoredSession:
         """
         _check_step_fn(step_fn)
         self._check_open("run_step_fn")
-        if self._signal_stop.stop_requested():
-            self._close_on_signal("run_step_fn")
+        self._signals.before_step("run_step_fn", self._close_layers)
         results = self._sess.run_step_fn(step_fn, self._tf_sess(), run_with_hooks=None)
-        self._agree_on_stop()
+        self._signals.after_step()
         return results
-
-    def _agree_with_workers(self, agreement: Any) -> None:
-        """Stops on a signal only once the workers agree, through `agreement` after each step.
-
-        Args:
-          agreement: A `_distributed.StopAgreement` of the session's strategy.
-        """
-        # Every worker takes part, even one whose handlers could not be
-        # installed (it never votes): the all-reduce needs all of them.
-        self._signal_stop.require_agreement()
-        self._stop_agreement = agreement
-
-    def _agree_on_stop(self) -> None:
-        """After a step, under a multi-worker strategy: did some worker receive a signal?"""
-        if self._stop_agreement is None or self._signal_stop.stopped_on is not None:
-            return
-        agreed = self._stop_agreement.agreed_signal(self._signal_stop.received)
-        if agreed is not None:
-            self._signal_stop.agree(agreed)
 
     def should_stop(self) -> bool:
         """True once a hook or the coordinator asked to stop, a stop signal arrived, or closed."""
-        return self._sess is None or self._signal_stop.stop_requested() or self._sess.should_stop()
+        return self._sess is None or self._signals.stop_requested() or self._sess.should_stop()
 
     def close(self) -> None:
         """Calls the hooks' `end()`, then closes the session.
@@ -374,20 +344,20 @@ class _MonitoredSession:
         installed before the session (`KeyboardInterrupt` for SIGINT; the
         default action of SIGTERM ends the process).
         """
-        self._close_internal()
+        self._signals.close(self._close_layers)
 
     def __enter__(self) -> _MonitoredSession:
         return self
 
     def __exit__(self, exception_type: Any, exception_value: Any, traceback: Any) -> bool:
-        if self._sess is None and self._closed_on_signal:
+        if self._sess is None and self._signals.closed_on_signal:
             # run() already closed the session and handed the signal on.
-            return exception_type is _StoppedOnSignalError
+            return exception_type is StoppedOnSignalError
         if exception_type in (tf.errors.OutOfRangeError, StopIteration):
             exception_type = None
         if exception_type is not None:
             self._notify_failure(exception_value)
-        self._close_internal(exception_type)
+        self._signals.close(lambda: self._close_layers(exception_type), failed=bool(exception_type))
         return exception_type is None
 
     def _notify_failure(self, error: BaseException) -> None:
@@ -408,70 +378,37 @@ class _MonitoredSession:
                     error,
                 )
 
-    def _close_on_signal(self, method: str) -> None:
-        """Closes the session and hands the pending signal on (from `run()`)."""
-        received = self._signal_stop.stopped_on
-        assert received is not None
-        name = signal.Signals(received).name
-        self._closed_on_signal = True
-        self._close_internal()
-        raise _StoppedOnSignalError(
-            f"{type(self).__name__}.{method}() called after the session stopped on {name}: "
-            "it is closed. Check should_stop() before each step."
-        )
-
     def _check_open(self, method: str) -> None:
         if self._sess is None:
             raise RuntimeError(f"{type(self).__name__}.{method}() called after close().")
 
-    def _close_internal(self, exception_type: Any = None) -> None:
-        try:
-            self._close_layers(exception_type)
-        except BaseException:
-            if self._signal_stop.release() is not None:
-                logger.warning(
-                    "%s: closing failed; the error propagates instead of the stop signal.",
-                    type(self).__name__,
-                )
-            raise
-        self._signal_stop.stop_requested()  # Logs a signal that arrived while closing.
-        pending = self._signal_stop.release()
-        if pending is None:
-            return
-        if exception_type:
-            logger.warning(
-                "%s: a %s arrived, but the session failed; the error propagates instead.",
-                type(self).__name__,
-                signal.Signals(pending).name,
-            )
-            return
-        logger.info("%s: closed; handing %s on.", type(self).__name__, signal.Signals(pending).name)
-        try:
-            self._signal_stop.deliver(pending)
-        except BaseException as raised:
-            raised.__suppress_context__ = True  # Whatever was being handled is not its cause.
-            raise
+    def _close_layers(self, exception_type: Any = None) -> None:
+        """Calls the hooks' `end()` (after a clean exit), then closes every layer.
 
-    def _close_layers(self, exception_type: Any) -> None:
-        """Calls the hooks' `end()` (after a clean exit), then closes every layer."""
-        try:
+        Each part runs even if the one before raised; the last error propagates.
+        """
+        with ExitStack() as closing:  # Runs the callbacks last first.
+            closing.callback(self._forget_session)
+            closing.callback(self._close_session)
             if not exception_type:
                 settle(self._coordinated_creator.tf_sess)  # Hooks end on the steps counted.
                 for hook in self._hooks:
                     hook.end(self._coordinated_creator.tf_sess)
-        finally:
-            try:
-                if self._sess is None:
-                    raise RuntimeError("Session is already closed.")
-                self._sess.close()
-            finally:
-                self._sess = None
-                self._coordinated_creator.tf_sess = None
-                self._coordinated_creator.coord = None
-                if not self._graph_was_finalized:
-                    unfinalize_graph(tf.compat.v1.get_default_graph())
-                while self._on_close:
-                    self._on_close.pop()()
+
+    def _close_session(self) -> None:
+        if self._sess is None:
+            raise RuntimeError("Session is already closed.")
+        self._sess.close()
+
+    def _forget_session(self) -> None:
+        """Drops the session, unfinalizes the graph, runs the `call_on_close` callbacks."""
+        self._sess = None
+        self._coordinated_creator.tf_sess = None
+        self._coordinated_creator.coord = None
+        if not self._graph_was_finalized:
+            unfinalize_graph(tf.compat.v1.get_default_graph())
+        while self._on_close:
+            self._on_close.pop()()
 
     def _is_closed(self) -> bool:
         """Whether the session is closed (for tests)."""
@@ -482,9 +419,26 @@ class _MonitoredSession:
         return self._coordinated_creator.tf_sess
 
     @property
-    def _recoveries(self) -> int:
-        """How many times a preemption error re-created the session (read by `Epochs.run`)."""
+    def recoveries(self) -> int:
+        """How many times a preemption error re-created the session (for `Epochs.run`)."""
         return getattr(self._sess, "recoveries", 0)
+
+    @property
+    def hooks(self) -> tuple[Any, ...]:
+        """The session's hooks, in order (for `Epochs.run`)."""
+        return tuple(self._hooks)
+
+    def call_on_close(self, callback: Callable[[], None]) -> None:
+        """Calls `callback()` once the session is closed, after every layer (last added first)."""
+        self._on_close.append(callback)
+
+    def agree_with_workers(self, agreement: Any) -> None:
+        """Stops on a signal only once the workers of a job agree (`MonitoredTrainingSession`).
+
+        Args:
+          agreement: A `StopAgreement` of the session's multi-worker strategy.
+        """
+        self._signals.agree_with_workers(agreement)
 
 
 class MonitoredSession(_MonitoredSession):

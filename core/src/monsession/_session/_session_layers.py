@@ -21,6 +21,7 @@ from monsession._api._hook_api import (
     SessionRunArgs,
     SessionRunContext,
     SessionRunValues,
+    finish_run,
     hook_overrides,
 )
 from monsession._api._step_context import StepContext
@@ -340,7 +341,7 @@ class _HookedSession(_WrappedSession):
             if file_error is None:
                 raise  # The end of the input data.
             raise file_error from error
-        run_context._finish_run()
+        finish_run(run_context)
         if self._after_hooks:
             if self._hook_states is None:
                 self._call_after_run(run_context, hook_results, options, run_metadata, chosen)

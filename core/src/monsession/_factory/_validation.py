@@ -1,0 +1,165 @@
+"""Checks of `MonitoredTrainingSession`'s arguments, and of the hooks they give."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import tensorflow as tf
+
+from monsession._api._arguments import check_directory, check_flag, check_hooks, check_interval
+from monsession._api._hook_api import SessionRunHook
+from monsession._backends._fusion import check_steps_per_execution
+from monsession._factory._settings import USE_DEFAULT
+from monsession._plugins import _plugin_manager
+from monsession._plugins._hookspecs import DefaultHook, TrainingSettings
+from monsession._session._monitored_session import check_session_arguments
+from monsession._session._scaffold import Scaffold
+from monsession._session._session_creators import check_creator_arguments
+
+OWNER = "MonitoredTrainingSession"
+
+# Each pair: (steps argument, seconds argument); both may not be positive at once.
+_SCHEDULES = (
+    ("save_checkpoint_steps", "save_checkpoint_secs"),
+    ("save_summaries_steps", "save_summaries_secs"),
+)
+
+# What the default hooks of each argument save, for the warning when their
+# family is missing.
+_SAVED_BY_ARGUMENT = {
+    "save_checkpoint_secs": "checkpoints",
+    "save_checkpoint_steps": "checkpoints",
+    "save_summaries_steps": "summaries",
+    "save_summaries_secs": "summaries",
+    "log_step_count_steps": "the step rate",
+}
+
+
+def check_arguments(
+    *,
+    hooks: Iterable[SessionRunHook] | None,
+    chief_only_hooks: Iterable[SessionRunHook] | None,
+    steps_per_execution: int | str,
+    schedules: dict[str, Any],
+    directories: dict[str, str | None],
+    flags: dict[str, Any],
+    scaffold: Scaffold | None,
+    master: str,
+    config: Any,
+    max_wait_secs: Any,
+    stop_grace_period_secs: Any,
+) -> tuple[list[Any] | None, list[Any] | None]:
+    """Checks the arguments, in the order of the signature's documentation.
+
+    Returns:
+      `hooks` and `chief_only_hooks`, as lists (or `None`).
+    """
+    hooks = check_hooks(OWNER, "hooks", hooks)
+    chief_only_hooks = check_hooks(OWNER, "chief_only_hooks", chief_only_hooks)
+    check_steps_per_execution(OWNER, steps_per_execution, tf.executing_eagerly())
+    _check_schedules(**schedules)
+    for name, directory in directories.items():
+        if directory:
+            check_directory(OWNER, name, directory, writable=False)
+    for name, flag in flags.items():
+        check_flag(OWNER, name, flag)
+    check_creator_arguments(OWNER, scaffold, master, config)
+    check_interval(OWNER, "max_wait_secs", max_wait_secs, "secs", allow_zero=True)
+    check_session_arguments(OWNER, None, stop_grace_period_secs)
+    return hooks, chief_only_hooks
+
+
+def _check_schedules(**values: Any) -> None:
+    """TensorFlow's rule: `None` or 0 turns a default hook off; anything else must be positive.
+
+    TensorFlow builds no hook for 0 or a negative value, and raises for both
+    of a pair set; a negative value, a `bool` or a string is refused here.
+    """
+    for name, value in values.items():
+        if value is USE_DEFAULT or value is None:
+            continue
+        secs = name.endswith("_secs")
+        number = "number of seconds" if secs else "int number of steps"
+        check_interval(
+            OWNER,
+            name,
+            value,
+            "secs" if secs else "steps",
+            allow_zero=True,
+            expected=f"None or 0 (off), or a positive {number}",
+        )
+    for steps_name, secs_name in _SCHEDULES:
+        steps, secs = values[steps_name], values[secs_name]
+        if steps not in (USE_DEFAULT, None, 0) and secs not in (USE_DEFAULT, None, 0):
+            raise ValueError(
+                f"{OWNER}: give only one of {steps_name} and {secs_name}; got "
+                f"{steps_name}={steps!r} and {secs_name}={secs!r}. Set the other to None."
+            )
+
+
+def check_families_installed(settings: TrainingSettings) -> None:
+    """Raises for an explicit argument whose family is missing; warns for the others."""
+    served = _plugin_manager.training_argument_owners()
+    skipped: dict[str, list[str]] = {}
+    for argument, distribution in _plugin_manager.KNOWN_ARGUMENT_FAMILIES.items():
+        if argument in served or not _would_save(settings, argument):
+            continue
+        if argument in settings.explicit:
+            value = getattr(settings, argument)
+            reason = _plugin_manager.missing_family_message(f"{argument}={value!r}", distribution)
+            raise ImportError(f"MonitoredTrainingSession: {reason}")
+        skipped.setdefault(distribution, []).append(argument)
+    for distribution, arguments in skipped.items():
+        _warn_not_saving(settings, distribution, arguments)
+
+
+def _would_save(settings: TrainingSettings, argument: str) -> bool:
+    """Whether the default hook of `argument` would write: a positive value and a directory."""
+    value = getattr(settings, argument)
+    directory = settings.checkpoint_dir if "checkpoint" in argument else settings.summary_dir
+    return bool(value and value > 0 and directory)
+
+
+def _warn_not_saving(settings: TrainingSettings, distribution: str, arguments: list[str]) -> None:
+    """Warns, once per process and family, that the defaults of `arguments` save nothing."""
+    saved = " and ".join(dict.fromkeys(_SAVED_BY_ARGUMENT[argument] for argument in arguments))
+    directory = settings.checkpoint_dir if "checkpoint" in arguments[0] else settings.summary_dir
+    values = ", ".join(f"{argument}={getattr(settings, argument)!r}" for argument in arguments)
+    reason = _plugin_manager.missing_family_message(f"Saving {saved}", distribution)
+    turn_off = ", ".join(f"{argument}=None" for argument in arguments)
+    _plugin_manager.warn_once(
+        f"MonitoredTrainingSession is not saving {saved} to {directory!r} ({values}, by "
+        f"default): {reason.rstrip('.')}. Pass {turn_off} to turn them off and silence "
+        "this warning.",
+        key=f"MonitoredTrainingSession: {distribution} missing",
+    )
+
+
+def warn_same_kind(
+    settings: TrainingSettings, defaults: list[DefaultHook], user_hooks: list[Any]
+) -> None:
+    """Warns, once per process and class, of a user hook of a default hook's kind.
+
+    Both run, as in TensorFlow (so both save: checkpoints twice, summaries
+    and the step rate twice); the warning names the arguments that turn the
+    default hook off. Only default hooks that declare their `arguments` are
+    checked.
+    """
+    for item in defaults:
+        kind = type(item.hook)
+        if not item.arguments or not any(isinstance(hook, kind) for hook in user_hooks):
+            continue
+        values = [
+            f"{argument}={getattr(settings, argument)!r}"
+            for argument in item.arguments
+            if getattr(settings, argument, None)
+        ]
+        turned_on = f" ({', '.join(values)})" if values else ""
+        turn_off = ", ".join(f"{argument}=None" for argument in item.arguments)
+        _plugin_manager.warn_once(
+            f"MonitoredTrainingSession: your hooks include a {kind.__name__} and the default "
+            f"{kind.__name__}{turned_on} is on too; both run, as in TensorFlow, and save the "
+            f"same things twice. To keep only yours, pass {turn_off}.",
+            key=f"MonitoredTrainingSession: same kind as {kind.__module__}.{kind.__qualname__}",
+        )

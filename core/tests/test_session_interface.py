@@ -1,0 +1,88 @@
+"""What the monitored session offers the rest of core: close callbacks, its hooks, its steps.
+
+`MonitoredTrainingSession` releases its directory lock through
+`call_on_close`, and `Epochs.run` runs its batches through `call_bound`
+with the session's `hooks`: these are the session's own methods, not its
+private attributes.
+"""
+
+from __future__ import annotations
+
+import pytest
+import tensorflow as tf
+
+import monsession
+from monsession._backends._eager import BoundStep
+from monsession._durability._retry import RetryPolicy
+
+
+class Ender(monsession.SessionRunHook):
+    def __init__(self, calls, fail_with=None):
+        self.calls = calls
+        self.fail_with = fail_with
+
+    def end(self, session):
+        self.calls.append("end")
+        if self.fail_with is not None:
+            raise self.fail_with
+
+
+def test_close_callbacks_run_after_end_and_close_last_added_first(graph):
+    monsession.get_or_create_global_step()
+    calls = []
+    sess = monsession.MonitoredSession(hooks=[Ender(calls)])
+    sess.call_on_close(lambda: calls.append(("first", sess.graph)))
+    sess.call_on_close(lambda: calls.append(("second", sess.graph)))
+    sess.close()
+    # The session is closed (no graph any more) when the callbacks run.
+    assert calls == ["end", ("second", None), ("first", None)]
+
+
+def test_close_callbacks_run_when_a_hooks_end_raises(graph):
+    monsession.get_or_create_global_step()
+    calls = []
+    sess = monsession.MonitoredSession(hooks=[Ender(calls, fail_with=OSError("disk full"))])
+    sess.call_on_close(lambda: calls.append("released"))
+    with pytest.raises(OSError, match="disk full"):
+        sess.close()
+    assert calls == ["end", "released"]
+    assert sess.should_stop()  # Closed all the same.
+
+
+def test_hooks_are_the_sessions_own_in_order(graph):
+    monsession.get_or_create_global_step()
+    first, second = Ender([]), Ender([])
+    with monsession.MonitoredSession(hooks=[first, second]) as sess:
+        assert sess.hooks == (first, second)
+        assert sess.recoveries == 0
+
+
+class QuickRetries(monsession.ChiefSessionCreator):
+    """Re-creates the session without waiting (the policy `test_retries` uses)."""
+
+    _retry_policy = RetryPolicy(initial_backoff_secs=0.01, max_backoff_secs=0.01)
+
+
+def test_call_bound_runs_a_bound_step_and_counts_recoveries():
+    """`Epochs.run`'s contract: a step not to retry returns `None` after a recovery."""
+    tf.compat.v1.reset_default_graph()
+    global_step = monsession.get_or_create_global_step()
+    calls = []
+
+    @tf.function
+    def step(amount):
+        return {"step": global_step.assign_add(amount)}
+
+    def preempted(amount):
+        calls.append("preempted")
+        raise tf.errors.UnavailableError(None, None, "connection reset")
+
+    try:
+        with monsession.MonitoredSession(QuickRetries(), hooks=[Ender(calls)]) as sess:
+            out = sess.call_bound(BoundStep(step, (tf.constant(2, tf.int64),), {}))
+            assert int(out["step"]) == 2
+            assert sess.call_bound(BoundStep(preempted, (1,), {}, retry=False)) is None
+            assert sess.recoveries == 1
+        assert calls == ["preempted", "end"]  # Not retried.
+    finally:
+        tf.compat.v1.reset_default_graph()
