@@ -23,6 +23,7 @@ import threading
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import tensorflow as tf
+from checkpoint_writes import wait_for_checkpoint_writes
 
 import monsession
 from monsession_hooks_checkpoint import CheckpointSaverHook
@@ -71,6 +72,7 @@ def _train(mode: str, sess: object, hooks: list[object], step: object, stop_at: 
     while not sess.should_stop():
         reached = int(monsession.plugins.read_global_step(sess.raw_session()))
         if reached == stop_at:
+            wait_for_checkpoint_writes()  # The test kills between checkpoints.
             _say(mode, "READY")
             _FOREVER.wait()
         if reached >= LAST_STEP:

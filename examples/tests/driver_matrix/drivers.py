@@ -55,11 +55,11 @@ def _ids_of(global_step: Any) -> Any:
     return (tf.cast(global_step, tf.int64) % 10) * 4 + tf.range(4, dtype=tf.int64)
 
 
-def _interrupt(plan: dict[str, Any]) -> tuple[int, bool] | None:
+def _interrupt(plan: dict[str, Any]) -> tuple[int, bool, bool] | None:
     if plan.get("kill_at"):
-        return plan["kill_at"], True
+        return plan["kill_at"], True, plan["kill_at"] == table.KILLS["kill-between"]
     if plan.get("abort_at"):
-        return plan["abort_at"], False
+        return plan["abort_at"], False, False
     return None
 
 

@@ -61,20 +61,34 @@ class Trace(monsession.SessionRunHook):
 
 
 class Interrupt(monsession.SessionRunHook):
-    """After the step that reaches `at` (first time only): SIGKILL or a real AbortedError."""
+    """After the step that reaches `at` (first time only): SIGKILL or a real AbortedError.
 
-    def __init__(self, program: Program, at: int, kill: bool) -> None:
+    With `settle`, the step before `at` waits for the background checkpoint
+    writes, so that a kill *between* checkpoints comes after the last one is
+    complete and the checkpoint hook has seen it (its `after_save`).
+    """
+
+    def __init__(self, program: Program, at: int, kill: bool, settle: bool = False) -> None:
         self._fetch, self._at, self._kill, self._done = program.fetch["step"], at, kill, False
+        self._settle_at = at - 1 if settle else None
 
     def next_action(self, global_step):
-        ahead = self._at - global_step
+        target = self._at if self._settle_at is None else self._settle_at
+        ahead = target - global_step
         return monsession.NextAction(steps=ahead if ahead >= 1 and not self._done else None)
 
     def before_run(self, run_context):
         return monsession.SessionRunArgs(self._fetch)
 
     def after_run(self, run_context, run_values):
-        if int(run_values.results) != self._at or self._done:
+        step = int(run_values.results)
+        if step == self._settle_at:
+            from checkpoint_writes import wait_for_checkpoint_writes
+
+            wait_for_checkpoint_writes()
+            self._settle_at = None
+            return
+        if step != self._at or self._done:
             return
         self._done = True
         if self._kill:
@@ -144,7 +158,7 @@ def build_hooks(
     tf_hooks: bool = False,
     keras_callbacks: bool = False,
     mode: str = "eager",
-    interrupt: tuple[int, bool] | None = None,
+    interrupt: tuple[int, bool, bool] | None = None,
 ) -> tuple[list[Any], Any]:
     """The hooks of one session, and the step wrapper (`NanTensorHook.watch`) or None."""
     ns = tf.compat.v1.train if tf_hooks else monsession.hooks

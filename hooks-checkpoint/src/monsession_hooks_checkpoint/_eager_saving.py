@@ -58,7 +58,9 @@ def check_manager_directory(manager: Any, checkpoint_dir: str) -> None:
         )
 
 
-_BACKGROUND = tf.train.CheckpointOptions(experimental_enable_async_checkpoint=True)
+_BACKGROUND = tf.train.CheckpointOptions()
+# The attribute TensorFlow's saving reads; the argument of that name warns from TF 2.21.
+_BACKGROUND.experimental_enable_async_checkpoint = True
 
 
 class EagerSaving:
