@@ -24,6 +24,9 @@ class EagerMode:
     def own_global_step(self) -> None:
         own_global_step_if_missing()
 
+    def prepare_graph(self) -> None:
+        """Eager mode has no graph to prepare."""
+
     def start_queue_runners(self, sess: Any, coord: Any) -> None:
         """Eager mode has no queue runners."""
 

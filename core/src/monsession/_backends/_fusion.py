@@ -30,8 +30,11 @@ def _hook_name(hook: Any) -> str:
     return type(hook).__name__
 
 
-def check_steps_per_execution(owner: str, value: Any, eager: bool) -> int | None:
+def check_steps_per_execution(owner: str, value: Any, fuses_steps: bool) -> int | None:
     """Validates `steps_per_execution`.
+
+    `fuses_steps`: whether the mode may run several steps per call
+    (`Mode.fuses_steps`: eager mode).
 
     Returns:
       The cap on steps per call, or `None` for `"auto"`.
@@ -53,7 +56,7 @@ def check_steps_per_execution(owner: str, value: Any, eager: bool) -> int | None
             f"{owner}: steps_per_execution must be an int >= 1 or 'auto'; got {value!r} "
             f"of type {type(value).__name__}."
         )
-    if cap != 1 and not eager:
+    if cap != 1 and not fuses_steps:
         raise ValueError(
             f"{owner}: steps_per_execution={value!r} fuses the steps of a TF2 (eager) loop; "
             "in graph mode each Session.run() is one step: leave it at 1."

@@ -8,6 +8,7 @@ from typing import Any
 import tensorflow as tf
 
 from monsession import _tf_compat
+from monsession._backends._backend import prepare_graph
 from monsession._backends._fetches import resolve_graph_fetch
 
 
@@ -28,6 +29,9 @@ class GraphMode:
 
     def own_global_step(self) -> None:
         """Graph mode: the program (or `MonitoredTrainingSession`) creates the step."""
+
+    def prepare_graph(self) -> None:
+        prepare_graph(tf.compat.v1.get_default_graph())
 
     def start_queue_runners(self, sess: Any, coord: Any) -> None:
         if tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.QUEUE_RUNNERS):

@@ -33,6 +33,9 @@ class Mode(Protocol):
     def own_global_step(self) -> None:
         """Gives the session a global step of its own when the program made none."""
 
+    def prepare_graph(self) -> None:
+        """Adds what the backend fetches to the graph, after the hooks' `begin()`."""
+
     def start_queue_runners(self, sess: Any, coord: Any) -> None:
         """Starts the graph's queue runners, if any, under `coord`."""
 

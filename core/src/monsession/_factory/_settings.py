@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import tensorflow as tf
-
+from monsession._backends._mode import current_mode
 from monsession._plugins._hookspecs import TrainingSettings
 from monsession._session._scaffold import Scaffold
 
@@ -72,7 +71,7 @@ def training_settings(
         save_graph_def=save_graph_def,
         config=config,
         max_wait_secs=max_wait_secs,
-        eager=tf.executing_eagerly(),
+        eager=current_mode().eager,
         explicit=_explicit_arguments(**schedules),
     )
 

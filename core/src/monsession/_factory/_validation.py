@@ -5,11 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-import tensorflow as tf
-
 from monsession._api._arguments import check_directory, check_flag, check_hooks, check_interval
 from monsession._api._hook_api import SessionRunHook
 from monsession._backends._fusion import check_steps_per_execution
+from monsession._backends._mode import current_mode
 from monsession._factory._settings import USE_DEFAULT
 from monsession._plugins import _plugin_manager
 from monsession._plugins._hookspecs import DefaultHook, TrainingSettings
@@ -57,7 +56,7 @@ def check_arguments(
     """
     hooks = check_hooks(OWNER, "hooks", hooks)
     chief_only_hooks = check_hooks(OWNER, "chief_only_hooks", chief_only_hooks)
-    check_steps_per_execution(OWNER, steps_per_execution, tf.executing_eagerly())
+    check_steps_per_execution(OWNER, steps_per_execution, current_mode().fuses_steps)
     _check_schedules(**schedules)
     for name, directory in directories.items():
         if directory:

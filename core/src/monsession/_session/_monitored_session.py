@@ -12,10 +12,9 @@ import tensorflow as tf
 
 from monsession._api._arguments import check_hooks, check_interval
 from monsession._api._hook_api import SessionRunHook, hook_overrides
-from monsession._backends._backend import prepare_graph
 from monsession._backends._eager import BoundStep
 from monsession._backends._fusion import Fusion, check_steps_per_execution
-from monsession._backends._owned_step import own_global_step_if_missing
+from monsession._backends._mode import Mode, current_mode
 from monsession._backends._pending import settle
 from monsession._durability._hook_state import HookStates, attach, restored_from
 from monsession._durability._retry import policy_for
@@ -32,7 +31,7 @@ from monsession._session._session_layers import (
     _WrappedSession,
 )
 from monsession._session._signal_layer import SignalLayer, StoppedOnSignalError
-from monsession._tf_compat import one_line_per_record, unfinalize_graph
+from monsession._tf_compat import one_line_per_record
 
 __all__ = [  # The private layers are importable from here, as in TensorFlow.
     "MonitoredSession",
@@ -54,6 +53,7 @@ class _CoordinatedSessionCreator(SessionCreator):
     def __init__(
         self,
         session_creator: SessionCreator,
+        mode: Mode,
         hooks: list[Any],
         stop_grace_period_secs: float,
         fusion: Fusion | None = None,
@@ -61,6 +61,7 @@ class _CoordinatedSessionCreator(SessionCreator):
         selection: HookSelection | None = None,
     ) -> None:
         self._session_creator = session_creator
+        self._mode = mode
         self._hooks = hooks
         self._stop_grace_period_secs = stop_grace_period_secs
         self._fusion = fusion
@@ -79,10 +80,7 @@ class _CoordinatedSessionCreator(SessionCreator):
             if prefix is not None:
                 self._hook_states.restore(prefix)
         self.coord = tf.train.Coordinator(clean_stop_exception_types=[])
-        if not tf.executing_eagerly() and tf.compat.v1.get_collection(
-            tf.compat.v1.GraphKeys.QUEUE_RUNNERS
-        ):
-            tf.compat.v1.train.start_queue_runners(sess=self.tf_sess, coord=self.coord)
+        self._mode.start_queue_runners(self.tf_sess, self.coord)
         for hook in self._hooks:
             hook.after_create_session(self.tf_sess, self.coord)
         return _CoordinatedSession(
@@ -146,16 +144,15 @@ class _MonitoredSession:
         steps_per_execution: int | str = 1,
     ) -> None:
         one_line_per_record()  # Before TensorFlow's own lines (restoring, ...).
-        self._eager = tf.executing_eagerly()
-        cap = check_steps_per_execution(type(self).__name__, steps_per_execution, self._eager)
-        self._on_close: list[Callable[[], None]] = []
-        self._graph_was_finalized = (
-            True if self._eager else tf.compat.v1.get_default_graph().finalized
+        self._mode = current_mode()
+        cap = check_steps_per_execution(
+            type(self).__name__, steps_per_execution, self._mode.fuses_steps
         )
+        self._on_close: list[Callable[[], None]] = []
+        self._restore_graph_finalization = self._mode.keep_graph_finalization()
         self._hooks = check_hooks(type(self).__name__, "hooks", hooks)
         check_session_arguments(type(self).__name__, session_creator, stop_grace_period_secs)
-        if self._eager:
-            own_global_step_if_missing()  # Before the hooks' begin(), which may need it.
+        self._mode.own_global_step()  # Before the hooks' begin(), which may need it.
         self._hook_states = HookStates(self._hooks, type(self).__name__)
         self._selection = HookSelection()
         self._signals = SignalLayer(
@@ -165,13 +162,13 @@ class _MonitoredSession:
         )
         for hook in self._hooks:
             hook.begin()
-        if not self._eager:
-            prepare_graph(tf.compat.v1.get_default_graph())
+        self._mode.prepare_graph()
         if session_creator is None:
             session_creator = ChiefSessionCreator()
         fusion = None if cap == 1 else Fusion(type(self).__name__, cap, self._hooks)
         self._coordinated_creator = _CoordinatedSessionCreator(
             session_creator,
+            self._mode,
             self._hooks,
             stop_grace_period_secs,
             fusion,
@@ -283,11 +280,7 @@ class _MonitoredSession:
 
     def call_bound(self, bound: BoundStep) -> Any:
         """Runs a step bound to its arguments, as `call()` does (for `Epochs.run`)."""
-        if not self._eager:
-            raise RuntimeError(
-                f"{type(self).__name__}.call() runs a TF2 step function (eager mode); in "
-                "graph mode use run(fetches, feed_dict)."
-            )
+        self._mode.check_call(type(self).__name__)
         return self.run(bound)
 
     def _chosen_hooks(self, hooks: Any) -> list[Any]:
@@ -405,8 +398,7 @@ class _MonitoredSession:
         self._sess = None
         self._coordinated_creator.tf_sess = None
         self._coordinated_creator.coord = None
-        if not self._graph_was_finalized:
-            unfinalize_graph(tf.compat.v1.get_default_graph())
+        self._restore_graph_finalization()
         while self._on_close:
             self._on_close.pop()()
 

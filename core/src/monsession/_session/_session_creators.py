@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from monsession._api._arguments import check_directory, check_interval
 from monsession._backends._eager import EagerSession
+from monsession._backends._mode import current_mode
 from monsession._backends._owned_step import add_to_checkpoint
 from monsession._durability._checkpoint_files import (
     read_back,
@@ -177,7 +178,7 @@ class ChiefSessionCreator(_ScaffoldedCreator):
 
     def create_session(self) -> Any:
         self._scaffold.finalize()
-        if tf.executing_eagerly():
+        if current_mode().eager:
             return create_eager_session(
                 self._scaffold,
                 self._checkpoint_dir,
@@ -255,7 +256,7 @@ class WorkerSessionCreator(_ScaffoldedCreator):
 
     def create_session(self) -> Any:
         self._scaffold.finalize()
-        if tf.executing_eagerly():
+        if current_mode().eager:
             return EagerSession()
         return self._get_session_manager().wait_for_session(
             self._master, config=self._config, max_wait_secs=self._max_wait_secs
