@@ -89,7 +89,8 @@ _NAMES = {
     ),
     **dict.fromkeys(("HOOK_METHOD_NAMES", "as_run_context", "hook_overrides"), _HOOK_API),
     **dict.fromkeys(("read_global_step", "require_global_step"), _GLOBAL_STEP),
-    **dict.fromkeys(("TensorNotFoundError", "check_scalar", "resolve_fetch"), _FETCHES),
+    **dict.fromkeys(("TensorNotFoundError", "check_scalar"), _FETCHES),
+    "resolve_fetch": "monsession._backends._mode",
     **dict.fromkeys(
         ("attach_hook_state", "load_hook_state", "prune_hook_state", "save_hook_state"),
         _HOOK_STATE,

@@ -243,7 +243,7 @@ class EagerSession:
         return self._coordinator
 
     def settle(self) -> None:
-        """Waits until the closures scheduled so far have run (see `monsession.settle`)."""
+        """Waits until the closures scheduled so far have run (see `monsession.plugins.settle`)."""
         if self._coordinator is not None:
             self._coordinator.join()
 

@@ -2,7 +2,7 @@
 
 Hooks that watch a value (`LoggingTensorHook`, `NanTensorHook`, an early
 stopping hook...) take a tensor, a name or, in eager mode, a callable.
-`resolve_fetch` turns that into what the hook returns in `SessionRunArgs`,
+`resolve_fetch` (`_mode.py`, by mode) turns that into what the hook returns in `SessionRunArgs`,
 checked in `begin()` so that bad input fails before training starts.
 """
 
@@ -21,35 +21,6 @@ class TensorNotFoundError(KeyError, ValueError):
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
-
-
-def resolve_fetch(owner: str, argument: str, target: Any) -> Any:
-    """Returns what a hook fetches for `target`, checked for the current mode.
-
-    Graph mode (call it in `begin()`, under the session's graph): a string
-    names a tensor of the default graph (``"loss"`` means ``"loss:0"``; an
-    op with several outputs must be named with the index); a tensor, op or
-    variable must belong to the default graph; callables are refused. Eager
-    mode: a string names an entry of the mapping the step returns, and
-    `tf.Variable`s, tensors and zero-argument callables are kept.
-
-    Args:
-      owner: The hook's name, for messages.
-      argument: The constructor argument `target` came from, for messages.
-      target: What the hook was given.
-
-    Returns:
-      The fetch to put in `SessionRunArgs`.
-
-    Raises:
-      TensorNotFoundError: (a `KeyError` and `ValueError`) If a name is not
-        in the graph.
-      ValueError: If a name is ambiguous or a tensor belongs to another graph.
-      TypeError: If `target` is of a type the mode cannot fetch.
-    """
-    from monsession._backends._mode import current_mode
-
-    return current_mode().resolve_fetch(owner, argument, target)
 
 
 def resolve_eager_fetch(owner: str, argument: str, target: Any) -> Any:
