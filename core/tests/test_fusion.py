@@ -98,6 +98,44 @@ def test_same_hook_steps_as_single_steps():
     assert results[1] == results["auto"] == results[5] == ([4, 8, 12, 16], 17)
 
 
+class Calls(Every):
+    """`Every`, also counting its before_run calls."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__(n)
+        self.before_runs = 0
+
+    def before_run(self, run_context):
+        self.before_runs += 1
+
+
+def test_single_steps_call_the_hooks_only_when_one_acts():
+    counter = Counter()
+    calls = Calls(4)
+    hooks = [calls, monsession.StopAtStepHook(last_step=10)]
+    outputs = []
+    with monsession.MonitoredSession(hooks=hooks, steps_per_execution=1) as sess:
+        while not sess.should_stop():
+            outputs.append(float(sess.run(counter.step)["loss"]))
+    # Every call is one step and returns its outputs; the hooks see the steps
+    # where one acts (4 and 8 for `calls`, 10 for the stop), and how many
+    # quiet steps ran before each.
+    assert outputs == [float(step) for step in range(1, 11)]
+    assert calls.before_runs == 3
+    assert calls.seen == [(3, 3, 4), (7, 3, 8)]
+    assert int(counter.global_step.numpy()) == 10
+
+
+def test_a_hook_without_next_action_is_called_on_every_single_step():
+    counter = Counter()
+    per_step, every = PerStep(), Every(3)
+    hooks = [per_step, every, monsession.StopAtStepHook(last_step=7)]
+    with monsession.MonitoredSession(hooks=hooks, steps_per_execution=1) as sess:
+        run_until_stop(sess, counter.step)
+    assert per_step.runs == 7
+    assert every.seen == [(2, 0, 3), (5, 0, 6)]
+
+
 def test_an_int_caps_the_steps_of_one_call():
     counter = Counter()
     hooks = [monsession.StopAtStepHook(last_step=25)]

@@ -69,6 +69,29 @@ def test_plain_lines_show_step_total_rate_eta_and_values(caplog, mode):
     assert re.fullmatch(r"step 12/12 \(100%\), [\d.e+]+ steps/sec, loss = .*", lines[3])
 
 
+@pytest.mark.parametrize("steps_per_execution", [1, "auto"])
+def test_the_last_steps_line_shows_its_own_values_when_steps_run_silently(
+    caplog, steps_per_execution
+):
+    # Eager steps on which no hook acts run without the hooks (fused, or one
+    # per call): the bar still acts on the last step, with that step's loss.
+    # No stop hook acts on it: the loop ends once the global step is 12.
+    capture_info(caplog)
+    with program_in("eager") as program:
+        bar = ProgressBarHook(
+            {"loss": program.loss}, every_n_iter=5, last_step=12, file=io.StringIO(),
+            log_every_n_secs=0,
+        )  # fmt: skip
+        with monsession.MonitoredSession(
+            hooks=[bar], steps_per_execution=steps_per_execution
+        ) as session:
+            while int(program.global_step.numpy()) < 12:
+                session.run(program.step)
+    last = messages(caplog)[-1]
+    assert last.startswith("step 12/12 (100%)"), last
+    assert last.endswith("loss = " + short_format({"l": expected_losses(12)[11]})["l"]), last
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_values_are_fetched_only_on_trigger_steps(mode):
     with program_in(mode) as program:

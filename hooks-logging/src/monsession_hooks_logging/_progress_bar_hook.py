@@ -7,6 +7,7 @@ from typing import IO, Any
 
 import monsession
 from monsession import (
+    NextAction,
     SessionRunArgs,
     SessionRunContext,
     SessionRunValues,
@@ -154,6 +155,16 @@ class ProgressBarHook(RunTimedHook):
         if not self._should_trigger or not self._fetches:
             return None
         return SessionRunArgs(self._fetches)
+
+    def next_action(self, global_step: int) -> NextAction:
+        """The run the schedule is next due at, or the one reaching the last step if sooner."""
+        action = super().next_action(global_step)
+        last_step = self.last_step
+        if last_step is None:
+            return action
+        to_last = max(1, last_step - global_step)
+        steps = to_last if action.steps is None else min(action.steps, to_last)
+        return NextAction(steps=steps, at_time=action.at_time, keep=action.keep)
 
     def _reaches_last_step(self, global_step: int | None) -> bool:
         """Whether the coming run reaches the last step (it adds one to `global_step`)."""

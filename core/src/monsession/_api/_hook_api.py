@@ -28,11 +28,11 @@ class SessionRunHook:
     * `end(session)`: once, when the monitored session closes after a clean
       exit. Not called when the `with` block raises an error.
     * `next_action(global_step)` (monsession only): before a call of `run()`
-      in eager mode with `steps_per_execution` other than 1: when the hook
-      next acts. The session runs the steps before that without calling the
-      hook (fused into one `tf.function`). A hook that overrides `before_run`
-      or `after_run` but not this method acts on every step, and the session
-      then runs single steps.
+      in eager mode: when the hook next acts. The session runs the steps
+      before that without calling the hook (fused into one `tf.function`
+      with `steps_per_execution` other than 1, else one per call). A hook
+      that overrides `before_run` or `after_run` but not this method acts on
+      every step, and the session then calls the hooks on every step.
     * `on_failure(session, error)` (monsession only): once, when the `with`
       block exits with an error, instead of `end()`. The hooks are called in
       list order, after the error, before the session closes. What one
@@ -107,11 +107,12 @@ class SessionRunHook:
     def next_action(self, global_step: int) -> NextAction:
         """When this hook next acts, for the session's fused steps.
 
-        Not part of TensorFlow's hook API. Called in eager mode, with
-        `steps_per_execution` other than 1, before each call of `run()`. The
-        session may then run up to `steps - 1` steps (and until `at_time`)
-        without calling this hook, inside one `tf.function`, before the step
-        at which it calls `before_run`/`after_run` as usual. It may call them
+        Not part of TensorFlow's hook API. Called in eager mode before a
+        call of `run()`. The session may then run up to `steps - 1` steps
+        (and until `at_time`) without calling this hook, inside one
+        `tf.function` (`steps_per_execution` other than 1) or as single
+        steps, before the step at which it calls `before_run`/`after_run` as
+        usual. It may call them
         earlier (another hook acts, or a cap is reached): they must then do
         nothing, as on any step where the hook has nothing to do.
         `SessionRunContext.silent_steps` tells how many steps ran silently.

@@ -5,7 +5,9 @@ hook when it next acts (`SessionRunHook.next_action`), then runs the steps
 before that inside one `tf.function` built here (the *silent* steps: no hook
 is called), then the step at which some hook acts as usual. The loop takes
 its step count and deadline as tensors, so it is traced once per step
-function, never per count.
+function, never per count. Steps that run one per call (a cap of 1, or a
+step that cannot be fused) skip the hooks in the same way while none acts
+(`Fusion.quiet`).
 """
 
 from __future__ import annotations
@@ -88,6 +90,11 @@ class Fusion:
         blocking = [_hook_name(h) for h in per_run if not _plans_ahead(h)]
         self._enabled = self._cap > 1
         self._explained = False  # Whether a call that cannot be fused was explained.
+        # Single steps run without calling the hooks while none acts (`quiet`).
+        self._quiet_enabled = not blocking
+        self._quiet_left = 0  # Quiet steps left in the plan after the last one.
+        self._quiet_until: float | None = None  # The time a hook acts at, if any.
+        self._quiet_done = 0  # Quiet steps since the hooks were last called.
         if blocking:
             self._stop_fusing(
                 logging.INFO,
@@ -117,7 +124,7 @@ class Fusion:
             return 0, {}
         global_step = backend.global_step_after()
         assert global_step is not None
-        steps, at_time, keep = self._plan(global_step)
+        steps, at_time, keep = self._plan(global_step, self._cap)
         if limit is not None:
             steps = min(steps, limit + 1)
         if steps <= 1 or (at_time is not None and at_time <= time.time()):
@@ -127,9 +134,43 @@ class Fusion:
             self._stop_fusing(logging.WARNING, "the global step did not advance once per step")
         return done, kept
 
-    def _plan(self, global_step: int) -> tuple[int, float | None, tuple[str, ...]]:
-        """The steps until the first hook acts (capped), the time it acts, the entries to keep."""
-        steps = self._cap
+    def quiet(self, backend: Backend) -> bool:
+        """Whether the coming single step may run without calling the hooks.
+
+        It may when every hook that runs per step plans ahead and none acts
+        on it (by step or time) or keeps outputs of silent steps. A quiet
+        step is a silent step of its own: the next run that calls the hooks
+        tells them (`SessionRunContext.silent_steps`). The hooks are asked
+        once, after they were last called, and the plan counted down to the
+        step a hook acts on.
+        """
+        if not self._quiet_enabled:
+            return False
+        if self._quiet_done:  # Counting down a plan: quiet until the step a hook acts on.
+            if self._quiet_left > 0 and (
+                self._quiet_until is None or time.time() < self._quiet_until
+            ):
+                self._quiet_left -= 1
+                self._quiet_done += 1
+                return True
+            return False
+        global_step = backend.global_step_after() if backend.counts_steps() else None
+        if global_step is None:
+            return False
+        steps, at_time, keep = self._plan(global_step, _UNCAPPED)
+        if keep or steps <= 1 or (at_time is not None and at_time <= time.time()):
+            return False
+        self._quiet_left, self._quiet_until, self._quiet_done = steps - 2, at_time, 1
+        return True
+
+    def take_quiet_steps(self) -> int:
+        """The quiet steps since the hooks were last called (for them); forgets the plan."""
+        done, self._quiet_done, self._quiet_left = self._quiet_done, 0, 0
+        return done
+
+    def _plan(self, global_step: int, cap: int) -> tuple[int, float | None, tuple[str, ...]]:
+        """The steps until a hook acts (at most `cap`), the time it acts, the entries to keep."""
+        steps = cap
         deadline: float | None = None
         keep: list[str] = []
         for hook in self._hooks:

@@ -165,7 +165,8 @@ class _MonitoredSession:
         self._mode.prepare_graph()
         if session_creator is None:
             session_creator = ChiefSessionCreator()
-        fusion = None if cap == 1 else Fusion(type(self).__name__, cap, self._hooks)
+        # Eager mode: fused steps (a cap above 1) and quiet single steps.
+        fusion = Fusion(type(self).__name__, cap, self._hooks) if self._mode.fuses_steps else None
         self._coordinated_creator = _CoordinatedSessionCreator(
             session_creator,
             self._mode,

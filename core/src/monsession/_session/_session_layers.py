@@ -317,8 +317,13 @@ class _HookedSession(_WrappedSession):
         silent, kept = (0, None)
         if self._fusion is not None and chosen is None and training:
             silent, kept = self._fusion.run_silent_steps(fetches, feed_dict, self._backend)
+            if not silent and not isinstance(fetches, PullingStep):
+                if self._fusion.quiet(self._backend):
+                    return self._run_quiet(fetches, feed_dict, options, run_metadata)
         if isinstance(fetches, PullingStep):
             fetches = fetches.bind(silent)
+        if self._fusion is not None:
+            silent += self._fusion.take_quiet_steps()
         self._backend.start_run()
         if not training:
             # Not a training step (an evaluation, a second optimizer): it may
@@ -332,15 +337,9 @@ class _HookedSession(_WrappedSession):
         )
         if options is not None and run_metadata is None:
             run_metadata = self._backend.new_run_metadata()
-        try:
-            caller_results, hook_results = self._backend.run(
-                fetches, hook_fetches, feed_dict, options, run_metadata, feed_owners
-            )
-        except tf.errors.OutOfRangeError as error:
-            file_error = file_error_behind(error)
-            if file_error is None:
-                raise  # The end of the input data.
-            raise file_error from error
+        caller_results, hook_results = self._run_backend(
+            fetches, hook_fetches, feed_dict, options, run_metadata, feed_owners
+        )
         finish_run(run_context)
         if self._after_hooks:
             if self._hook_states is None:
@@ -350,6 +349,21 @@ class _HookedSession(_WrappedSession):
                     self._call_after_run(run_context, hook_results, options, run_metadata, chosen)
         self._should_stop = run_context.stop_requested
         return caller_results
+
+    def _run_quiet(self, fetches: Any, feed_dict: Any, options: Any, run_metadata: Any) -> Any:
+        """Runs a training step on which no hook acts, without calling the hooks."""
+        self._backend.start_run()
+        return self._run_backend(fetches, {}, feed_dict, options, run_metadata, {})[0]
+
+    def _run_backend(self, *args: Any) -> tuple[Any, dict[Any, Any]]:
+        """`Backend.run`; a file error behind an `OutOfRangeError` is raised as itself."""
+        try:
+            return self._backend.run(*args)
+        except tf.errors.OutOfRangeError as error:
+            file_error = file_error_behind(error)
+            if file_error is None:
+                raise  # The end of the input data.
+            raise file_error from error
 
     def _call_after_run(
         self,
