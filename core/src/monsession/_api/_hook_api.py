@@ -112,9 +112,9 @@ class SessionRunHook:
         (and until `at_time`) without calling this hook, inside one
         `tf.function` (`steps_per_execution` other than 1) or as single
         steps, before the step at which it calls `before_run`/`after_run` as
-        usual. It may call them
-        earlier (another hook acts, or a cap is reached): they must then do
-        nothing, as on any step where the hook has nothing to do.
+        usual. It may call them earlier (another hook acts, or a cap is
+        reached): they must then do nothing, as on any step where the hook
+        has nothing to do.
         `SessionRunContext.silent_steps` tells how many steps ran silently.
 
         The base class answers "on the coming run": a hook that overrides
