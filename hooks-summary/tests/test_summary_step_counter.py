@@ -17,8 +17,10 @@ from summary_testing import (
     eager_program,
     graph_program,
     increment_after_read,
+    raw_events,
     steps_of,
     summaries,
+    tag_steps,
 )
 from tensorflow.python.platform import tf_logging
 
@@ -142,6 +144,49 @@ def test_eager_rate_is_written_on_steps_the_summary_saver_skips(tmp_path):
     assert program.traces == [1]
 
 
+def test_eager_rate_is_written_as_tf_summary_scalar_writes_it(tmp_path):
+    program = eager_program()
+    with monsession.MonitoredSession(
+        hooks=[StepCounterHook(every_n_steps=1, output_dir=str(tmp_path / "hook"))]
+    ) as session:
+        for _ in range(2):
+            session.run(program.step)
+    writer = tf.summary.create_file_writer(str(tmp_path / "reference"))
+    with writer.as_default():
+        tf.summary.scalar("global_step/sec", 2.5, step=2)
+    writer.close()
+
+    def rate_values(logdir):
+        return [
+            value
+            for event in raw_events(logdir)
+            if event.HasField("summary")
+            for value in event.summary.value
+            if value.tag == "global_step/sec"
+        ]
+
+    [written], [reference] = rate_values(tmp_path / "hook"), rate_values(tmp_path / "reference")
+    assert written.metadata == reference.metadata
+    assert written.tensor.dtype == reference.tensor.dtype
+    assert written.tensor.tensor_shape == reference.tensor.tensor_shape
+    assert tag_steps(tmp_path / "hook") == {"global_step/sec": [2]}
+
+
+def test_eager_hooks_accept_a_noop_writer(tmp_path, caplog):
+    program = eager_program()
+    noop = tf.summary.create_noop_writer()
+    hooks = [
+        StepCounterHook(every_n_steps=1, summary_writer=noop),
+        SummarySaverHook(save_steps=1, summary_writer=noop),
+    ]
+    with caplog.at_level(logging.INFO, logger="tensorflow"):
+        with monsession.MonitoredSession(hooks=hooks) as session:
+            for _ in range(3):
+                session.run(program.step)
+    rates = [r for r in caplog.records if r.getMessage().startswith("global_step/sec")]
+    assert len(rates) == 2
+
+
 @pytest.fixture
 def step_warnings(monkeypatch):
     """The "not increased" warnings the hook logs, as (current, previous) values.
@@ -215,9 +260,8 @@ def test_without_writer_it_only_logs(tmp_path, monkeypatch, caplog):
             for _ in range(3):
                 clock.advance(0.5)
                 session.run(program.step)
-    assert [r.getMessage() for r in caplog.records if r.name == "tensorflow"] == [
-        "global_step/sec: 2"
-    ]
+    messages = [r.getMessage() for r in caplog.records if r.name == "tensorflow"]
+    assert [m for m in messages if "global_step" in m] == ["global_step/sec: 2"]
     assert list(tmp_path.iterdir()) == []
 
 

@@ -41,3 +41,8 @@ def test_a_missing_symbol_is_named_in_the_error():
     message = str(raised.value)
     assert "tensorflow.python.ops.summary_ops_v2.gone (a test)" in message
     assert tf.__version__ in message
+
+
+def test_is_noop_writer_tells_the_noop_writer_from_a_file_writer(tmp_path):
+    assert _tf_compat.is_noop_writer(tf.summary.create_noop_writer())
+    assert not _tf_compat.is_noop_writer(tf.summary.create_file_writer(str(tmp_path)))

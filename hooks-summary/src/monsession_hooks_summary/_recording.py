@@ -49,9 +49,16 @@ def _thread_switch() -> Any:
 
 
 def _set_switch(on: bool, force: bool = False) -> None:
-    """Sets this thread's recording switch (no op when unchanged, unless `force`)."""
+    """Sets this thread's recording switch (no op when unchanged, unless `force`).
+
+    One eager op: the values are tensors made once, and nothing is read back.
+    """
     if force or getattr(_thread_state, "on", None) != on:
-        _thread_switch().assign(on)
+        values = getattr(_thread_state, "values", None)
+        if values is None:
+            with tf.init_scope(), tf.device("CPU:0"):
+                values = _thread_state.values = (tf.constant(False), tf.constant(True))
+        _thread_switch().assign(values[on], read_value=False)
         _thread_state.on = on
 
 

@@ -31,6 +31,8 @@ from monsession_hooks_summary._recording import Recording
 from monsession_hooks_summary._writer_cache import SummaryWriterCache
 
 _START = tf.compat.v1.SessionLog.START
+_SCALARS_PLUGIN = "scalars"  # TensorBoard's plugin for `tf.summary.scalar` data.
+_FLOAT = tf.float32.as_datatype_enum
 
 # What a failing write raises: TensorFlow's errors (eager), and the builtins
 # its C++ bindings map statuses to (graph mode's event writer: `IndexError`
@@ -120,20 +122,36 @@ class GraphSink(_WriterSink):
 
 
 class EagerSink(_WriterSink):
-    """Writes through a `tf.summary.SummaryWriter`, whatever records are on."""
+    """Writes through a `tf.summary.SummaryWriter`, whatever records are on.
+
+    Scalars and session logs go in as whole events, one op each (a
+    `tf.summary.scalar` call costs several eager ops); a scalar is written
+    as `tf.summary.scalar` writes it. A no-op writer writes nothing.
+    """
+
+    def __init__(self, writer: Any, hook_name: str, location: str) -> None:
+        super().__init__(writer, hook_name, location)
+        self._noop = _tf_compat.is_noop_writer(writer)
 
     def scalar(self, tag: str, value: float, step: int) -> None:
-        with (
-            _writing(self._hook_name, self._location),
-            self.writer.as_default(),
-            tf.summary.record_if(True),
-        ):
-            tf.summary.scalar(tag, value, step=step)
+        event = tf.compat.v1.Event(wall_time=time.time(), step=step)
+        entry = event.summary.value.add(tag=tag)
+        entry.metadata.plugin_data.plugin_name = _SCALARS_PLUGIN
+        entry.tensor.dtype = _FLOAT
+        entry.tensor.tensor_shape.SetInParent()
+        entry.tensor.float_val.append(value)
+        self._write(event)
 
     def session_start(self, step: int) -> None:
-        event = tf.compat.v1.Event(
-            wall_time=time.time(), step=step, session_log=tf.compat.v1.SessionLog(status=_START)
+        self._write(
+            tf.compat.v1.Event(
+                wall_time=time.time(), step=step, session_log=tf.compat.v1.SessionLog(status=_START)
+            )
         )
+
+    def _write(self, event: Any) -> None:
+        if self._noop:
+            return
         with _writing(self._hook_name, self._location), self.writer.as_default():
             _tf_compat.import_event(tf.constant(event.SerializeToString()))
 

@@ -78,3 +78,18 @@ def import_event(serialized_event: Any) -> Any:
         "writing SessionLog events through a tf.summary writer",
     )
     return write(serialized_event)
+
+
+def is_noop_writer(writer: Any) -> bool:
+    """Whether `writer` is `tf.summary.create_noop_writer()`'s.
+
+    `tensorflow.python.ops.summary_ops_v2._NoopSummaryWriter`. Such a writer
+    sets no default writer, so `import_event` has none to write to; no public
+    API tells it from a writer that writes.
+    """
+    noop = _private(
+        "tensorflow.python.ops.summary_ops_v2",
+        "_NoopSummaryWriter",
+        "telling tf.summary.create_noop_writer() from a writer that writes",
+    )
+    return isinstance(writer, noop)
