@@ -316,3 +316,44 @@ def test_graph_mode_rejects_fusion():
             monsession.SingularMonitoredSession(steps_per_execution="auto")
         with monsession.SingularMonitoredSession(steps_per_execution=1) as sess:
             assert not sess.should_stop()
+
+
+class EpochEnds(Every):
+    """`Every`, also recording the epochs that end."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__(n)
+        self.ended: list[int] = []
+
+    def epoch_end(self, epoch):
+        self.ended.append(epoch)
+
+
+@pytest.mark.parametrize(("setting", "host_pulls"), [("auto", 1), (1, 12)])
+def test_epochs_steps_with_hooks_pull_inside_the_step_when_fusing(monkeypatch, setting, host_pulls):
+    from monsession._backends._epochs import Epochs
+
+    pulls = []
+    pull = Epochs._pull
+    monkeypatch.setattr(Epochs, "_pull", lambda self, *a: pulls.append(1) or pull(self, *a))
+    global_step = monsession.get_or_create_global_step()
+    trained = tf.Variable(tf.fill([12], tf.constant(-1, tf.int64)))
+
+    @tf.function
+    def step(x):
+        at = global_step.assign_add(1) - 1
+        trained.scatter_nd_update([[at]], [x])
+        return {"loss": tf.cast(x, tf.float32)}
+
+    hook = EpochEnds(4)
+    data = monsession.Epochs(tf.data.Dataset.range(6), num_epochs=2)
+    with monsession.MonitoredSession(hooks=[hook], steps_per_execution=setting) as sess:
+        assert list(data.run(sess, step)) == [0, 1]
+    # The batches of single steps, in order; the hook acts at its steps and
+    # the epochs end at their last batch, with one host pull (the first
+    # step's, which reads where the epoch is) when fusing.
+    assert trained.numpy().tolist() == [0, 1, 2, 3, 4, 5] * 2
+    assert [after for _, _, after in hook.seen] == [4, 8, 12]
+    assert hook.ended == [0, 1]
+    assert int(data.epoch.numpy()) == 2
+    assert len(pulls) == host_pulls

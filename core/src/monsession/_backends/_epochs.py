@@ -105,7 +105,7 @@ class Epochs(tf.Module):
         `tf.function` step, the steps before the next one at which a hook
         acts run inside one `tf.function` that pulls their batches from this
         object's iterator itself; an epoch's last batch, and each step at
-        which a hook acts, is pulled on the host. Epoch boundaries, the
+        which a hook acts, runs with the hooks. Epoch boundaries, the
         hooks' steps, checkpoints (position included) and the batches
         trained on are those of single steps. A step that is not a
         `tf.function` runs one step per batch (its Python runs every step),
@@ -146,7 +146,7 @@ class Epochs(tf.Module):
         """Runs `step` on the next batch with the hooks (after silent steps, when fused)."""
         if progress.next_index == 0:
             progress.begin(hooks)  # Before the epoch's first step, a silent one too.
-        pulled = _EpochStep(self, step, hooks, progress)
+        pulled = _EpochStep(self, step, hooks, progress, session.steps_per_execution != 1)
         session.call_bound(pulled)
         if not progress.recovered() and pulled.ended is not None:
             progress.epoch = pulled.ended + 1
@@ -158,19 +158,27 @@ class Epochs(tf.Module):
           The batch, and the epoch it ends if it is the epoch's last, else `None`.
         """
         position, batch = next(self.iterator)
-        index = int(position)  # One host read per acting step: where the epochs end.
+        index = int(position)  # One host read: where the epochs end.
         if index == 0 and progress.next_index != 0:
             progress.begin(hooks)
+        return batch, self._count(index, progress)
+
+    def _count(self, index: int, progress: _Progress) -> int | None:
+        """Moves `progress` past the batch at `index`; counts the epoch it ends, if any.
+
+        Returns:
+          The epoch the batch ends if it is the epoch's last, else `None`.
+        """
         last = index == self._length - 1
         progress.next_index = 0 if last else index + 1
         if not last:
-            return batch, None
+            return None
         epoch = int(self.epoch.numpy())
-        # Counted with the pull of its last batch, before that step runs: a
-        # checkpoint taken in the step (its hooks) holds the counter of the
-        # epoch the iterator is at.
+        # Counted with its last batch, before that step runs: a checkpoint
+        # taken in the step (its hooks) holds the counter of the epoch the
+        # iterator is at.
         self.epoch.assign_add(1)
-        return batch, epoch
+        return epoch
 
     def _fused(self, step: Callable[..., Any]) -> Any:
         """`step` on the next batch, pulled inside one `tf.function`; `None` unless one."""
@@ -201,20 +209,32 @@ def _arguments(batch: Any) -> tuple[Any, ...]:
 
 
 class _EpochStep(PullingStep):
-    """One call of an `Epochs` loop: silent steps inside the epoch, then one on the host.
+    """One call of an `Epochs` loop: silent steps inside the epoch, then one with the hooks.
 
-    Silent steps never take an epoch's last batch: that one is pulled on the
-    host, where the epoch is counted and its end seen.
+    `fuses`: whether the session fuses steps (`steps_per_execution` other
+    than 1); if not, each step is a call of `step` with its batch.
+
+    Silent steps never take an epoch's last batch: the step with the hooks
+    does, and the host counts the epoch before it runs. When fusing, that
+    step pulls its batch inside the fused `tf.function` when the host knows
+    the batch's index (it counts the batches since the epoch's first), else
+    on the host (the first step of a `run`, and after a recovery), which
+    reads the index.
     """
 
     def __init__(
-        self, epochs: Epochs, step: Callable[..., Any], hooks: list[Any], progress: _Progress
+        self,
+        epochs: Epochs,
+        step: Callable[..., Any],
+        hooks: list[Any],
+        progress: _Progress,
+        fuses: bool,
     ) -> None:
         self._epochs = epochs
         self._step = step
         self._hooks = hooks
         self._progress = progress
-        self.fused = epochs._fused(step)
+        self.fused = epochs._fused(step) if fuses else None
         known = progress.next_index
         self.silent_limit = 0 if known is None else epochs.batches_per_epoch - 1 - known
         self.ended: int | None = None  # The epoch whose last batch this step took.
@@ -224,6 +244,11 @@ class _EpochStep(PullingStep):
         if silent:
             assert progress.next_index is not None
             progress.next_index += silent
+        if self.fused is not None and progress.next_index is not None:
+            # The host knows which batch comes: the step pulls it itself, in
+            # one call, and the host neither takes it nor reads its index.
+            self.ended = self._epochs._count(progress.next_index, progress)
+            return BoundStep(self.fused, (), _NO_KEYWORDS, retry=False)
         batch, self.ended = self._epochs._pull(self._hooks, progress)
         # Not retried after a preemption error: the batch was taken before
         # the restore, which rewinds the iterator (`progress` goes on there).

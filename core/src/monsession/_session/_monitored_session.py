@@ -148,6 +148,7 @@ class _MonitoredSession:
         cap = check_steps_per_execution(
             type(self).__name__, steps_per_execution, self._mode.fuses_steps
         )
+        self._steps_per_execution = steps_per_execution
         self._on_close: list[Callable[[], None]] = []
         self._restore_graph_finalization = self._mode.keep_graph_finalization()
         self._hooks = check_hooks(type(self).__name__, "hooks", hooks)
@@ -410,6 +411,11 @@ class _MonitoredSession:
     def _tf_sess(self) -> Any:
         """The raw session; using it from user code invites races."""
         return self._coordinated_creator.tf_sess
+
+    @property
+    def steps_per_execution(self) -> int | str:
+        """The session's `steps_per_execution`: 1 (single steps), N or `"auto"`."""
+        return self._steps_per_execution
 
     @property
     def recoveries(self) -> int:
