@@ -71,6 +71,8 @@ def test_file_too_large_is_an_error_with_the_path_and_keeps_the_checkpoint(tmp_p
     reader = tf.train.load_checkpoint(latest)
     assert reader.get_tensor(_step_key(mode)) == 5
     assert not (tmp_path / LOCK).exists()
+    # The failed save left nothing of its own (unmerged shards, hook state).
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("model.ckpt-10")] == []
 
 
 def test_damaged_latest_resumes_from_the_previous_one(tmp_path):

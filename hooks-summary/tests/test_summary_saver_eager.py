@@ -66,14 +66,31 @@ def test_summaries_without_step_use_the_global_step(tmp_path):
     assert steps_of(tmp_path, "loss_default_step") == [1, 3]
 
 
-def test_a_step_traced_in_one_session_obeys_the_next(tmp_path):
+def test_a_step_traced_in_one_session_obeys_the_next(tmp_path, caplog):
     program = eager_program()
-    _train(program, [SummarySaverHook(save_steps=2, output_dir=str(tmp_path))], 3)
-    _train(program, [SummarySaverHook(save_steps=3, output_dir=str(tmp_path))], 4)
+    with caplog.at_level("WARNING", logger="tensorflow"):
+        _train(program, [SummarySaverHook(save_steps=2, output_dir=str(tmp_path))], 3)
+        _train(program, [SummarySaverHook(save_steps=3, output_dir=str(tmp_path))], 4)
     # Second session: the step goes on from 3 (first step 4, then 7).
     assert steps_of(tmp_path, "loss") == [1, 3, 4, 7]
     assert session_start_steps(tmp_path) == [1, 4]
     assert program.traces == [1]
+    assert not [r for r in caplog.records if "was traced" in r.getMessage()]
+
+
+def test_a_step_traced_in_a_session_writing_elsewhere_is_reported(tmp_path, caplog):
+    program = eager_program()
+    first, second = tmp_path / "first", tmp_path / "second"
+    with caplog.at_level("WARNING", logger="tensorflow"):
+        _train(program, [SummarySaverHook(save_steps=1, output_dir=str(first))], 2)
+        _train(program, [SummarySaverHook(save_steps=1, output_dir=str(second))], 2)
+    # TensorFlow keeps the first writer in the trace: the second session's
+    # summaries do not reach its directory, and the session says so, once.
+    assert steps_of(first, "loss")[:2] == [1, 2]
+    assert steps_of(second, "loss") == []
+    (warned,) = [r.getMessage() for r in caplog.records if "was traced" in r.getMessage()]
+    assert "during an earlier session" in warned
+    assert str(first) in warned and str(second) in warned
 
 
 def test_end_restores_the_summary_state_and_stops_recording(tmp_path):

@@ -288,7 +288,7 @@ def test_multiworker_sigterm_to_one_worker_stops_every_worker_after_one_step(
     assert _checkpoint_step(out / f"model.ckpt-{stopped}") == stopped
     # The worker took part in that save (in its temporary directory, now gone).
     assert worker_temp_dirs(tmp_path / "run-tmp1") == []
-    assert all(CHIEF_FILE.match(name) for name in files_under(out))
+    assert all(CHIEF_FILE.match(name) for name in files_under(out)), files_under(out)
 
 
 def test_multiworker_second_signal_kills_one_worker_and_the_other_fails_fast(

@@ -165,4 +165,5 @@ def test_cluster_recovers_when_the_parameter_server_restarts(tmp_path: Path) -> 
         assert last_step <= report["final_step"] <= last_step + 1
     latest = latest_checkpoint_step(out)
     assert latest is not None and latest >= last_step
-    assert all(CHIEF_FILE.match(name) for name in files_under(out))
+    files = files_under(out)
+    assert all(CHIEF_FILE.match(name) for name in files), files

@@ -31,7 +31,10 @@ from monsession.plugins import (
     save_hook_state,
     settle,
 )
-from monsession_hooks_checkpoint._directory import ensure_writable_directory
+from monsession_hooks_checkpoint._directory import (
+    ensure_writable_directory,
+    remove_unmerged_shards,
+)
 from monsession_hooks_checkpoint._eager_saving import check_manager_directory, is_object_checkpoint
 from monsession_hooks_checkpoint._listener import LISTENER_METHODS, CheckpointSaverListener
 from monsession_hooks_checkpoint._saving import Saving, make_saving
@@ -338,15 +341,23 @@ class CheckpointSaverHook(TimedHook):
                 self._release_checkpoint_dir()
 
     @contextlib.contextmanager
-    def _save_errors(self, what: str) -> Iterator[None]:
-        """Turns a failed write into `CheckpointSaveError` naming `what` and the directory."""
+    def _save_errors(self, prefix: str) -> Iterator[None]:
+        """Turns a failed write into `CheckpointSaveError` naming `prefix` and the directory.
+
+        A failed save leaves no files of its own behind (its unmerged shards,
+        its hook state); the checkpoints before it stay as they are.
+        """
         try:
             yield
-        except _PREEMPTION_ERRORS:
-            raise  # The session recovers from the latest checkpoint.
-        except (tf.errors.OpError, OSError) as error:
+        except BaseException as error:
+            remove_unmerged_shards(prefix)
+            prune_hook_state(prefix, failed=True)
+            if isinstance(error, _PREEMPTION_ERRORS):
+                raise  # The session recovers from the latest checkpoint.
+            if not isinstance(error, (tf.errors.OpError, OSError)):
+                raise
             raise CheckpointSaveError(
-                f"{_HOOK}: writing {what} into {self._checkpoint_dir} failed: "
+                f"{_HOOK}: writing {prefix} into {self._checkpoint_dir} failed: "
                 f"{type(error).__name__}: {error_cause(error)}. The previous checkpoint, "
                 f"{tf.train.latest_checkpoint(self._checkpoint_dir)}, is kept."
             ) from error

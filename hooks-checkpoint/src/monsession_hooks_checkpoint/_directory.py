@@ -1,4 +1,4 @@
-"""Checkpoint directories: writable before the first save; checkpoint paths compared."""
+"""Checkpoint directories: writable before the first save; paths compared; failed saves tidied."""
 
 from __future__ import annotations
 
@@ -48,3 +48,23 @@ def same_checkpoint(first: str | None, second: str) -> bool:
     if _is_remote(first) or _is_remote(second):
         return first == second
     return os.path.abspath(first) == os.path.abspath(second)
+
+
+def remove_unmerged_shards(prefix: str) -> None:
+    """Removes the partial files of a save of `prefix` that failed.
+
+    Sharded saves (graph mode's default `Saver`, every object-based save)
+    write their shards into ``<prefix>_temp``, then merge them into the
+    checkpoint's files and remove it; a file being written is named
+    ``...tempstate<N>`` until complete. A save cut short (a full disk, a
+    parameter server killed while writing) leaves them behind.
+    """
+    import tensorflow as tf
+
+    try:
+        if tf.io.gfile.isdir(prefix + "_temp"):
+            tf.io.gfile.rmtree(prefix + "_temp")
+        for partial in tf.io.gfile.glob(prefix + ".*tempstate*"):
+            tf.io.gfile.remove(partial)
+    except (tf.errors.OpError, OSError):
+        pass  # Only tidying: the save's own error is what the user sees.

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import weakref
 from typing import Any
 
 import tensorflow as tf
@@ -85,11 +86,16 @@ class Recording:
       writer: The `tf.summary.SummaryWriter` to make the default.
       step: The default `step` of summaries written without one (the global
         step variable).
+      location: Where the writer writes, for warnings.
     """
 
-    def __init__(self, writer: Any, step: Any) -> None:
+    def __init__(self, writer: Any, step: Any, location: str = "") -> None:
         self._writer = writer
         self._step = step
+        self._location = location
+        # The thread's default writer of the recording active before this one
+        # opened, and where it wrote: a step traced then writes there.
+        self._earlier: tuple[Any, str] | None = None
         self._contexts: contextlib.ExitStack | None = None  # Entered while active.
         self._session: Any = None
         self._open = False
@@ -115,31 +121,47 @@ class Recording:
         self._open = True
         self.first_in_thread = not getattr(_thread_state, "opened", False)
         _thread_state.opened = True
+        self._earlier = getattr(_thread_state, "last_default", None)
         recordings.append(self)
         self._activate()
 
     def check_traced_inside(self, fetches: Any) -> None:
-        """Warns if the step was traced before any recording of this thread existed.
+        """Warns if the step was traced where its summaries do not come here.
 
-        A `tf.function` traced without a default summary writer keeps no
-        `tf.summary` call, and TensorFlow does not retrace it for one.
+        A `tf.function` keeps the default summary writer it was traced with,
+        and TensorFlow does not retrace it for another: traced before any
+        recording of this thread existed, it keeps no `tf.summary` call;
+        traced during an earlier session that wrote elsewhere, its summaries
+        go there.
         """
-        if not self.first_in_thread:
-            return
         step = getattr(fetches, "step", fetches)  # The step of `MonitoredSession.call`.
         step = getattr(step, "monsession_fused_step", step)
         tracing_count = getattr(step, "experimental_get_tracing_count", None)
-        if callable(tracing_count) and tracing_count() > 0:
+        if not callable(tracing_count) or tracing_count() == 0:
+            return
+        name = getattr(step, "__name__", step)
+        if self.first_in_thread:
             tf_logging.warning(
                 "SummarySaverHook: the step %r was traced before the session existed, "
                 "without a summary writer: its tf.summary calls, if any, record nothing, "
                 "and TensorFlow does not retrace it. Call the step for the first time "
                 "inside the session (or create a new tf.function there).",
-                getattr(step, "__name__", step),
+                name,
+            )
+        elif self._earlier is not None and self._earlier[0]() is not self._writer:
+            tf_logging.warning(
+                "SummarySaverHook: the step %r was traced during an earlier session, which "
+                "wrote summaries to %s: TensorFlow keeps that writer in the trace, so its "
+                "tf.summary calls, if any, still write there, not to %s. Create the "
+                "tf.function inside this session (or write to the same directory).",
+                name,
+                self._earlier[1],
+                self._location,
             )
 
     def _activate(self) -> None:
         _set_switch(False, force=True)
+        _thread_state.last_default = (weakref.ref(self._writer), self._location)
         contexts = contextlib.ExitStack()
         contexts.enter_context(self._writer.as_default(step=self._step))
         contexts.enter_context(tf.summary.record_if(_thread_switch()))

@@ -97,7 +97,7 @@ class _WriterSink:
     def __init__(self, writer: Any, hook_name: str, location: str) -> None:
         self.writer = writer
         self._hook_name = hook_name
-        self._location = location
+        self.location = location
 
 
 class GraphSink(_WriterSink):
@@ -109,15 +109,15 @@ class GraphSink(_WriterSink):
 
     def add_summary(self, summary: Any, step: int) -> None:
         """Writes a `Summary` proto (or its serialization) at `step`."""
-        with _writing(self._hook_name, self._location):
+        with _writing(self._hook_name, self.location):
             self.writer.add_summary(summary, step)
 
     def session_start(self, step: int) -> None:
-        with _writing(self._hook_name, self._location):
+        with _writing(self._hook_name, self.location):
             self.writer.add_session_log(tf.compat.v1.SessionLog(status=_START), step)
 
     def flush(self) -> None:
-        with _writing(self._hook_name, self._location):
+        with _writing(self._hook_name, self.location):
             self.writer.flush()
 
 
@@ -152,11 +152,11 @@ class EagerSink(_WriterSink):
     def _write(self, event: Any) -> None:
         if self._noop:
             return
-        with _writing(self._hook_name, self._location), self.writer.as_default():
+        with _writing(self._hook_name, self.location), self.writer.as_default():
             _tf_compat.import_event(tf.constant(event.SerializeToString()))
 
     def flush(self) -> None:
-        with _writing(self._hook_name, self._location):
+        with _writing(self._hook_name, self.location):
             self.writer.flush()
 
 
@@ -285,7 +285,7 @@ class EagerRecorder:
 
     def __init__(self, sink: EagerSink, step_variable: Any) -> None:
         self._sink = sink
-        self._recording = Recording(sink.writer, step_variable)
+        self._recording = Recording(sink.writer, step_variable, sink.location)
 
     def open(self, session: Any) -> None:
         # Opened once the session exists, so a failed session creation

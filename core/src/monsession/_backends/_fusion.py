@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from monsession._api._hook_api import NextAction, hook_overrides
 from monsession._backends._backend import Backend
@@ -64,6 +64,18 @@ def check_steps_per_execution(owner: str, value: Any, fuses_steps: bool) -> int 
             "in graph mode each Session.run() is one step: leave it at 1."
         )
     return cap
+
+
+class _Plan(NamedTuple):
+    """When a hook next acts: in `steps` runs (this one is 1) or at `at_time`; what to keep."""
+
+    steps: int
+    at_time: float | None
+    keep: tuple[str, ...]
+
+    def acts_now(self) -> bool:
+        """Whether some hook acts on the coming run (by step, or a time already due)."""
+        return self.steps <= 1 or (self.at_time is not None and self.at_time <= time.time())
 
 
 def _plans_ahead(hook: Any) -> bool:
@@ -124,12 +136,10 @@ class Fusion:
             return 0, {}
         global_step = backend.global_step_after()
         assert global_step is not None
-        steps, at_time, keep = self._plan(global_step, self._cap)
-        if limit is not None:
-            steps = min(steps, limit + 1)
-        if steps <= 1 or (at_time is not None and at_time <= time.time()):
+        plan = self._plan(global_step, self._cap if limit is None else min(self._cap, limit + 1))
+        if plan.acts_now():
             return 0, {}
-        done, kept = backend.run_silent(step, keep, steps - 1, at_time)
+        done, kept = backend.run_silent(step, plan.keep, plan.steps - 1, plan.at_time)
         if not backend.counts_steps():
             self._stop_fusing(logging.WARNING, "the global step did not advance once per step")
         return done, kept
@@ -157,10 +167,10 @@ class Fusion:
         global_step = backend.global_step_after() if backend.counts_steps() else None
         if global_step is None:
             return False
-        steps, at_time, keep = self._plan(global_step, _UNCAPPED)
-        if keep or steps <= 1 or (at_time is not None and at_time <= time.time()):
+        plan = self._plan(global_step, _UNCAPPED)
+        if plan.keep or plan.acts_now():
             return False
-        self._quiet_left, self._quiet_until, self._quiet_done = steps - 2, at_time, 1
+        self._quiet_left, self._quiet_until, self._quiet_done = plan.steps - 2, plan.at_time, 1
         return True
 
     def take_quiet_steps(self) -> int:
@@ -168,7 +178,7 @@ class Fusion:
         done, self._quiet_done, self._quiet_left = self._quiet_done, 0, 0
         return done
 
-    def _plan(self, global_step: int, cap: int) -> tuple[int, float | None, tuple[str, ...]]:
+    def _plan(self, global_step: int, cap: int) -> _Plan:
         """The steps until a hook acts (at most `cap`), the time it acts, the entries to keep."""
         steps = cap
         deadline: float | None = None
@@ -185,7 +195,7 @@ class Fusion:
             if action.at_time is not None:
                 deadline = action.at_time if deadline is None else min(deadline, action.at_time)
             keep.extend(name for name in action.keep if name not in keep)
-        return steps, deadline, tuple(keep)
+        return _Plan(steps, deadline, tuple(keep))
 
     def _explain(self, why_not: str) -> None:
         """Says once per session why a call of a step runs one step, though fusion is on."""

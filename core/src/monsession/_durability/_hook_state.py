@@ -348,16 +348,18 @@ def load_hook_state(session: Any, checkpoint_prefix: str) -> bool:
     return True
 
 
-def prune_hook_state(checkpoint_prefix: str) -> None:
+def prune_hook_state(checkpoint_prefix: str, failed: bool = False) -> None:
     """Deletes the hook-state files beside checkpoints that no longer exist.
 
     Call it after writing the checkpoint `checkpoint_prefix`: the saver may
     have deleted older checkpoints (`max_to_keep`), whose
     ``.hooks.json`` files then go too. The file of `checkpoint_prefix`
-    itself is kept, even before its index exists (an asynchronous save).
+    itself is kept, even before its index exists (an asynchronous save),
+    unless the save `failed`.
 
     Args:
       checkpoint_prefix: The prefix of the checkpoint just written.
+      failed: Whether writing it failed (its file goes too if it has no index).
     """
     prefix = os.fspath(checkpoint_prefix)
-    _prune(os.path.dirname(prefix) or ".", keep=prefix + STATE_SUFFIX)
+    _prune(os.path.dirname(prefix) or ".", keep="" if failed else prefix + STATE_SUFFIX)
