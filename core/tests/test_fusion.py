@@ -318,8 +318,8 @@ def test_graph_mode_rejects_fusion():
             assert not sess.should_stop()
 
 
-class EpochEnds(Every):
-    """`Every`, also recording the epochs that end."""
+class EpochEnds(Calls):
+    """`Calls`, also recording the epochs that end."""
 
     def __init__(self, n: int) -> None:
         super().__init__(n)
@@ -357,3 +357,6 @@ def test_epochs_steps_with_hooks_pull_inside_the_step_when_fusing(monkeypatch, s
     assert hook.ended == [0, 1]
     assert int(data.epoch.numpy()) == 2
     assert len(pulls) == host_pulls
+    # Fused or quiet, the hooks are called on the first step, their own
+    # steps and each epoch's last step (1, 4, 6, 8, 12), not on the others.
+    assert hook.before_runs == 5

@@ -80,17 +80,19 @@ def test_a_step_traced_in_one_session_obeys_the_next(tmp_path, caplog):
 
 def test_a_step_traced_in_a_session_writing_elsewhere_is_reported(tmp_path, caplog):
     program = eager_program()
-    first, second = tmp_path / "first", tmp_path / "second"
+    first, second, third = tmp_path / "first", tmp_path / "second", tmp_path / "third"
     with caplog.at_level("WARNING", logger="tensorflow"):
-        _train(program, [SummarySaverHook(save_steps=1, output_dir=str(first))], 2)
-        _train(program, [SummarySaverHook(save_steps=1, output_dir=str(second))], 2)
-    # TensorFlow keeps the first writer in the trace: the second session's
-    # summaries do not reach its directory, and the session says so, once.
+        for directory in (first, second, third):
+            _train(program, [SummarySaverHook(save_steps=1, output_dir=str(directory))], 2)
+    # TensorFlow keeps the first writer in the trace: the later sessions'
+    # summaries do not reach their directories, and each says where they go.
     assert steps_of(first, "loss")[:2] == [1, 2]
-    assert steps_of(second, "loss") == []
-    (warned,) = [r.getMessage() for r in caplog.records if "was traced" in r.getMessage()]
-    assert "during an earlier session" in warned
-    assert str(first) in warned and str(second) in warned
+    assert steps_of(second, "loss") == steps_of(third, "loss") == []
+    warned = [r.getMessage() for r in caplog.records if "was traced" in r.getMessage()]
+    assert len(warned) == 2
+    for message, directory in zip(warned, (second, third), strict=True):
+        assert "during an earlier session" in message
+        assert f"wrote summaries to {first}:" in message and f"not to {directory}." in message
 
 
 def test_end_restores_the_summary_state_and_stops_recording(tmp_path):

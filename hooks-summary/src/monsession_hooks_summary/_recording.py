@@ -63,6 +63,11 @@ def _set_switch(on: bool, force: bool = False) -> None:
         _thread_state.on = on
 
 
+# Where the writer each step function was traced with writes, when traced
+# at the first step of a session: its summaries go there for good.
+_traced_under: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+
+
 def _open_recordings() -> list[Recording]:
     """This thread's open recordings, oldest first; the newest is the active one."""
     if not hasattr(_thread_state, "open"):
@@ -93,9 +98,8 @@ class Recording:
         self._writer = writer
         self._step = step
         self._location = location
-        # The thread's default writer of the recording active before this one
-        # opened, and where it wrote: a step traced then writes there.
-        self._earlier: tuple[Any, str] | None = None
+        # The session's first step and its tracing count before it ran.
+        self._first_step: tuple[Any, int] | None = None
         self._contexts: contextlib.ExitStack | None = None  # Entered while active.
         self._session: Any = None
         self._open = False
@@ -121,12 +125,11 @@ class Recording:
         self._open = True
         self.first_in_thread = not getattr(_thread_state, "opened", False)
         _thread_state.opened = True
-        self._earlier = getattr(_thread_state, "last_default", None)
         recordings.append(self)
         self._activate()
 
     def check_traced_inside(self, fetches: Any) -> None:
-        """Warns if the step was traced where its summaries do not come here.
+        """Before the session's first step: warns if its summaries will not come here.
 
         A `tf.function` keeps the default summary writer it was traced with,
         and TensorFlow does not retrace it for another: traced before any
@@ -137,10 +140,25 @@ class Recording:
         step = getattr(fetches, "step", fetches)  # The step of `MonitoredSession.call`.
         step = getattr(step, "monsession_fused_step", step)
         tracing_count = getattr(step, "experimental_get_tracing_count", None)
-        if not callable(tracing_count) or tracing_count() == 0:
+        if not callable(tracing_count):
+            return
+        traces = tracing_count()
+        self._first_step = (weakref.ref(step), traces)
+        if traces == 0:
             return
         name = getattr(step, "__name__", step)
-        if self.first_in_thread:
+        traced_under = _traced_under.get(step)
+        if traced_under is not None and traced_under != self._location:
+            tf_logging.warning(
+                "SummarySaverHook: the step %r was traced during an earlier session, which "
+                "wrote summaries to %s: TensorFlow keeps that writer in the trace, so its "
+                "tf.summary calls, if any, still write there, not to %s. Create the "
+                "tf.function inside this session (or write to the same directory).",
+                name,
+                traced_under,
+                self._location,
+            )
+        elif traced_under is None and self.first_in_thread:
             tf_logging.warning(
                 "SummarySaverHook: the step %r was traced before the session existed, "
                 "without a summary writer: its tf.summary calls, if any, record nothing, "
@@ -148,20 +166,18 @@ class Recording:
                 "inside the session (or create a new tf.function there).",
                 name,
             )
-        elif self._earlier is not None and self._earlier[0]() is not self._writer:
-            tf_logging.warning(
-                "SummarySaverHook: the step %r was traced during an earlier session, which "
-                "wrote summaries to %s: TensorFlow keeps that writer in the trace, so its "
-                "tf.summary calls, if any, still write there, not to %s. Create the "
-                "tf.function inside this session (or write to the same directory).",
-                name,
-                self._earlier[1],
-                self._location,
-            )
+
+    def note_first_step(self) -> None:
+        """After the session's first step: remembers this writer if the step was traced in it."""
+        first, self._first_step = self._first_step, None
+        if first is None:
+            return
+        step = first[0]()
+        if step is not None and first[1] == 0 and step.experimental_get_tracing_count() > 0:
+            _traced_under[step] = self._location
 
     def _activate(self) -> None:
         _set_switch(False, force=True)
-        _thread_state.last_default = (weakref.ref(self._writer), self._location)
         contexts = contextlib.ExitStack()
         contexts.enter_context(self._writer.as_default(step=self._step))
         contexts.enter_context(tf.summary.record_if(_thread_switch()))

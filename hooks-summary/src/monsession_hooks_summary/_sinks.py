@@ -313,6 +313,8 @@ class EagerRecorder:
         The steps that run silently (fused, no hook called) must not record.
         """
         self._recording.record(False)
+        if first:
+            self._recording.note_first_step()
 
     def close(self) -> None:
         try:

@@ -16,6 +16,7 @@ from typing import Any
 import tensorflow as tf
 
 from monsession._backends._owned_step import advancing, owned_global_step
+from monsession._backends._traces import Traces
 from monsession._tf_compat import cluster_coordinator, read_variable_to_host
 
 logger = logging.getLogger("monsession")
@@ -101,11 +102,14 @@ class PullingStep:
     """A step that takes its input from an iterator, bound to it just before it runs.
 
     `MonitoredSession.run` calls `bind(silent)` after the silent steps of the
-    run (see `_fusion`), before the hooks' `before_run`: it pulls the input
-    on the host and returns the `BoundStep` to run. Silent steps pull their
-    input inside `fused`, a `tf.function` without arguments (`None` when the
-    step cannot be fused), at most `silent_limit` of them. Not retried after
-    a preemption error, like a `BoundStep` with `retry=False`.
+    run (see `_fusion`), before the hooks' `before_run` (or for a quiet step,
+    without the hooks): it takes the input and returns the `BoundStep` to
+    run. Silent steps pull their input inside `fused`, a `tf.function`
+    without arguments (`None` when the step cannot be fused), at most
+    `silent_limit` of them; a quiet step only while `silent_limit` is at
+    least 1 (the step after it may still take the last input the hooks must
+    see). Not retried after a preemption error, like a `BoundStep` with
+    `retry=False`.
     """
 
     fused: Any = None
@@ -130,8 +134,9 @@ def _describe(fn: Any) -> str:
 class _StepCaller:
     """Calls the leaves of a step structure, checking feeds once per shape."""
 
-    def __init__(self, owned_step: Any = None) -> None:
+    def __init__(self, traces: Traces, owned_step: Any = None) -> None:
         self._checked: set[tuple[int, frozenset[str]]] = set()
+        self._traces = traces
         self.owned_step = owned_step  # The global step, if the session advances it.
 
     def check_feeds(self, fn: _Caller, names: frozenset[str], owner_of: Mapping[str, str]) -> None:
@@ -175,11 +180,16 @@ class _StepCaller:
             )
         if names:  # Without feeds there is nothing to check.
             self.check_feeds(leaf, names, owner_of)
-        if self.owned_step is None:
-            return leaf(**feeds)
-        if isinstance(leaf, BoundStep):
-            return advancing(leaf.step, self.owned_step)(*leaf.args, **leaf.kwargs, **feeds)
-        return advancing(leaf, self.owned_step)(**feeds)
+        step, args, kwargs = (
+            (leaf.step, leaf.args, leaf.kwargs)
+            if isinstance(leaf, BoundStep)
+            else (leaf, (), _NO_FEEDS)
+        )
+        if self.owned_step is not None:
+            step = advancing(step, self.owned_step)
+        if args or kwargs or feeds:
+            return step(*args, **kwargs, **feeds)
+        return self._traces.call(step)  # Straight to its trace: see `_traces`.
 
 
 def _check_feed_keys(feed_dict: Mapping[Any, Any], owner_of: Mapping[Any, str]) -> None:
@@ -227,8 +237,9 @@ class EagerSession:
     sess_str = ""
 
     def __init__(self) -> None:
-        self._caller = _StepCaller(owned_global_step())
-        self._side_caller = _StepCaller()  # Advances nothing.
+        self.traces = Traces()  # The session's direct calls of traced functions.
+        self._caller = _StepCaller(self.traces, owned_global_step())
+        self._side_caller = _StepCaller(self.traces)  # Advances nothing.
         self._closed = False
         self._coordinator = _current_coordinator()
 

@@ -164,7 +164,9 @@ class EagerBackend:
             deadline = min(deadline, at_time)
         counter = self._counter
         try:
-            counts, kept = loop(tf.constant(max_steps, tf.int64), tf.constant(deadline, tf.float64))
+            counts, kept = self._sess.traces.call(
+                loop, tf.constant(max_steps, tf.int64), tf.constant(deadline, tf.float64)
+            )
             done, after = (int(value) for value in to_numpy(counts))
         except Exception:
             counter.refresh()

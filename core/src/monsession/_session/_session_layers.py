@@ -317,8 +317,13 @@ class _HookedSession(_WrappedSession):
         silent, kept = (0, None)
         if self._fusion is not None and chosen is None and training:
             silent, kept = self._fusion.run_silent_steps(fetches, feed_dict, self._backend)
-            if not silent and not isinstance(fetches, PullingStep):
+            # An input pulled for an epoch's last step goes to the hooks (they see
+            # that step before the epoch ends), as after silent steps.
+            pulling = isinstance(fetches, PullingStep)
+            if not silent and not (pulling and fetches.silent_limit < 1):
                 if self._fusion.quiet(self._backend):
+                    if pulling:
+                        fetches = fetches.bind(0)
                     return self._run_quiet(fetches, feed_dict, options, run_metadata)
         if isinstance(fetches, PullingStep):
             fetches = fetches.bind(silent)

@@ -1,0 +1,60 @@
+"""Eager mode: calling a `tf.function` straight through the trace it already has.
+
+Each call of a `tf.function` binds its arguments and looks its trace up
+before it runs it: on a small step that is a third of the call. A session
+calls the same functions on every step (the step, the fused loop), so
+`Traces` keeps, per session, the concrete function of each one it calls and
+calls that. It looks the trace up again when the function was traced again
+(`experimental_get_tracing_count`); each session looks traces up in its own
+context (device, strategy). The first call of a function, which traces it
+and creates its variables, and calls while `tf.config.run_functions_eagerly`
+is on, go through the `tf.function` as usual.
+"""
+
+from __future__ import annotations
+
+import inspect
+import weakref
+from typing import Any
+
+import tensorflow as tf
+
+
+class Traces:
+    """The traces of the `tf.function`s one session calls (see the module docstring)."""
+
+    def __init__(self) -> None:
+        # Each function's tracing count when looked up, and its trace (`None`:
+        # it takes parameters the call leaves to their defaults).
+        self._traces: weakref.WeakKeyDictionary[Any, tuple[int, Any]] = weakref.WeakKeyDictionary()
+
+    def call(self, fn: Any, *tensors: Any) -> Any:
+        """`fn(*tensors)`; for a `tf.function` called before, through its trace.
+
+        Args:
+          fn: Any callable.
+          tensors: Nothing, or tensors matching the `input_signature` of a
+            `tf.function` exactly.
+        """
+        if not isinstance(fn, tf.types.experimental.PolymorphicFunction):
+            return fn(*tensors)
+        traces = fn.experimental_get_tracing_count()
+        cached = self._traces.get(fn)
+        if cached is None or cached[0] != traces:
+            if traces == 0 or tf.config.functions_run_eagerly():
+                return fn(*tensors)
+            direct = (
+                None if not tensors and _has_parameters(fn) else fn.get_concrete_function(*tensors)
+            )
+            cached = self._traces[fn] = (traces, direct)
+        if cached[1] is None or tf.config.functions_run_eagerly():
+            return fn(*tensors)
+        return cached[1](*tensors)
+
+
+def _has_parameters(fn: Any) -> bool:
+    """Whether the Python function of `fn` takes parameters (with defaults, when called so)."""
+    try:
+        return bool(inspect.signature(fn.python_function).parameters)
+    except (AttributeError, TypeError, ValueError):
+        return True
