@@ -12,6 +12,9 @@ epoch of `EPOCH` batches). Per-step time, variants interleaved:
   scalar every 100 steps (written in the function), `global_step/sec`
   written and the loss logged (one host read) every 100 steps, a
   `tf.train.CheckpointManager` save every 1000 steps;
+* `fused100+duties+position`, the reference of the `Epochs` loop: the same,
+  its checkpoints also holding the position in the data (the iterator's
+  state), as the `Epochs` loop's do;
 * `monsession/single` and `monsession/auto`: `MonitoredTrainingSession` with
   the standard set (summaries and step counter every 100 steps, checkpoints
   every 1000, `LoggingTensorHook` every 100, `StopAtStepHook`),
@@ -63,11 +66,12 @@ CHECKPOINT_EVERY = 1000
 BLOCK = 100  # Steps per call of the hand-written fused loops and of Orbit.
 EPOCH = 1000  # Batches per epoch.
 REFERENCE = "fused100+duties"
+EPOCHS_REFERENCE = "fused100+duties+position"  # Also saves the data position.
 
-# Ratio -> its target (issue 29); the first is also a target of run_all.py.
+# Ratio -> its target (issue 29).
 TARGETS = {
     f"monsession/auto / {REFERENCE}": 1.15,
-    f"monsession/epochs-auto / {REFERENCE}": 1.15,
+    f"monsession/epochs-auto / {EPOCHS_REFERENCE}": 1.15,
     "monsession/single / raw": 1.05,
 }
 
@@ -134,7 +138,7 @@ class DataModel:
         w = tf.Variable(tf.random.normal([16, 1], seed=2))
         global_step = self.global_step
         self.dataset = tf.data.Dataset.from_tensors(x).repeat(EPOCH)
-        iterator = iter(self.dataset.repeat())
+        self.iterator = iterator = iter(self.dataset.repeat())
 
         @tf.function
         def train(batch: Any) -> dict[str, Any]:
@@ -225,11 +229,21 @@ def fused_sampler(model: DataModel, steps: int) -> Callable[[], float]:
     return sample
 
 
-def duties_sampler(model: DataModel, directory: str, steps: int) -> Callable[[], float]:
-    """The reference: 100 steps per `tf.function` call, the standard set's duties by hand."""
+def duties_sampler(
+    model: DataModel, directory: str, steps: int, position: bool = False
+) -> Callable[[], float]:
+    """The reference: 100 steps per `tf.function` call, the standard set's duties by hand.
+
+    With `position`, the checkpoints also hold the data iterator's state.
+    """
     step, global_step = model.step, model.global_step
     writer = tf.summary.create_file_writer(directory)
-    manager = tf.train.CheckpointManager(model.checkpoint, directory, max_to_keep=5)
+    checkpoint = model.checkpoint
+    if position:
+        checkpoint = tf.train.Checkpoint(
+            step=global_step, w=model.checkpoint.w, data=model.iterator
+        )
+    manager = tf.train.CheckpointManager(checkpoint, directory, max_to_keep=5)
     logger = tf.get_logger()
 
     @tf.function
@@ -332,6 +346,9 @@ def run(steps: int, rounds: int) -> dict[str, Any]:
             "raw": raw_sampler(model, steps),
             "fused100": fused_sampler(model, steps),
             REFERENCE: duties_sampler(model, os.path.join(root, "duties"), steps),
+            EPOCHS_REFERENCE: duties_sampler(
+                model, os.path.join(root, "duties-position"), steps, position=True
+            ),
         }
         for name, spe in (("single", 1), ("auto", "auto")):
             directory = os.path.join(root, name)
@@ -349,7 +366,7 @@ def run(steps: int, rounds: int) -> dict[str, Any]:
         samples = bench_core.interleave(with_cpu(samplers, cpu), rounds)
     ratios = {
         f"{name} / {base}": bench_core.paired_ratio(samples, name, base)
-        for base in (REFERENCE, "raw", "fused100")
+        for base in (REFERENCE, EPOCHS_REFERENCE, "raw", "fused100")
         for name in samplers
         if name != base
     }
@@ -368,7 +385,7 @@ def run(steps: int, rounds: int) -> dict[str, Any]:
         "median_cpu_us_per_step": bench_core.medians_us(cpu),
         "cpu_ratios": {
             f"{name} / {base}": bench_core.paired_ratio(cpu, name, base)
-            for base in (REFERENCE, "raw")
+            for base in (REFERENCE, EPOCHS_REFERENCE, "raw")
             for name in samplers
             if name != base
         },
