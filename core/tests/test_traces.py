@@ -16,13 +16,16 @@ def fresh_global_step():
     tf.config.run_functions_eagerly(False)
 
 
-def _counting_step():
-    global_step = monsession.get_or_create_global_step()
+def _counting_step(owned: bool = False):
+    """A step and the list its Python appends to; `owned`: the session advances the step."""
+    global_step = None if owned else monsession.get_or_create_global_step()
     pythons = []
 
     @tf.function
     def step():
         pythons.append(1)  # Python: runs when traced, or every call when run eagerly.
+        if global_step is None:
+            return {"step": tf.constant(0, tf.int64)}
         return {"step": global_step.assign_add(1)}
 
     return step, pythons
@@ -43,8 +46,9 @@ def test_steps_run_the_trace_once_traced(steps_per_execution):
     assert step.experimental_get_tracing_count() == len(pythons) == 1
 
 
-def test_run_functions_eagerly_runs_the_python_of_every_step():
-    step, pythons = _counting_step()
+@pytest.mark.parametrize("owned", [False, True])
+def test_run_functions_eagerly_runs_the_python_of_every_step(owned):
+    step, pythons = _counting_step(owned)
     with monsession.MonitoredSession() as session:
         session.run(step)  # Traced: later calls could go straight to the trace.
         tf.config.run_functions_eagerly(True)

@@ -53,8 +53,10 @@ class Traces:
 
 
 def _has_parameters(fn: Any) -> bool:
-    """Whether the Python function of `fn` takes parameters (with defaults, when called so)."""
+    """Whether the Python function of `fn` names parameters (a call without arguments
+    leaves them to their defaults; `*args` and `**kwargs` stay empty)."""
     try:
-        return bool(inspect.signature(fn.python_function).parameters)
+        parameters = inspect.signature(fn.python_function).parameters.values()
     except (AttributeError, TypeError, ValueError):
         return True
+    return any(p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in parameters)
