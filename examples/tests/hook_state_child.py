@@ -19,11 +19,11 @@ import logging
 import os
 import sys
 import threading
+from collections.abc import Callable
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import tensorflow as tf
-from checkpoint_writes import wait_for_checkpoint_writes
 
 import monsession
 from monsession_hooks_checkpoint import CheckpointSaverHook
@@ -66,13 +66,21 @@ def _hooks(
     ]
 
 
-def _train(mode: str, sess: object, hooks: list[object], step: object, stop_at: int) -> None:
+def _train(
+    mode: str,
+    sess: object,
+    hooks: list[object],
+    step: object,
+    stop_at: int,
+    sync: Callable[[], object] = lambda: None,
+) -> None:
+    """Trains; `sync` waits for the checkpoint written in the background, if any."""
     states = {type(hook).__name__: hook.state_dict() for hook in hooks}
     _say(mode, "STATE", json.dumps(states))
     while not sess.should_stop():
         reached = int(monsession.plugins.read_global_step(sess.raw_session()))
         if reached == stop_at:
-            wait_for_checkpoint_writes()  # The test kills between checkpoints.
+            sync()  # The test kills between checkpoints: the last one is complete.
             _say(mode, "READY")
             _FOREVER.wait()
         if reached >= LAST_STEP:
@@ -107,7 +115,7 @@ def eager_main(directory: str, phase: str, stop_at: int) -> None:
     with monsession.SingularMonitoredSession(
         hooks=hooks, scaffold=scaffold, checkpoint_dir=directory
     ) as sess:
-        _train("eager", sess, hooks, step, stop_at)
+        _train("eager", sess, hooks, step, stop_at, sync=scaffold.saver.sync)
 
 
 def main() -> None:

@@ -7,7 +7,8 @@ time): each child starts TensorFlow's runtime afresh, runs its job and
 exits, or dies by SIGKILL when its plan says so. A job is `{"driver",
 "plans", "after"}`: `after` names the job that must have ended first (a
 restart after a kill). A plan is a run, `{"dir", "last_steps", "kill_at"?,
-"abort_at"?, "tf_hooks"?}`: its sessions train to each of `last_steps` in
+"settle"?, "abort_at"?, "tf_hooks"?}` (`settle`: the kill comes after the
+background checkpoint writes): its sessions train to each of `last_steps` in
 turn (a clean resume is two), with everything recorded in `dir` (see
 records.py). An error ends its run only: it is recorded, and the matrix shows
 it in the cells of that run. Prints `<job index> <exit status>` per job.

@@ -57,7 +57,7 @@ def _ids_of(global_step: Any) -> Any:
 
 def _interrupt(plan: dict[str, Any]) -> tuple[int, bool, bool] | None:
     if plan.get("kill_at"):
-        return plan["kill_at"], True, plan["kill_at"] == table.KILLS["kill-between"]
+        return plan["kill_at"], True, plan.get("settle", False)
     if plan.get("abort_at"):
         return plan["abort_at"], False, False
     return None

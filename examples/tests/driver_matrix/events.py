@@ -36,7 +36,12 @@ def jobs(root: str) -> list[dict[str, Any]]:
                 continue
             directory = run_dir(root, driver, event)
             if event in table.KILLS:
-                killed = {**_plan(directory, event), "kill_at": table.KILLS[event]}
+                killed = {
+                    **_plan(directory, event),
+                    "kill_at": table.KILLS[event],
+                    # Between checkpoints: the last one is complete before the kill.
+                    "settle": event == "kill-between",
+                }
                 kills.append({"driver": driver, "plans": [killed]})
                 others.append({"driver": driver, "plans": [_plan(directory, event)], "after": None})
                 others[-1]["kill"] = len(kills) - 1

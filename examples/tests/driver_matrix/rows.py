@@ -70,6 +70,7 @@ class Interrupt(monsession.SessionRunHook):
 
     def __init__(self, program: Program, at: int, kill: bool, settle: bool = False) -> None:
         self._fetch, self._at, self._kill, self._done = program.fetch["step"], at, kill, False
+        self._saver, self._scaffold = program.saver, program.scaffold
         self._settle_at = at - 1 if settle else None
 
     def next_action(self, global_step):
@@ -83,9 +84,10 @@ class Interrupt(monsession.SessionRunHook):
     def after_run(self, run_context, run_values):
         step = int(run_values.results)
         if step == self._settle_at:
-            from checkpoint_writes import wait_for_checkpoint_writes
-
-            wait_for_checkpoint_writes()
+            # The checkpoint's public `sync()` waits for its background write.
+            checkpoint = self._saver or getattr(self._scaffold, "saver", None)
+            if isinstance(checkpoint, tf.train.Checkpoint):
+                checkpoint.sync()
             self._settle_at = None
             return
         if step != self._at or self._done:
