@@ -9,7 +9,9 @@ so switching never retraces it.
 A `tf.function` captures the default writer and the recording condition when
 it is *traced*, and TensorFlow does not retrace it when they change. So the
 switch is one variable per thread, shared by every `SummarySaverHook`: a step
-function traced during one session still obeys the hook of the next.
+function traced during one session still obeys the hook of the next. Its
+writer stays the one it was traced with: the hook warns at a session's first
+step when that writer writes to another directory.
 
 A session that exits with an error does not call the hooks' `end()` (as in
 TensorFlow), which would leave its recording open. The next recording opened

@@ -53,8 +53,12 @@ class Traces:
 
 
 def _has_parameters(fn: Any) -> bool:
-    """Whether the Python function of `fn` names parameters (a call without arguments
-    leaves them to their defaults; `*args` and `**kwargs` stay empty)."""
+    """Whether the Python function of `fn` names parameters (besides `*args`, `**kwargs`).
+
+    A call without arguments leaves them to their defaults; a tensor default
+    is an input of the trace, which `get_concrete_function()` without
+    arguments cannot bind.
+    """
     try:
         parameters = inspect.signature(fn.python_function).parameters.values()
     except (AttributeError, TypeError, ValueError):
