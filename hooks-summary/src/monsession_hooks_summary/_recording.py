@@ -41,27 +41,22 @@ def _thread_switch() -> Any:
     A plain local variable even inside a `tf.distribute` strategy's scope:
     only the chief records, and a variable created through
     `MultiWorkerMirroredStrategy` would wait for the other workers to create
-    theirs.
+    theirs. Its two values are made with it, as tensors, so that setting it
+    is one eager op.
     """
     switch = getattr(_thread_state, "switch", None)
     if switch is None:
         with tf.init_scope(), tf.device("CPU:0"):
             switch = _tf_compat.local_variable(False, name="monsession_record_summaries")
+            _thread_state.values = (tf.constant(False), tf.constant(True))
         _thread_state.switch = switch
     return switch
 
 
 def _set_switch(on: bool, force: bool = False) -> None:
-    """Sets this thread's recording switch (no op when unchanged, unless `force`).
-
-    One eager op: the values are tensors made once, and nothing is read back.
-    """
+    """Sets this thread's recording switch (no op when unchanged, unless `force`)."""
     if force or getattr(_thread_state, "on", None) != on:
-        values = getattr(_thread_state, "values", None)
-        if values is None:
-            with tf.init_scope(), tf.device("CPU:0"):
-                values = _thread_state.values = (tf.constant(False), tf.constant(True))
-        _thread_switch().assign(values[on], read_value=False)
+        _thread_switch().assign(_thread_state.values[on], read_value=False)
         _thread_state.on = on
 
 

@@ -36,20 +36,21 @@ class Traces:
           tensors: Nothing, or tensors matching the `input_signature` of a
             `tf.function` exactly.
         """
-        if not isinstance(fn, tf.types.experimental.PolymorphicFunction):
+        if (
+            not isinstance(fn, tf.types.experimental.PolymorphicFunction)
+            or tf.config.functions_run_eagerly()
+        ):
             return fn(*tensors)
         traces = fn.experimental_get_tracing_count()
         cached = self._traces.get(fn)
         if cached is None or cached[0] != traces:
-            if traces == 0 or tf.config.functions_run_eagerly():
-                return fn(*tensors)
+            if traces == 0:
+                return fn(*tensors)  # The first call traces (and creates variables).
             direct = (
                 None if not tensors and _has_parameters(fn) else fn.get_concrete_function(*tensors)
             )
             cached = self._traces[fn] = (traces, direct)
-        if cached[1] is None or tf.config.functions_run_eagerly():
-            return fn(*tensors)
-        return cached[1](*tensors)
+        return fn(*tensors) if cached[1] is None else cached[1](*tensors)
 
 
 def _has_parameters(fn: Any) -> bool:

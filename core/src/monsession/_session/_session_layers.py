@@ -315,17 +315,17 @@ class _HookedSession(_WrappedSession):
             raise RuntimeError("Run called even after should_stop requested.")
         chosen, training = self._selection.hooks, self._selection.training
         silent, kept = (0, None)
+        pulling = isinstance(fetches, PullingStep)
         if self._fusion is not None and chosen is None and training:
             silent, kept = self._fusion.run_silent_steps(fetches, feed_dict, self._backend)
             # An input pulled for an epoch's last step goes to the hooks (they see
             # that step before the epoch ends), as after silent steps.
-            pulling = isinstance(fetches, PullingStep)
             if not silent and not (pulling and fetches.silent_limit < 1):
                 if self._fusion.quiet(self._backend):
                     if pulling:
                         fetches = fetches.bind(0)
                     return self._run_quiet(fetches, feed_dict, options, run_metadata)
-        if isinstance(fetches, PullingStep):
+        if pulling:
             fetches = fetches.bind(silent)
         if self._fusion is not None:
             silent += self._fusion.take_quiet_steps()
