@@ -84,8 +84,15 @@ def rewrite_links(text: str, source: str, page: str, config: Any) -> str:
         relative = posixpath.relpath(found, posixpath.dirname(page) or ".")
         return f"[{label}]({relative}{'#' + anchor if anchor else ''})"
 
+    # Prose runs are rewritten whole: a link's text may span lines.
+    runs: list[tuple[bool, list[str]]] = []
+    for prose, line in _outside_fences(text):
+        if runs and runs[-1][0] == prose:
+            runs[-1][1].append(line)
+        else:
+            runs.append((prose, [line]))
     return "\n".join(
-        LINK.sub(replace, line) if prose else line for prose, line in _outside_fences(text)
+        LINK.sub(replace, "\n".join(lines)) if prose else "\n".join(lines) for prose, lines in runs
     )
 
 
