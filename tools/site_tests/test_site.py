@@ -80,18 +80,11 @@ def test_a_broken_anchor_link_or_api_reference_fails_the_strict_build(site_copy:
     append(site_copy / "docs/api/hooks.md", "See [a hook][monsession.NoSuchHook].")
     result = build(site_copy)
     assert result.returncode != 0, result.stdout
+    # Exactly these three: without them the copy builds clean, as the real build.
     assert "Aborted with 3 warnings in strict mode" in result.stdout, result.stdout
     assert "does not contain an anchor '#no-such-section'" in result.stdout
     assert "'families/summary.md' contains a link '../no-such-page.md'" in result.stdout
     assert "monsession.NoSuchHook" in result.stdout
-
-
-def test_the_copy_builds_without_faults(site_copy: Path) -> None:
-    result = build(site_copy)
-    assert result.returncode == 0, result.stdout
-    page = (site_copy / "out/families/checkpoint/index.html").read_text(encoding="utf-8")
-    assert "CheckpointSaverHook" in page  # The README is shown, not the include line.
-    assert "<!-- include" not in page
 
 
 def test_an_included_readme_links_to_the_pages_that_show_its_targets() -> None:
