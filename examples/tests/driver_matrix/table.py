@@ -192,7 +192,7 @@ def cells() -> list[tuple[str, str, str]]:
 
 
 def not_applicable_markdown() -> str:
-    """The cells that do not apply, as the table of core/README.md ("The driver matrix")."""
+    """The cells that do not apply, as the table of docs/contributors.md ("The driver matrix")."""
     groups: dict[tuple[str, str], list[tuple[str, str]]] = {}
     for row, driver, event in cells():
         reason = not_applicable(row, driver, event)

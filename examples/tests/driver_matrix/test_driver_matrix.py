@@ -6,7 +6,7 @@ comparing what a user sees of one hook with the reference: TensorFlow's own
 hook of that name under TensorFlow's session in graph mode, otherwise the
 uninterrupted single-step run of the eager loop (of the Keras-callback loop
 for the KerasCallbacksHook row). The tables are in table.py and, for
-readers, in core/README.md ("The driver matrix").
+readers, on the site's contributors page (docs/contributors.md, "The driver matrix").
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ def test_cell(matrix_root: str, row: str, driver: str, event: str) -> None:
     assert observed(row, event, run) == expected(row, driver, event, run, matrix_root)
 
 
-def test_the_readme_lists_the_cells_that_do_not_apply():
-    readme = os.path.join(os.path.dirname(CHILD), "..", "..", "..", "core", "README.md")
-    with open(readme) as stream:
+def test_the_contributors_page_lists_the_cells_that_do_not_apply():
+    page = os.path.join(os.path.dirname(CHILD), "..", "..", "..", "docs", "contributors.md")
+    with open(page) as stream:
         assert table.not_applicable_markdown() in stream.read()

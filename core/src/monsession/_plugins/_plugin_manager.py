@@ -72,6 +72,7 @@ KNOWN_HOOK_FAMILIES: dict[str, str] = {
     "HookTimingHook": "monsession-hooks-debug",
     "KerasCallbacksHook": "monsession-hooks-keras",
 }
+"""{class name: distribution} of this project's families' classes (for install hints)."""
 KNOWN_ARGUMENT_FAMILIES: dict[str, str] = {
     "save_checkpoint_secs": "monsession-hooks-checkpoint",
     "save_checkpoint_steps": "monsession-hooks-checkpoint",
@@ -79,6 +80,7 @@ KNOWN_ARGUMENT_FAMILIES: dict[str, str] = {
     "save_summaries_secs": "monsession-hooks-summary",
     "log_step_count_steps": "monsession-hooks-summary",
 }
+"""{`MonitoredTrainingSession` argument: distribution} of this project's families."""
 
 # This repository's distributions: their folder in a checkout is the name
 # without "monsession-" (install hints give that form too).

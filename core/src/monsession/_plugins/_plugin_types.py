@@ -11,8 +11,11 @@ import importlib
 from typing import Any
 
 ENV_DISABLE_AUTOLOAD = "MONSESSION_DISABLE_PLUGIN_AUTOLOAD"
+"""The environment variable that, set to 1, loads no plugin entry point."""
 ENV_DISABLED_PLUGINS = "MONSESSION_DISABLED_PLUGINS"
+"""The environment variable naming plugins to skip (entry-point or distribution names, a,b)."""
 ENV_STRICT = "MONSESSION_STRICT_PLUGINS"
+"""The environment variable that, set to 1, makes a failing plugin an error, not a warning."""
 
 
 class PluginLoadError(ImportError):
