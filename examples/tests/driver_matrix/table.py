@@ -193,8 +193,9 @@ _ONE_EPOCH_PER_TRAINING = (
     "fit(epochs=1); each of the two trainings of a resumed run ends it, so CSVLogger and "
     'ModelCheckpoint(save_freq="epoch") write at step 20 and at 30, not once'
 )
-# Before the durability contract, kill-checkpoint restarts from 10 and aborted restores 10
-# (the save of 15 is still being written): both cross the end of epoch 0 or 1.
+# The kill loses the background save in flight: kill-checkpoint restarts from 10, across the
+# end of epoch 0. Once kill cells wait for the background writes (restarts from 15, and from
+# 10 for kill-epoch), its entries move to kill-epoch, which then restarts at epoch 0's end.
 _KERAS_EPOCH_END_CELLS = {
     "resume": ("keras-tensorboard", "keras-earlystop", "keras-lr", "keras-csv", "keras-history"),
     "kill-checkpoint": (
@@ -204,7 +205,6 @@ _KERAS_EPOCH_END_CELLS = {
         "keras-csv",
         "keras-history",
     ),
-    "aborted": ("keras-tensorboard", "keras-lr", "keras-csv", "keras-history"),
 }
 KNOWN_FAILURES: dict[tuple[str, str, str], str] = {
     **{
