@@ -9,7 +9,6 @@ purges orphaned events on a restart. Values are rounded (float32 training).
 
 from __future__ import annotations
 
-import csv
 import glob
 import os
 import re
@@ -18,7 +17,7 @@ from typing import Any
 from tensorboard.backend.event_processing import event_file_loader
 from tensorboard.util import tensor_util
 
-from driver_matrix import records
+from driver_matrix import keras_row, records, table
 
 _LOGGED = re.compile(r"^step = (\d+)(?:\.0)?, w = (\S+?)( \([\d.]+ sec\))?$")
 _PROGRESS = re.compile(r"^step (\d+)/\d+")
@@ -119,24 +118,7 @@ class Run:
         done = [[r["step"], r["epoch"]] for r in self.current(epochs)]
         return [last.get("step"), round(last.get("w", 0.0), 4), last.get("count"), done]
 
-    def keras(self) -> dict[str, Any]:
-        batches = [r for r in self.records if r["kind"] == "keras-batch"]
-        epochs = [
-            {**r, "step": 10 * (r["epoch"] + 1)} for r in self.records if r["kind"] == "keras-epoch"
-        ]
-        folder = os.path.join(self.directory, "keras")
-        rows: list[Any] = []
-        if os.path.exists(os.path.join(folder, "log.csv")):
-            with open(os.path.join(folder, "log.csv")) as stream:
-                rows = list(csv.reader(stream))
-        return {
-            "batches": [
-                [r["step"], r["batch"], round(r["loss"], 3)] for r in self.current(batches)
-            ],
-            "epochs": [r["epoch"] for r in self.current(epochs)],
-            "csv": rows,
-            "weights": sorted(os.listdir(folder)) if os.path.isdir(folder) else [],
-        }
-
     def observe(self, row: str) -> Any:
+        if table.ROWS[row].keras:
+            return keras_row.observe(self, row)
         return getattr(self, row.replace("-", "_"))()
