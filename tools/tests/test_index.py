@@ -6,7 +6,9 @@ pick of build, as the README says; from uv's cache), then exactly
 ``pip install monsession-core monsession-hooks-summary`` with the local
 index as pip's index and this machine's usual indexes as extra ones. A
 third-party family is published and installed by name the same way, and a
-family whose core range excludes the installed core is refused by pip.
+family whose core range excludes the installed core is refused by pip. A
+family built for a newer core (a hookimpl of a hookspec this core lacks)
+installs, and `monsession plugins` names it with both versions.
 """
 
 from __future__ import annotations
@@ -87,6 +89,39 @@ with ms.MonitoredSession(hooks=[hook, ms.StopAtStepHook(last_step=50)]) as sess:
         sess.run(train_step)
 print(json.dumps({"module": type(hook).__module__, "best_step": hook.best_step,
                   "stopped_step": hook.stopped_step, "step": int(global_step.numpy())}))
+"""
+
+
+# A family built against a later core: it implements a hookspec this core lacks.
+NEWER_PYPROJECT = """
+[build-system]
+requires = ["hatchling>=1.18"]
+build-backend = "hatchling.build"
+
+[project]
+name = "monsession-hooks-newer"
+version = "0.3.0"
+description = "A family built for a newer monsession-core (a test fixture)."
+readme = "README.md"
+requires-python = ">=3.10"
+dependencies = ["monsession-core>=0.1"]
+
+[project.entry-points.monsession]
+newer = "monsession_hooks_newer._plugin"
+
+[tool.hatch.build.targets.wheel]
+packages = ["src/monsession_hooks_newer"]
+"""
+NEWER_PLUGIN = """
+import monsession
+
+@monsession.hookimpl
+def monsession_hook_classes():
+    return []
+
+@monsession.hookimpl
+def monsession_epoch_hooks(settings):
+    return []
 """
 
 
@@ -282,4 +317,45 @@ def test_a_family_whose_core_range_excludes_the_installed_core_is_refused(
         f"(from monsession-hooks-nextcore) (from versions: {version()})"
     ) in result.stderr, result.stderr
     assert "No matching distribution found for monsession-core<0.3,>=0.2" in result.stderr
+    assert monsession_names(venv.distributions()) == FRESH
+
+
+def newer_family(folder: pathlib.Path) -> pathlib.Path:
+    """Writes the sources of monsession-hooks-newer 0.3.0 into `folder`."""
+    package = folder / "src" / "monsession_hooks_newer"
+    package.mkdir(parents=True)
+    (folder / "pyproject.toml").write_text(NEWER_PYPROJECT, "utf-8")
+    (folder / "README.md").write_text("# monsession-hooks-newer\n\nA test fixture.\n", "utf-8")
+    (package / "__init__.py").write_text('__version__ = "0.3.0"\n', "utf-8")
+    (package / "_plugin.py").write_text(NEWER_PLUGIN, "utf-8")
+    return folder
+
+
+def test_a_family_built_for_a_newer_core_is_named_with_both_versions(
+    venv: Venv, index: LocalIndex, tmp_path: pathlib.Path
+) -> None:
+    index.upload(build(newer_family(tmp_path / "newer"), tmp_path / "dist"))
+    installed = venv.pip("install", "monsession-hooks-newer")
+    message = (
+        "Plugin 'newer' (monsession-hooks-newer 0.3.0) implements the hookspec "
+        f"monsession_epoch_hooks, which monsession-core {version()} does not declare: it was "
+        "built for a newer core (it requires monsession-core>=0.1), and monsession never calls "
+        "that hookimpl."
+    )
+    command = (venv.path / "bin" / "monsession", "plugins")
+    try:
+        assert installed.returncode == 0, installed.stderr
+        listed = run(*command, env=dict(venv.env, MONSESSION_STRICT_PLUGINS=""))
+        assert message in listed.stderr, listed.stderr  # the WARNING
+        assert (
+            "  'newer' (monsession-hooks-newer 0.3.0), entry point monsession_hooks_newer._plugin: "
+            "monsession_epoch_hooks (requires monsession-core>=0.1)"
+        ) in listed.stdout.splitlines(), listed.stdout
+        strict = subprocess.run(
+            [str(part) for part in command], capture_output=True, text=True, env=venv.env
+        )
+        assert strict.returncode == 1, strict.stdout
+        assert strict.stderr.startswith(f"monsession: error: {message}"), strict.stderr
+    finally:
+        venv.pip("uninstall", "--yes", "monsession-hooks-newer")
     assert monsession_names(venv.distributions()) == FRESH

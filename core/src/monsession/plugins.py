@@ -59,6 +59,7 @@ _NAMES = {
             "PluginCallError",
             "PluginCallFailure",
             "PluginFailure",
+            "PluginForNewerCore",
             "PluginInfo",
             "PluginListing",
             "PluginLoadError",
