@@ -25,7 +25,8 @@ CORE = _plugin_manager.core_version()
 MESSAGE = (
     "Plugin 'future' (future-hooks 3.0) implements the hookspec monsession_epoch_hooks, which "
     f"monsession-core {CORE} does not declare: it was built for a newer core (it requires "
-    "monsession-core>=0.1), and monsession never calls that hookimpl. Upgrade monsession-core "
+    "monsession-core>=0.1) or misspells a hookspec name, and monsession never calls that "
+    "hookimpl. Upgrade monsession-core "
     "(pip install --upgrade monsession-core), or set MONSESSION_DISABLED_PLUGINS=future to "
     "skip the plugin."
 )

@@ -344,8 +344,8 @@ def test_a_family_built_for_a_newer_core_is_named_with_both_versions(
     message = (
         "Plugin 'newer' (monsession-hooks-newer 0.3.0) implements the hookspec "
         f"monsession_epoch_hooks, which monsession-core {version()} does not declare: it was "
-        "built for a newer core (it requires monsession-core>=0.1), and monsession never calls "
-        "that hookimpl."
+        "built for a newer core (it requires monsession-core>=0.1) or misspells a hookspec "
+        "name, and monsession never calls that hookimpl."
     )
     command = (venv.path / "bin" / "monsession", "plugins")
     try:

@@ -94,9 +94,9 @@ class PluginForNewerCore:
         return (
             f"Plugin {self.source.describe()} implements the hookspec{'' if one else 's'} "
             f"{names}, which monsession-core {self.core_version or '(unknown version)'} does "
-            f"not declare: it was built for a newer core ({requires}), and monsession never "
-            f"calls {'that hookimpl' if one else 'those hookimpls'}. Upgrade monsession-core "
-            "(pip install --upgrade monsession-core), or set "
+            f"not declare: it was built for a newer core ({requires}) or misspells a hookspec "
+            f"name, and monsession never calls {'that hookimpl' if one else 'those hookimpls'}. "
+            "Upgrade monsession-core (pip install --upgrade monsession-core), or set "
             f"{ENV_DISABLED_PLUGINS}={self.source.name} to skip the plugin."
         )
 
