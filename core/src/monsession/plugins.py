@@ -61,6 +61,7 @@ _NAMES = {
             "PluginCallError",
             "PluginCallFailure",
             "PluginFailure",
+            "PluginForNewerCore",
             "PluginInfo",
             "PluginListing",
             "PluginLoadError",
