@@ -46,3 +46,14 @@ def test_a_missing_symbol_is_named_in_the_error():
 def test_is_noop_writer_tells_the_noop_writer_from_a_file_writer(tmp_path):
     assert _tf_compat.is_noop_writer(tf.summary.create_noop_writer())
     assert not _tf_compat.is_noop_writer(tf.summary.create_file_writer(str(tmp_path)))
+
+
+def test_default_writer_is_the_innermost_writer_context(tmp_path):
+    outer = tf.summary.create_file_writer(str(tmp_path / "outer"))
+    inner = tf.summary.create_file_writer(str(tmp_path / "inner"))
+    assert _tf_compat.default_writer() is None
+    with outer.as_default():
+        with inner.as_default():
+            assert _tf_compat.default_writer() is inner
+        assert _tf_compat.default_writer() is outer
+    assert _tf_compat.default_writer() is None

@@ -18,6 +18,15 @@ TensorFlow), which would leave its recording open. The next recording opened
 in the thread closes such stale ones first: those whose session is closed.
 Recordings open once the session exists (`after_create_session`), so a
 session that fails to be created leaves nothing open.
+
+Other code switches the default writer too, with contexts that nest:
+Keras's `TensorBoard` callback (run by `KerasCallbacksHook`) enters its
+writer's when training begins, over ours, and leaves it when training ends,
+in a hook that ends after ours (hooks end in list order). A recording that
+closes under such a context leaves its own entered (TensorFlow's exit would
+restore, under the open context, the writer from before ours, and that
+context's exit would then flush `None`); the open context restores ours when
+it exits, and the next recording opened in the thread exits it then.
 """
 
 from __future__ import annotations
@@ -63,6 +72,21 @@ def _set_switch(on: bool, force: bool = False) -> None:
 # Where the writer each step function was traced with writes, when traced
 # at the first step of a session: its summaries go there for good.
 _traced_under: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+
+
+def _left_open() -> list[tuple[Any, contextlib.ExitStack]]:
+    """The entered writer contexts that closed recordings left to exit (with their writers)."""
+    if not hasattr(_thread_state, "left_open"):
+        _thread_state.left_open = []
+    left: list[tuple[Any, contextlib.ExitStack]] = _thread_state.left_open
+    return left
+
+
+def _exit_left_open() -> None:
+    """Exits the contexts left open, newest first, while each one's writer is the default again."""
+    left = _left_open()
+    while left and _tf_compat.default_writer() is left[-1][0]:
+        left.pop()[1].close()
 
 
 def _open_recordings() -> list[Recording]:
@@ -111,6 +135,7 @@ class Recording:
         recordings = _open_recordings()
         for stale in [recording for recording in recordings if recording.is_stale()]:
             stale.close()
+        _exit_left_open()
         if recordings:
             tf_logging.warning(
                 "SummarySaverHook: another SummarySaverHook already records this thread's "
@@ -187,7 +212,10 @@ class Recording:
         try:
             _set_switch(False)
         finally:
-            contexts.close()
+            if _tf_compat.default_writer() is self._writer:
+                contexts.close()
+            else:  # Under a context entered after ours and still open: see the module's doc.
+                _left_open().append((self._writer, contexts))
 
     def attach(self, session: Any) -> None:
         """Remembers the session this recording serves (to spot it stale later)."""

@@ -93,3 +93,23 @@ def is_noop_writer(writer: Any) -> bool:
         "telling tf.summary.create_noop_writer() from a writer that writes",
     )
     return isinstance(writer, noop)
+
+
+def default_writer() -> Any:
+    """The thread's default `tf.summary` writer, `None` when there is none.
+
+    `tensorflow.python.ops.summary_ops_v2._summary_state.writer`. A recording
+    exits its writer context only while its writer is still the default:
+    TensorFlow's context exit restores the writer it replaced and flushes
+    whichever is the default, so exiting under a context entered later and
+    still open (Keras's `TensorBoard` callback's, whose hook ends after this
+    one) leaves that context to restore and flush `None`. The public API
+    only says whether there is a default writer (`has_default_writer`), not
+    which.
+    """
+    state = _private(
+        "tensorflow.python.ops.summary_ops_v2",
+        "_summary_state",
+        "telling whether a recording's writer is still the default one",
+    )
+    return state.writer
