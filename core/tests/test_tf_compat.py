@@ -184,6 +184,13 @@ def check_cluster_coordinator() -> None:
     _prints_ok(program)
 
 
+def check_parameter_server_unavailable_error() -> None:
+    error_class = _tf_compat.parameter_server_unavailable_error()
+    assert issubclass(error_class, tf.errors.UnavailableError)
+    wrapped = error_class(tf.errors.UnavailableError(None, None, "gone"))
+    assert wrapped.message == "gone"
+
+
 def check_one_line_per_record() -> None:
     """TensorFlow's own handler is found by its format, and only it goes."""
     program = """
@@ -224,6 +231,7 @@ CHECKS: dict[str, Callable[[], None]] = {
     "ResourceVariable._caching_device, raw_ops.ReadVariableOp": check_read_variable_to_host,
     "DistributedValues.values": check_local_replica_values,
     "ParameterServerStrategy._cluster_coordinator": check_cluster_coordinator,
+    "cluster_coordinator.PSUnavailableError": check_parameter_server_unavailable_error,
 }
 
 

@@ -269,3 +269,17 @@ def cluster_coordinator(strategy: Any) -> Any:
     (with its worker threads) when there is none; a session must not.
     """
     return getattr(strategy, "_cluster_coordinator", None)
+
+
+def parameter_server_unavailable_error() -> type:
+    """`cluster_coordinator.PSUnavailableError`, an `UnavailableError` subclass.
+
+    With TensorFlow's coordination service on (``TF_PSS_ENABLE_COORDINATION_SERVICE``)
+    the coordinator raises it when the service reports a parameter server
+    failed: the one structured sign of a lost parameter server. It is not
+    exported.
+    """
+    from tensorflow.python.distribute.coordinator import cluster_coordinator as module
+
+    error_class: type = module.PSUnavailableError
+    return error_class

@@ -6,7 +6,8 @@ TensorFlow; each further consecutive failure waits twice as long as the one
 before (1 s, 2 s, 4 s, ... at most 30 s), and after `max_attempts`
 consecutive failures, or once failures have lasted longer than the session
 creator's `max_wait_secs`, the session gives up and raises. A step that runs
-ends the streak. Every retry is logged at WARNING.
+ends the streak. Every retry is logged at WARNING. An error that a retry
+cannot cure (the policy's `cannot_retry` says why) raises at once.
 """
 
 from __future__ import annotations
@@ -14,7 +15,10 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
+
+from monsession._durability._preemption_errors import in_current_strategy
 
 logger = logging.getLogger("monsession")
 
@@ -33,6 +37,9 @@ class RetryPolicy:
       initial_backoff_secs: The wait before the second retry of a streak.
       max_backoff_secs: The longest wait between two retries.
       no_retry_reason: Why `max_attempts` is 0, for the error message.
+      cannot_retry: Given a preemption error, why re-creating the session
+        cannot succeed after it (for the error message), or `None` when it
+        may; such an error raises at once, whatever the other bounds.
     """
 
     max_attempts: int = MAX_ATTEMPTS
@@ -40,17 +47,23 @@ class RetryPolicy:
     initial_backoff_secs: float = INITIAL_BACKOFF_SECS
     max_backoff_secs: float = MAX_BACKOFF_SECS
     no_retry_reason: str = ""
+    cannot_retry: Callable[[Exception], str | None] | None = None
 
 
 def policy_for(session_creator: Any) -> RetryPolicy:
-    """The policy of a session creator: its own, or the default bounded by its `max_wait_secs`."""
+    """The policy of a session creator created now.
+
+    Its own, or the default bounded by its `max_wait_secs`; inside the scope
+    of a `ParameterServerStrategy`, a lost parameter server is not retried
+    (see `_preemption_errors`).
+    """
     own = getattr(session_creator, "_retry_policy", None)
     if isinstance(own, RetryPolicy):
-        return own
+        return in_current_strategy(own)
     max_wait_secs = getattr(session_creator, "_max_wait_secs", None)
     if isinstance(max_wait_secs, (int, float)) and max_wait_secs > 0:
-        return RetryPolicy(deadline_secs=float(max_wait_secs))
-    return RetryPolicy()
+        return in_current_strategy(RetryPolicy(deadline_secs=float(max_wait_secs)))
+    return in_current_strategy(RetryPolicy())
 
 
 class RetryBudget:
@@ -88,6 +101,9 @@ class RetryBudget:
         self._failures += 1
         policy = self._policy
         elapsed = now - self._first_failure
+        hopeless = policy.cannot_retry(error) if policy.cannot_retry else None
+        if hopeless:
+            self._give_up(error, while_doing, hopeless)
         if policy.max_attempts <= 0:
             self._give_up(error, while_doing, policy.no_retry_reason or "retries are off")
         if self._failures > policy.max_attempts:

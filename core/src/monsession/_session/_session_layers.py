@@ -28,11 +28,10 @@ from monsession._api._step_context import StepContext
 from monsession._backends._backend import make_backend
 from monsession._backends._eager import PullingStep, retried
 from monsession._durability._file_errors import file_error_behind
+from monsession._durability._preemption_errors import PREEMPTION_ERRORS
 from monsession._durability._retry import RetryBudget, RetryPolicy, policy_for
 
 logger = logging.getLogger("monsession")
-
-PREEMPTION_ERRORS = (tf.errors.AbortedError, tf.errors.UnavailableError)
 
 
 class _WrappedSession:

@@ -1,0 +1,81 @@
+"""The preemption errors a session is re-created after, and those no retry cures.
+
+`AbortedError` and `UnavailableError` re-create the session (`_retry`). One
+kind cannot be cured so: under `ParameterServerStrategy`, a lost parameter
+server. The variables live on the parameter servers. When one dies, its variables
+die with it, and TensorFlow cannot reconnect the coordinator to a new one:
+`ClusterCoordinator`'s documentation says to restart the coordinator (the
+whole job), which then restores the latest checkpoint. Re-creating the
+session in the same process fails again and again, for minutes with the
+default retries, so such an error is raised at once, naming the parameter
+server. A dead worker is another matter: the coordinator runs its closures
+on the other workers, and that error never reaches the session.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import TYPE_CHECKING, Any
+
+import tensorflow as tf
+
+from monsession._tf_compat import parameter_server_unavailable_error
+
+if TYPE_CHECKING:
+    from monsession._durability._retry import RetryPolicy
+
+# What `_RecoverableSession` catches to re-create the session, as in TensorFlow.
+PREEMPTION_ERRORS = (tf.errors.AbortedError, tf.errors.UnavailableError)
+
+# gRPC adds this line to an error for each remote task that did not answer.
+# TensorFlow gives the failed task in no structured field: its own
+# `ClusterCoordinator` tells parameter server failures from worker failures
+# by this same text. The multi-process test of examples/distributed kills a
+# parameter server and checks that its name is found here.
+_FROM_PARAMETER_SERVER = re.compile(
+    r"GRPC error information from remote target (/job:ps/replica:\d+/task:\d+)"
+)
+
+
+def lost_parameter_servers(error: Exception) -> list[str]:
+    """The parameter server tasks that a preemption error says did not answer.
+
+    Args:
+      error: Any exception.
+
+    Returns:
+      Sorted task names such as ``"/job:ps/replica:0/task:0"``; the job,
+      ``"/job:ps"``, when TensorFlow's coordination service reported a
+      parameter server failure without naming the task; empty for any other
+      error.
+    """
+    if not isinstance(error, PREEMPTION_ERRORS):
+        return []
+    names = sorted(set(_FROM_PARAMETER_SERVER.findall(str(error))))
+    if not names and isinstance(error, parameter_server_unavailable_error()):
+        return ["/job:ps"]
+    return names
+
+
+def why_not_retried(error: Exception) -> str | None:
+    """Why re-creating the session cannot cure `error`: a parameter server is lost; else `None`."""
+    lost = lost_parameter_servers(error)
+    if not lost:
+        return None
+    return (
+        f"under ParameterServerStrategy it means that parameter server {', '.join(lost)} "
+        "was lost, and the variables it held with it; TensorFlow cannot reconnect this "
+        "coordinator to it. Restart the whole job (parameter servers, workers and this "
+        "coordinator): it resumes from the latest checkpoint"
+    )
+
+
+def in_current_strategy(policy: RetryPolicy) -> RetryPolicy:
+    """`policy`, under which a lost parameter server raises at once if the current
+    strategy (the one whose `scope()` the session is created in) is a
+    `ParameterServerStrategy`; else `policy` unchanged."""
+    strategy: Any = tf.distribute.get_strategy() if tf.distribute.has_strategy() else None
+    if not isinstance(strategy, tf.distribute.experimental.ParameterServerStrategy):
+        return policy
+    return dataclasses.replace(policy, cannot_retry=why_not_retried)
