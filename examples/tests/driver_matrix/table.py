@@ -16,6 +16,26 @@ RESUME_FIRST = 20  # A clean resume: a first run to step 20, then a second to 30
 SAVE_STEPS = 5
 KILLS = {"kill-between": 17, "kill-checkpoint": 15, "kill-epoch": 10}
 ABORT_AT = 17
+# Where each event's sessions start (the contract: a recovery or a restart after a kill
+# resumes from the newest save begun before it; a kill waits for the background writes).
+STARTS = {
+    "fresh": [0],
+    "resume": [0, RESUME_FIRST],
+    "kill-between": [0, 15],
+    "kill-checkpoint": [0, 15],
+    "kill-epoch": [0, 10],
+    "aborted": [0, 15],
+}
+# The probe is NaN from this step on: NanTensorHook(fail_on_nan_loss=False) stops the run
+# there, not at LAST_STEP. A multiple of SAVE_STEPS: the fused columns check the loss every
+# SAVE_STEPS steps of a session, and every session starts at a checkpoint's step.
+NAN_AT = 25
+# The earlystop row runs alone (it stops the run early too): its patience, counted in
+# evaluations every SAVE_STEPS steps. The loss grows, so it stops at step 5 * (1 + PATIENCE).
+PATIENCE = 4
+SHUFFLE_SEED = 7  # The seeded, reshuffled order of the 40 ids: every driver trains it.
+# Seconds between a kill and its restart: no elapsed time or rate after it may count them.
+DOWNTIME = 8.0
 
 EVENTS = ("fresh", "resume", "kill-between", "kill-checkpoint", "kill-epoch", "aborted")
 
@@ -73,11 +93,23 @@ ROWS = {
         "LoggingTensorHook(every_n_iter=4): logged steps, values, first-line format", True
     ),
     "progress": Row("ProgressBarHook(every_n_iter=2): steps of its lines", False),
-    "nan": Row("NanTensorHook(fail_on_nan_loss=False), NaN at step 30: divergence lines", True),
+    "nan": Row(
+        "NanTensorHook(fail_on_nan_loss=False), NaN from step 25: the step it stops the run at, "
+        "the step its divergence line names",
+        True,
+    ),
     "profiler": Row("ProfilerHook(save_steps=20): traced steps (graph) / traces (eager)", True),
     "stop": Row("StopAtStepHook(last_step): the step each run stopped at", True),
-    "earlystop": Row("EarlyStoppingHook (example package): best, best_step, stopped_step", False),
-    "model": Row("the training itself: final step, weight, batches trained", True),
+    "earlystop": Row(
+        "EarlyStoppingHook (example package), alone in its run: best, best_step, stopped_step "
+        "before the last step, the step the run ended at",
+        False,
+    ),
+    "model": Row(
+        "the training itself: final step, weight, step count, epochs yielded, the batch of "
+        "each step (shuffled data), against what the plan implies",
+        True,
+    ),
     "keras": Row(
         "KerasCallbacksHook(ModelCheckpoint(save_freq=5), CSVLogger, LambdaCallback)",
         False,
@@ -120,7 +152,6 @@ _OWN_REFERENCE = {
     "eager": {
         "profiler": "graph mode writes timelines, eager mode profiler traces",
     },
-    "epochs": {"model": "it is the reference of completed epochs"},
     "keras-loop": {"keras": "it is the reference of its column"},
     "keras-epochs": {"keras": "it is the reference of its column"},
 }
@@ -170,12 +201,7 @@ NOT_APPLICABLE: dict[tuple[str, str, str], str] = {
         ("keras", "keras-epochs", event): _KERAS_COUNTERS
         for event in ("kill-between", "kill-checkpoint", "aborted")
     },
-    **{
-        (row, driver, "kill-epoch"): _EPOCH_END_ONCE
-        for row in ("model", "keras")
-        for driver in ("epochs", "epochs-auto", "keras-epochs")
-        if row == "model" or driver == "keras-epochs"
-    },
+    ("keras", "keras-epochs", "kill-epoch"): _EPOCH_END_ONCE,
     ("earlystop", "tf-graph", "resume"): (
         "its best loss so far is monsession hook state, which TensorFlow's session never "
         "loads: a resumed run under it starts a new search"
@@ -184,7 +210,54 @@ NOT_APPLICABLE: dict[tuple[str, str, str], str] = {
 
 # Cells that fail because of a known finding: {(row, driver, event): finding}.
 # Strict xfail: remove the entries of a finding when its fix lands.
-KNOWN_FAILURES: dict[tuple[str, str, str], str] = {}
+_EAGER = ("eager", "eager-auto", "epochs", "epochs-auto", "mirrored")
+_NO_FUSION = (
+    "Epochs.run fuses only a tf.function: the step wrapped by NanTensorHook.watch (needed for "
+    "check_every_n_steps > 1) runs one step per call, silently (issue 35)"
+)
+_LISTENER_AFTER_KILL = (
+    "a background save's after_save listeners run at a later step of the hook: a kill right "
+    "after the save leaves a complete checkpoint, restored, that its listeners never saw "
+    "(issue 35)"
+)
+_NO_START = (
+    "{hook} writes no SessionLog.START after {when}: TensorBoard keeps the superseded "
+    "{what} beside the new one (issue 35)"
+)
+KNOWN_FAILURES: dict[tuple[str, str, str], str] = {
+    **{
+        (row, "epochs-auto", event): _NO_FUSION
+        for row in ROWS
+        for event in EVENTS
+        if row not in ("earlystop", "keras")
+    },
+    **{
+        ("checkpoint", driver, event): _LISTENER_AFTER_KILL
+        for driver in _EAGER
+        for event in ("kill-checkpoint", "kill-epoch")
+    },
+    **{
+        ("step-counter", driver, "kill-between"): _NO_START.format(
+            hook="StepCounterHook", when="a restart", what="rate of step 17"
+        )
+        for driver in _EAGER
+    },
+    ("step-counter", "ms-graph", "aborted"): _NO_START.format(
+        hook="StepCounterHook", when="a recovery", what="rate of step 17"
+    ),
+    ("summary", "ms-graph", "aborted"): _NO_START.format(
+        hook="SummarySaverHook", when="an in-process recovery", what="summary of step 16"
+    ),
+}
+
+# Until the durability contract lands on this branch: an eager recovery restores the save
+# before the newest when that one is still being written, so these cells fail, or pass when
+# the write won the race (not strict). Remove once main's fix is merged.
+RACING: dict[tuple[str, str, str], str] = {
+    (row, driver, "aborted"): "recovery does not wait for the background save (issue 35)"
+    for row in ROWS
+    for driver in (*_EAGER, "keras-loop", "keras-epochs")
+}
 
 
 def cells() -> list[tuple[str, str, str]]:
