@@ -7,6 +7,7 @@ thread with recording handlers installed, so nothing ends the test process.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import threading
@@ -161,12 +162,20 @@ def test_other_signals_and_a_second_signal(graph, calls):
     assert calls == [("user", "SIGUSR1"), ("end", "end")]  # Handed on once only.
 
 
-def test_an_ignored_signal_stays_ignored(graph, calls):
+def test_an_ignored_signal_stays_ignored(graph, calls, caplog):
+    """As in a background job (`nohup ... &`): left ignored, and said only at DEBUG.
+
+    An INFO line about it would make a user's log (and the docs' output)
+    depend on how the program was started.
+    """
     monsession.get_or_create_global_step()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    with monsession.MonitoredSession(hooks=[RecordEnd(calls)]):
-        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
-        assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
+    with caplog.at_level(logging.DEBUG, logger="monsession"):
+        with monsession.MonitoredSession(hooks=[RecordEnd(calls)]):
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+            assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
+    said = [r for r in caplog.records if "SIGINT is ignored in this process" in r.getMessage()]
+    assert [r.levelno for r in said] == [logging.DEBUG]
 
 
 def test_nested_sessions_hand_the_signal_down(graph, calls):

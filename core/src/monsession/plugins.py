@@ -26,6 +26,8 @@ that provides hooks (and its tests) needs is here:
   `prune_hook_state`), the one-chief lock of a checkpoint directory
   (`lock_checkpoint_dir`, `DirectoryLockHandle`, `DirectoryLockedError`),
   `settle` (wait for scheduled steps before a save), `error_cause`;
+* background checkpoint writes that every restore waits for
+  (`register_writer`, `unregister_writer`, `wait_for_writes`);
 * `lazy_attributes`, for a package whose import must not import TensorFlow.
 
 Every name is loaded on first use: importing this module never imports
@@ -98,6 +100,10 @@ _NAMES = {
     **dict.fromkeys(("DirectoryLockHandle", "DirectoryLockedError", "lock_checkpoint_dir"), _LOCK),
     "event_file_writer": "monsession._durability._event_files",
     "settle": "monsession._backends._pending",
+    **dict.fromkeys(
+        ("register_writer", "unregister_writer", "wait_for_writes"),
+        "monsession._durability._saves_in_flight",
+    ),
     "error_cause": "monsession._durability._error_text",
     "lazy_attributes": "monsession._lazy",
 }

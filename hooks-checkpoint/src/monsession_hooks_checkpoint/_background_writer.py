@@ -24,6 +24,7 @@ from typing import Any
 import tensorflow as tf
 
 from monsession import tf_logging
+from monsession.plugins import register_writer
 from monsession_hooks_checkpoint._tf_compat import (
     forget_async_request,
     snapshot_checkpoint,
@@ -65,15 +66,20 @@ class BackgroundWriter:
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
 
-    def busy(self) -> bool:
-        """Whether a write is still running."""
-        return self._thread is not None and self._thread.is_alive()
+    def wait(self) -> None:
+        """Waits for the running write; its error, if any, is kept for `sync()`.
+
+        Every restore from the checkpoint's directory calls this first
+        (`monsession.plugins.wait_for_writes`).
+        """
+        thread = self._thread
+        if thread is not None:
+            thread.join()
 
     def sync(self) -> None:
         """Waits for the running write; raises its error, once, if it failed."""
-        thread, self._thread = self._thread, None
-        if thread is not None:
-            thread.join()
+        self.wait()
+        self._thread = None
         error, self._error = self._error, None
         if error is not None:
             raise error
@@ -95,7 +101,9 @@ class BackgroundWriter:
             return str(self._checkpoint.write(prefix, options=options))
         callbacks = list(options.experimental_write_callbacks or ())
         options.experimental_write_callbacks = None
-        tf.io.gfile.makedirs(os.path.dirname(prefix) or ".")
+        directory = os.path.dirname(prefix) or "."
+        tf.io.gfile.makedirs(directory)
+        register_writer(directory, self)
         self._thread = threading.Thread(
             target=self._run,
             args=(snapshot, prefix, options, callbacks),

@@ -139,11 +139,14 @@ class CheckpointSaverHook(TimedHook):
         own setting; in graph mode the `Saver` decides.
       async_save: `None` (the default) or `True`: eager mode writes the
         checkpoint files in a background thread, so the step that saves only
-        reads the values and training goes on while the files are written;
-        the pending write is waited for before the next save, at `end()` and
-        in `on_failure()`, and a write that failed raises
-        `CheckpointSaveError` at the next step. `False`: every save is
-        written before the step returns. Graph mode saves synchronously
+        reads the values and training goes on while the files are written.
+        The write is waited for, and the save confirmed (its log line, its
+        `after_save` listeners; a write that failed raises
+        `CheckpointSaveError`), before the next save, in `end()`,
+        `on_failure()` and when a recovery re-creates the session; every
+        restore in the process waits for it first. A hard kill loses at
+        most the save in flight. `False`: every save is written, and
+        confirmed, before the step returns. Graph mode saves synchronously
         (`True` raises `ValueError` there).
       save_on_failure: Also save when the session fails (in `on_failure()`,
         which monsession calls instead of `end()` when the `with` block
@@ -240,9 +243,12 @@ class CheckpointSaverHook(TimedHook):
         self._save_on_failure = save_on_failure
         self._saving: Saving | None = None
         self._save_error: BaseException | None = None
-        # The step of the checkpoint being written in the background, whose
-        # `after_save` listeners run once it is complete.
+        # The step of the save not yet confirmed (written in the background):
+        # it counts as done, and its `after_save` listeners run, at the next
+        # confirmation point (see `_confirm_pending`).
         self._pending_step: int | None = None
+        # A listener asked to stop where no run context could take it.
+        self._stop_asked = False
         self._directory_lock: DirectoryLockHandle | None = None
 
     @property
@@ -257,6 +263,7 @@ class CheckpointSaverHook(TimedHook):
     def begin(self) -> None:
         ensure_writable_directory(self._checkpoint_dir, _HOOK)
         self._pending_step = None
+        self._stop_asked = False
         self._saving = make_saving(
             self._checkpoint_dir,
             self._checkpoint_basename,
@@ -289,6 +296,9 @@ class CheckpointSaverHook(TimedHook):
 
     def after_create_session(self, session: Any, coord: Any) -> None:
         assert self._saving is not None, "begin() must be called first."
+        # A recovery: the session restored after the save begun before the
+        # error was complete (every restore waits for it); confirm it first.
+        self._stop_asked |= self._confirm_pending(session)
         global_step = read_global_step(session)
         self._saving.after_create_session(session)
         if self._already_saved(global_step):
@@ -311,9 +321,8 @@ class CheckpointSaverHook(TimedHook):
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
         run_context = as_run_context(run_context)
-        if self._pending_step is not None and self._complete_pending(
-            run_context.session, wait=False
-        ):
+        if self._stop_asked:
+            self._stop_asked = False
             run_context.request_stop()
         global_step = run_context.global_step_after(self._timer.should_trigger_for_step)
         if global_step is None:
@@ -331,7 +340,7 @@ class CheckpointSaverHook(TimedHook):
                 # A save is a trigger: a restart from it waits one period from now.
                 self._timer.update_last_triggered_step(last_step)
                 self._save(session, last_step)
-            self._complete_pending(session, wait=True)
+            self._confirm_pending(session)
             for listener in self._listeners:
                 listener.end(session, last_step)
         finally:
@@ -373,7 +382,7 @@ class CheckpointSaverHook(TimedHook):
         """
         assert self._saving is not None, "begin() must be called first."
         try:
-            self._complete_pending(session, wait=True)
+            self._confirm_pending(session)
             self._finish_on_failure(session, error)
         finally:
             try:
@@ -403,7 +412,7 @@ class CheckpointSaverHook(TimedHook):
                 )
                 self._timer.update_last_triggered_step(step)
                 self._save(session, step)
-                self._complete_pending(session, wait=True)
+                self._confirm_pending(session)
 
     def _save(self, session: Any, step: int) -> bool:
         """Saves a checkpoint for `step`; returns whether a listener asked to stop."""
@@ -413,36 +422,38 @@ class CheckpointSaverHook(TimedHook):
             self._save_error = error
             raise
 
-    def _complete_pending(self, session: Any, wait: bool) -> bool:
-        """Runs `after_save` for the checkpoint written in the background, once it is complete.
+    def _confirm_pending(self, session: Any) -> bool:
+        """Waits for the save not yet confirmed, then counts it as done.
 
-        Returns whether a listener asked to stop (`False` while the files
-        are still being written, without `wait`).
+        The one point at which a save counts as done: its log line, its
+        `after_save` listeners and the pruning of the hook state of the
+        checkpoints `max_to_keep` deleted. A synchronous save is confirmed
+        when it returns; a background one when the hook next waits for it:
+        before the next save, in `end()`, `on_failure()`, and when the
+        session is re-created (a recovery), never at a step chosen by the
+        writer thread's timing. Returns whether a listener asked to stop.
 
         Raises:
           CheckpointSaveError: If the write failed.
         """
         assert self._saving is not None
-        step = self._pending_step
+        step, self._pending_step = self._pending_step, None
         if step is None:
             return False
         try:
             with self._save_errors(self._saving.prefix(step)):
-                if not self._saving.written(wait):
-                    return False
+                self._saving.finish()
                 prune_hook_state(self._saving.prefix(step))  # Of checkpoints max_to_keep deleted.
-            self._pending_step = None
-            return self._after_save(session, step)
         except BaseException as error:
-            self._pending_step = None
             self._save_error = error
             raise
+        return self._after_save(session, step)
 
     def _save_and_notify(self, session: Any, step: int) -> bool:
         assert self._saving is not None
         settle(session)  # The checkpoint holds exactly the steps counted.
         # The previous checkpoint is complete before listeners see a new one.
-        should_stop = self._complete_pending(session, wait=True)
+        should_stop = self._confirm_pending(session)
         tf_logging.info("Calling checkpoint listeners before saving checkpoint %d...", step)
         for listener in self._listeners:
             listener.before_save(session, step)
@@ -453,8 +464,9 @@ class CheckpointSaverHook(TimedHook):
             save_hook_state(session, self._saving.prefix(step))
             self._saving.save(session, step)
         self._pending_step = step
-        # A synchronous save is complete now; a background one at a later step.
-        return self._complete_pending(session, wait=False) or should_stop
+        if self._saving.background:
+            return should_stop
+        return self._confirm_pending(session) or should_stop
 
     def _after_save(self, session: Any, step: int) -> bool:
         """Runs the `after_save` listeners; returns whether one asked to stop."""

@@ -166,18 +166,19 @@ class EagerSaving:
 
     def save(self, session: Any, step: int) -> str:
         """Saves a checkpoint for `step`; with `async_save` its files are written in a thread."""
-        self.written(wait=True)
+        self.finish()
         options = _BACKGROUND if self._writer is not None else None
         return str(self._manager.save(checkpoint_number=step, options=options))
 
-    def written(self, wait: bool) -> bool:
-        """Whether the last save is complete (with `wait`, once it is); raises its error."""
-        if self._writer is None:
-            return True
-        if not wait and self._writer.busy():
-            return False
-        self._writer.sync()
-        return True
+    @property
+    def background(self) -> bool:
+        """Whether a `BackgroundWriter` writes the files (`async_save`)."""
+        return self._writer is not None
+
+    def finish(self) -> None:
+        """Waits for the background write, if any; raises its error (once)."""
+        if self._writer is not None:
+            self._writer.sync()
 
     def end(self) -> None:
         """Gives the checkpoint its asynchronous saver back (the hook waited for the last save)."""

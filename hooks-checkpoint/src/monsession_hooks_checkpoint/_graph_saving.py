@@ -113,9 +113,10 @@ class GraphSaving:
         )
         return str(path)
 
-    def written(self, wait: bool) -> bool:
-        """Saves are synchronous in graph mode: always complete."""
-        return True
+    background = False  # Graph-mode saves are complete when `save` returns.
+
+    def finish(self) -> None:
+        """Nothing to wait for: graph-mode saves are synchronous."""
 
     def end(self) -> None:
         """Flushes the event file."""

@@ -32,8 +32,13 @@ class CheckpointSaverListener:
 
     In eager mode `session` is the monitored session's `EagerSession`. A
     checkpoint written in the background (eager mode's default) is complete
-    when `after_save` runs: at the first step after its files are written,
-    or at the next save, `end()` or `on_failure()`.
+    when `after_save` runs, which is when the hook confirms it: before the
+    next save, in `end()` or `on_failure()`, or when a recovery re-creates
+    the session; never at a step that depends on the writer's speed. A
+    process killed before that point calls no `after_save` for it (the
+    checkpoint, once written, is kept and restored). With
+    `async_save=False` every `after_save` runs before the saving step
+    returns, as in graph mode.
     """
 
     def begin(self) -> None:

@@ -28,11 +28,12 @@ class Saving(Protocol):
     def save(self, session: Any, step: int) -> str:
         """Saves a checkpoint for `step`; returns its path prefix."""
 
-    def written(self, wait: bool) -> bool:
-        """Whether the last save is completely written; with `wait`, blocks until it is.
+    @property
+    def background(self) -> bool:
+        """Whether `save` returns before the files are written (a thread writes them)."""
 
-        Raises the error of a background write that failed (once).
-        """
+    def finish(self) -> None:
+        """Returns once the last save is completely written; raises its error once if it failed."""
 
     def end(self) -> None:
         """Called once from the hook's `end()` or `on_failure()`, after its last save."""

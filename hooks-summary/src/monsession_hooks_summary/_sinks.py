@@ -254,6 +254,10 @@ class GraphRecorder:
             return None
         return summary_op if isinstance(summary_op, list) else [summary_op]
 
+    def session_start(self, step: int) -> None:
+        """Writes a `SessionLog.START` at `step`: TensorBoard drops what came from `step` on."""
+        self._sink.session_start(step)
+
     def before_step(
         self, run_context: SessionRunContext, record: bool, first: bool
     ) -> SessionRunArgs | None:
@@ -293,6 +297,10 @@ class EagerRecorder:
         if not self._recording.is_open:
             self._recording.open()
         self._recording.attach(session)
+
+    def session_start(self, step: int) -> None:
+        """Writes a `SessionLog.START` at `step`: TensorBoard drops what came from `step` on."""
+        self._sink.session_start(step)
 
     def before_step(
         self, run_context: SessionRunContext, record: bool, first: bool

@@ -61,7 +61,11 @@ class StepCounterHook(TimedHook):
     with it (`monsession.StatefulHook`): after a restart the hook triggers
     at the steps it would have triggered at, and the rate there counts the
     seconds the steps since the previous trigger ran in both processes,
-    never the time the job was down.
+    never the time the job was down. With a writer, a session that starts
+    from a restored checkpoint (a restart, or a recovery in the process)
+    starts with a `SessionLog.START` at the step after the restored one, so
+    TensorBoard drops the rates written past it and shows each step once
+    (TensorFlow's hook writes none; a fresh start writes none here either).
 
     Raises:
       ValueError: If both or neither of `every_n_steps` and `every_n_secs`
@@ -99,6 +103,18 @@ class StepCounterHook(TimedHook):
             self._summary_writer = self._sink.writer
         self._summary_tag = step_variable.name.split(":")[0] + "/sec"
         self._logged = False
+        self._sessions = 0
+
+    def after_create_session(self, session: Any, coord: Any) -> None:
+        self._sessions += 1
+        if self._sink is None:
+            return
+        step = read_global_step(session)
+        if step > 0 or self._sessions > 1:
+            # A restart or a recovery: the rates written past the restored
+            # step are superseded, and TensorBoard shows each step once. A
+            # fresh start writes none, as TensorFlow's hook.
+            self._sink.session_start(step + 1)
 
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
         run_context = as_run_context(run_context)

@@ -12,7 +12,13 @@ from monsession import (
     SessionRunValues,
     TimedHook,
 )
-from monsession.plugins import as_run_context, check_directory, check_schedule, require_global_step
+from monsession.plugins import (
+    as_run_context,
+    check_directory,
+    check_schedule,
+    read_global_step,
+    require_global_step,
+)
 from monsession_hooks_summary._sinks import (
     EagerRecorder,
     GraphRecorder,
@@ -49,7 +55,13 @@ class SummarySaverHook(TimedHook):
     restart the next summaries come one period after the saved trigger. The
     first step of the new process still writes its `SessionLog.START` (so
     TensorBoard drops what the previous process wrote past the checkpoint)
-    but records summaries only if the schedule says so.
+    but records summaries only if the schedule says so. A recovery in the
+    same process (a preemption error that re-creates the session and
+    restores the latest checkpoint) writes a `SessionLog.START` at the step
+    after the restored one, in both modes, so TensorBoard drops what was
+    written past the restored checkpoint and shows each step once
+    (TensorFlow's hook writes its START only in `begin()`, and TensorBoard
+    then shows the steps between the checkpoint and the error twice).
 
     Args:
       save_steps: Save summaries every N steps. Exactly one of `save_steps`
@@ -122,10 +134,16 @@ class SummarySaverHook(TimedHook):
         )
         self._first = True  # No step seen yet: a SessionLog.START is due.
         self._record = False
+        self._sessions = 0
 
     def after_create_session(self, session: Any, coord: Any) -> None:
         assert self._recorder is not None, "begin() opens the recorder"
         self._recorder.open(session)
+        self._sessions += 1
+        if self._sessions > 1:
+            # A recovery restored an older checkpoint: what this hook wrote
+            # past it is superseded, as after a restart.
+            self._recorder.session_start(read_global_step(session) + 1)
 
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
         run_context = as_run_context(run_context)

@@ -176,7 +176,8 @@ class _StepCaller:
             raise TypeError(
                 f"MonitoredSession.run() in eager mode takes a step: a callable (usually a "
                 f"tf.function), a tf.Variable, a tensor, or a structure of them. Got "
-                f"{leaf!r} of type {type(leaf).__name__}."
+                f"{leaf!r} of type {type(leaf).__name__}. If it is what a step returned, "
+                "pass the step itself: sess.run(train_step), not sess.run(train_step())."
             )
         if names:  # Without feeds there is nothing to check.
             self.check_feeds(leaf, names, owner_of)

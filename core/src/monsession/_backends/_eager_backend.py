@@ -30,6 +30,7 @@ from typing import Any
 import tensorflow as tf
 
 from monsession._api._global_step import get_global_step
+from monsession._backends._called_step import check_value_run, only_values
 from monsession._backends._eager import (
     _CONTAINERS,
     BoundStep,
@@ -98,6 +99,7 @@ class EagerBackend:
         self._protos: tuple[Any, Any] | None = None
         self._last_fetches: Any = None
         self._last_calls = False
+        self._values_checked = False  # Whether a run of values alone was checked (_called_step).
         # Closures in flight (ClusterCoordinator): the device lags the count.
         self._in_flight = sess.coordinator is not None
         self._counter = StepCounter(None if self._variable is None else self._read_step)
@@ -205,8 +207,11 @@ class EagerBackend:
         # step is not advanced by it, and the host copy is read again when needed.
         counter = self._counter
         counted = not counter.uncounted
+        calls = counted and self._calls_a_step(fetches)
+        if counted and not calls and not self._values_checked:
+            self._check_value_run(fetches)
         outputs = self._sess.call(fetches, feed_dict, feed_owners, advance=counted)
-        counter.end_run(counted and self._calls_a_step(fetches))
+        counter.end_run(calls)
         if not hook_fetches:
             if counter.drifted:
                 counter.refresh()
@@ -225,6 +230,18 @@ class EagerBackend:
         elif counter.after is not None:
             self._check_step(read)
         return outputs, hook_results
+
+    def _check_value_run(self, fetches: Any) -> None:
+        """`sess.run(train_step())` is an error or a WARNING (`_called_step`), on the first one."""
+        self._values_checked = only_values(fetches)
+        if self._values_checked:
+            readable = self._variable is not None and not self._in_flight
+            check_value_run(
+                fetches,
+                self._sess.owned_global_step is not None,
+                self._counter.before,
+                self._read_step if readable else None,
+            )
 
     def _check_step(self, read: dict[int, Any]) -> None:
         """Compares the host copy with the variable, read with the hooks' values."""

@@ -32,6 +32,7 @@ from typing import TypeVar
 import tensorflow as tf
 
 from monsession._durability._error_text import error_cause
+from monsession._durability._saves_in_flight import wait_for_writes
 
 logger = logging.getLogger("monsession")
 
@@ -216,9 +217,13 @@ def restore_newest(
       is `None` (and `restore` not called) when the directory holds no
       checkpoint files (a fresh start).
 
+    Every background write into `directory` begun in this process is waited
+    for first (`_saves_in_flight`): a restore never falls back past it.
+
     Raises:
       DamagedCheckpointError: If checkpoint files exist but none is readable.
     """
+    wait_for_writes(directory)
     if not tf.io.gfile.isdir(directory):
         return CheckpointChoice(directory, None), None
     in_state, state_problem = _read_state(directory)

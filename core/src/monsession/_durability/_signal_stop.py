@@ -146,7 +146,9 @@ class SignalStop:
         for signum in self._signums:
             previous = signal.getsignal(signum)
             if previous is signal.SIG_IGN or previous is None:
-                logger.info(
+                # A fact of the environment (e.g. SIGINT in a background job),
+                # not of the training: below a user's INFO log.
+                logger.debug(
                     "%s: %s is %s in this process; leaving it so.",
                     self._owner,
                     signal.Signals(signum).name,

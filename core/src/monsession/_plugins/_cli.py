@@ -1,9 +1,10 @@
 """The `monsession` command line.
 
-    monsession plugins [--json]   list hook families, failures, blocked plugins
+    monsession plugins [--json]             list hook families, failures, blocked plugins
+    monsession new-package NAME [--dir D]   create a hook package (see `_new_package`)
     monsession --version
 
-Listing never imports TensorFlow: lazy hook class references are shown by
+Neither command imports TensorFlow: lazy hook class references are shown by
 name, not loaded.
 """
 
@@ -12,12 +13,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import signal
 import sys
 from collections.abc import Sequence
 from typing import Any
 
-from monsession._plugins import _plugin_manager
+import monsession
+from monsession._plugins import _new_package, _plugin_manager
 from monsession._plugins._plugin_manager import PluginListing, PluginLoadError, PluginSource
 
 
@@ -35,6 +38,18 @@ def _parser() -> argparse.ArgumentParser:
         "plugins", help="list the installed hook families and any that failed to load"
     )
     plugins.add_argument("--json", action="store_true", help="print a JSON document")
+    new_package = commands.add_parser(
+        "new-package",
+        help="create a hook package (pyproject.toml, hook, plugin, README, tests, tox.ini)",
+        description="Creates the folder NAME holding a ready hook package: its tests pass "
+        "once it is installed (run `tox` in it).",
+    )
+    new_package.add_argument(
+        "name", metavar="NAME", help=f"the distribution name, {_new_package.PREFIX}<name>"
+    )
+    new_package.add_argument(
+        "--dir", default=".", help="the folder to create it in (default: the current one)"
+    )
     return parser
 
 
@@ -133,10 +148,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Returns:
       The exit status: 0 on success, 1 when a plugin fails to load in strict
-      mode (`MONSESSION_STRICT_PLUGINS`), 141 when the reader of its output
+      mode (`MONSESSION_STRICT_PLUGINS`), 2 for a usage error (a package
+      name or folder that `new-package` refuses), 141 when the reader of its output
       closed the pipe early (as for a Unix tool killed by SIGPIPE).
     """
     args = _parser().parse_args(argv)
+    if args.command == "new-package":
+        return _new_package_command(args.name, args.dir)
     try:
         listing = _plugin_manager.plugin_infos()
     except PluginLoadError as error:
@@ -145,6 +163,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     return _write(
         json.dumps(listing_json(listing), indent=2) if args.json else listing_text(listing)
     )
+
+
+def _new_package_command(name: str, parent: str) -> int:
+    try:
+        # The installed distribution's version: what an installer checks the range against.
+        version = _plugin_manager.core_version() or monsession.__version__
+        target = _new_package.create_package(name, parent, version)
+    except _new_package.NewPackageError as error:
+        print(f"monsession new-package: error: {error}", file=sys.stderr)
+        return 2
+    print(f"Created {target}: the hook package {name}. Next: cd {shlex.quote(str(target))} && tox")
+    return 0
 
 
 def _write(text: str) -> int:
