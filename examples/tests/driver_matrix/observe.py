@@ -6,8 +6,8 @@ session recorded after a step that a later one restored from (a killed or
 aborted session's last steps, trained again) is superseded, as TensorBoard
 purges orphaned events on a restart. Everything else is kept, in the order
 it happened: a record made twice shows twice. Summaries are read with
-TensorBoard's own `EventAccumulator`, which purges at each
-`SessionLog.START` exactly as TensorBoard shows them. Values are rounded
+the `EventAccumulator` TensorBoard's server loads runs with, which purges
+at each `SessionLog.START` exactly as TensorBoard shows them. Values are rounded
 (float32 training).
 """
 
@@ -19,10 +19,10 @@ import os
 import re
 from typing import Any
 
-from tensorboard.backend.event_processing import event_accumulator
+from tensorboard.backend.event_processing import plugin_event_accumulator
 from tensorboard.util import tensor_util
 
-from driver_matrix import records
+from driver_matrix import checkpoints, records
 
 _LOGGED = re.compile(r"^step = (\d+)(?:\.0)?, w = (\S+?)(?: \(([\d.]+) sec\))?$")
 _PROGRESS = re.compile(r"^step (\d+)/\d+(?: \(\d+%\), ([-\d.e+]+) steps/sec)?")
@@ -31,21 +31,25 @@ _DIVERGED = re.compile(r"^Model diverged with loss = NaN(?: at global step (\d+)
 
 
 def _scalars(folder: str) -> list[dict[str, Any]]:
-    """Every scalar TensorBoard shows of the event files in `folder`, in the order written."""
+    """Every scalar TensorBoard shows of the event files in `folder`, in the order written.
+
+    Read with the accumulator TensorBoard's own server loads runs with (every
+    value as a tensor, `simple_value` scalars converted), which drops what a
+    `SessionLog.START` supersedes of any kind (the legacy accumulator keeps
+    tensor summaries, the eager kind, past a START).
+    """
     if not os.path.isdir(folder):
         return []
-    keep_all = {event_accumulator.SCALARS: 0, event_accumulator.TENSORS: 0}
-    accumulator = event_accumulator.EventAccumulator(folder, size_guidance=keep_all)
+    accumulator = plugin_event_accumulator.EventAccumulator(
+        folder, size_guidance={plugin_event_accumulator.TENSORS: 0}
+    )
     accumulator.Reload()
-    found = []
-    tags = accumulator.Tags()
-    for tag in tags[event_accumulator.SCALARS]:
-        found += [(e.wall_time, e.step, tag, e.value) for e in accumulator.Scalars(tag)]
-    for tag in tags[event_accumulator.TENSORS]:
-        found += [
-            (e.wall_time, e.step, tag, float(tensor_util.make_ndarray(e.tensor_proto).reshape(())))
-            for e in accumulator.Tensors(tag)
-        ]
+    found = [
+        (e.wall_time, e.step, tag, float(tensor_util.make_ndarray(e.tensor_proto).reshape(())))
+        for tag in accumulator.Tags()[plugin_event_accumulator.TENSORS]
+        if accumulator.SummaryMetadata(tag).plugin_data.plugin_name == "scalars"
+        for e in accumulator.Tensors(tag)
+    ]
     return [
         {"t": t, "step": int(step), "tag": tag, "v": float(value)}
         for t, step, tag, value in sorted(found, key=lambda item: item[0])
@@ -112,9 +116,11 @@ class Run:
 
     # One method per row: what a user sees.
 
-    def checkpoint(self) -> list[Any]:
-        saves = self.kinds("ckpt")
-        return [[r["step"], [round(w, 4) for w in r["w"]]] for r in self.current(saves)]
+    def checkpoint(self) -> dict[str, Any]:
+        """The checkpoints on disk, read back (see `checkpoints.on_disk`), and the listeners'
+        `after_save` calls: each step, with the weights of the latest checkpoint then."""
+        saves = [[r["step"], r["w"]] for r in self.current(self.kinds("ckpt"))]
+        return {**checkpoints.on_disk(os.path.join(self.directory, "ckpt")), "after_save": saves}
 
     def summary(self) -> list[Any]:
         events = [e for e in _scalars(os.path.join(self.directory, "summary")) if e["tag"] == "w"]

@@ -20,9 +20,8 @@ import numpy as np
 import tensorflow as tf
 
 import monsession
-from driver_matrix import table
+from driver_matrix import checkpoints, table
 from driver_matrix.records import record
-from monsession.plugins import as_run_context
 
 
 @dataclasses.dataclass
@@ -74,11 +73,10 @@ class Interrupt(monsession.SessionRunHook):
     """After the step that reaches `at` (first time only): SIGKILL or a real AbortedError.
 
     Each is recorded just before it happens. A hard kill loses at most the
-    save in flight; the matrix kills after the background checkpoint writes
-    (the checkpoint's public `sync()`), so that each restart resumes from
-    one known checkpoint: before the run that kills, for the saves begun
-    earlier (the checkpoint hook then sees them complete in that run), and
-    after it, for a save begun in it.
+    save in flight; the matrix kills once the background checkpoint write
+    is complete (the checkpoint's public `sync()`), so that each restart
+    resumes from one known checkpoint, the newest save, which the hook has
+    not confirmed yet (see `test_driver_matrix.confirmed`).
     """
 
     def __init__(self, program: Program, at: int, kill: bool) -> None:
@@ -89,13 +87,7 @@ class Interrupt(monsession.SessionRunHook):
         ahead = self._at - global_step
         return monsession.NextAction(steps=ahead if ahead >= 1 and not self._done else None)
 
-    def _sync(self) -> None:
-        if self._kill and isinstance(self._checkpoint, tf.train.Checkpoint):
-            self._checkpoint.sync()
-
     def before_run(self, run_context):
-        if as_run_context(run_context).global_step == self._at - 1 and not self._done:
-            self._sync()
         return monsession.SessionRunArgs(self._fetch)
 
     def after_run(self, run_context, run_values):
@@ -104,7 +96,8 @@ class Interrupt(monsession.SessionRunHook):
             return
         self._done = True
         if self._kill:
-            self._sync()
+            if isinstance(self._checkpoint, tf.train.Checkpoint):
+                self._checkpoint.sync()
             record("killed", step=step)
             os.kill(os.getpid(), signal.SIGKILL)
         record("aborted", step=step)
@@ -141,17 +134,10 @@ def _listener_base(tf_hooks: bool) -> type:
 
 def _saves(directory: str, tf_hooks: bool) -> Any:
     class Saves(_listener_base(tf_hooks)):  # type: ignore[misc]
-        """Reads back each checkpoint the hook wrote."""
+        """Records each `after_save` call, with the latest checkpoint read back then."""
 
         def after_save(self, session, global_step_value):
-            reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(directory))
-            shapes = reader.get_variable_to_shape_map()
-            dtypes = reader.get_variable_to_dtype_map()
-            weights = [
-                float(reader.get_tensor(key))
-                for key in shapes
-                if dtypes[key] == tf.float32 and shapes[key] == [] and "optimizer" not in key
-            ]
+            weights = checkpoints.weights(tf.train.latest_checkpoint(directory))
             record("ckpt", step=int(global_step_value), w=weights)
 
     return Saves()

@@ -52,6 +52,11 @@ class Driver:
     mirrored: bool = False
     keras_callbacks: bool = False  # Runs KerasCallbacksHook instead of the other hooks.
 
+    @property
+    def saves_in_background(self) -> bool:
+        """Whether its checkpoints are written by a thread (eager mode's default, fit's too)."""
+        return self.mode != "graph"
+
 
 DRIVERS = {
     "ms-graph": Driver("graph", "monsession.MonitoredTrainingSession, graph mode"),
@@ -208,56 +213,9 @@ NOT_APPLICABLE: dict[tuple[str, str, str], str] = {
     ),
 }
 
-# Cells that fail because of a known finding: {(row, driver, event): finding}.
-# Strict xfail: remove the entries of a finding when its fix lands.
-_EAGER = ("eager", "eager-auto", "epochs", "epochs-auto", "mirrored")
-_NO_FUSION = (
-    "Epochs.run fuses only a tf.function: the step wrapped by NanTensorHook.watch (needed for "
-    "check_every_n_steps > 1) runs one step per call, silently (issue 35)"
-)
-_LISTENER_AFTER_KILL = (
-    "a background save's after_save listeners run at a later step of the hook: a kill right "
-    "after the save leaves a complete checkpoint, restored, that its listeners never saw "
-    "(issue 35)"
-)
-_NO_START = (
-    "{hook} writes no SessionLog.START after {when}: TensorBoard keeps the superseded "
-    "{what} beside the new one (issue 35)"
-)
-KNOWN_FAILURES: dict[tuple[str, str, str], str] = {
-    **{
-        (row, "epochs-auto", event): _NO_FUSION
-        for row in ROWS
-        for event in EVENTS
-        if row not in ("earlystop", "keras")
-    },
-    **{
-        ("checkpoint", driver, event): _LISTENER_AFTER_KILL
-        for driver in _EAGER
-        for event in ("kill-checkpoint", "kill-epoch")
-    },
-    **{
-        ("step-counter", driver, "kill-between"): _NO_START.format(
-            hook="StepCounterHook", when="a restart", what="rate of step 17"
-        )
-        for driver in _EAGER
-    },
-    ("step-counter", "ms-graph", "aborted"): _NO_START.format(
-        hook="StepCounterHook", when="a recovery", what="rate of step 17"
-    ),
-    ("summary", "ms-graph", "aborted"): _NO_START.format(
-        hook="SummarySaverHook", when="an in-process recovery", what="summary of step 16"
-    ),
-}
-
-# Until the durability contract lands on this branch: an eager recovery restores the save
-# before the newest when that one is still being written, so these cells fail, or pass when
-# the write won the race (not strict). Remove once main's fix is merged.
-RACING: dict[tuple[str, str, str], str] = {
-    (row, driver, "aborted"): "recovery does not wait for the background save (issue 35)"
-    for row in ROWS
-    for driver in (*_EAGER, "keras-loop", "keras-epochs")
-}
+# Cells that fail because of a known, open finding: {(row, driver, event): finding}.
+# Strict xfail: remove the entries of a finding when its fix lands. None is open.
+KNOWN_FAILURES: dict[tuple[str, str, str], str] = {}
 
 
 def cells() -> list[tuple[str, str, str]]:
