@@ -74,13 +74,21 @@ class PluginSite:
         path.mkdir()
 
     def install(
-        self, name: str, version: str, entry_points: dict[str, str], modules: dict[str, str]
+        self,
+        name: str,
+        version: str,
+        entry_points: dict[str, str],
+        modules: dict[str, str],
+        requires: tuple[str, ...] = (),
     ) -> None:
-        """Writes a ``.dist-info`` with `entry_points` (group ``monsession``) and `modules`."""
+        """Writes a ``.dist-info`` with `entry_points` (group ``monsession``), `modules`
+        and `requires` (its ``Requires-Dist`` lines)."""
         info = self.path / f"{name.replace('-', '_')}-{version}.dist-info"
         info.mkdir()
+        requirements = "".join(f"Requires-Dist: {requirement}\n" for requirement in requires)
         (info / "METADATA").write_text(
-            f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n", encoding="utf-8"
+            f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n{requirements}",
+            encoding="utf-8",
         )
         lines = "".join(f"{key} = {value}\n" for key, value in entry_points.items())
         (info / "entry_points.txt").write_text(f"[monsession]\n{lines}", encoding="utf-8")
@@ -177,6 +185,42 @@ def acme_site(plugin_site: PluginSite) -> PluginSite:
     """A site with ``acme-hooks 1.0`` (plugin ``acme``, lazy hook class ``AcmeHook``)."""
     plugin_site.install("acme-hooks", "1.0", {"acme": "acme_plugin"}, ACME_MODULES)
     return plugin_site
+
+
+FUTURE_MODULES = {
+    "future_plugin": """
+    import monsession
+
+    @monsession.hookimpl
+    def monsession_hook_classes():
+        return ["future_impl:FutureHook"]
+
+    @monsession.hookimpl
+    def monsession_epoch_hooks(settings):
+        raise AssertionError("this core has no such hookspec: never called")
+    """,
+    "future_impl": """
+    import monsession
+
+    class FutureHook(monsession.SessionRunHook):
+        pass
+    """,
+}
+
+
+@pytest.fixture
+def newer_core_site(acme_site: PluginSite) -> PluginSite:
+    """`acme_site` plus ``future-hooks 3.0`` (plugin ``future``, requiring
+    ``monsession-core>=0.1``), which implements the hookspec
+    ``monsession_epoch_hooks`` that this core does not declare."""
+    acme_site.install(
+        "future-hooks",
+        "3.0",
+        {"future": "future_plugin"},
+        FUTURE_MODULES,
+        requires=("monsession-core>=0.1", "numpy"),
+    )
+    return acme_site
 
 
 @pytest.fixture

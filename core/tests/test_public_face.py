@@ -88,6 +88,12 @@ def test_moved_names_are_exactly_the_deprecated_ones() -> None:
     assert set(monsession._MOVED_TO_PLUGINS) == set(MOVED)
 
 
+def test_the_plugins_names_are_listed_where_the_api_reference_reads_them() -> None:
+    # The site's API reference reads `__all__` and the TYPE_CHECKING imports
+    # from the source, without running it: both must name every lazy name.
+    assert sorted(monsession.plugins.__all__) == sorted(monsession.plugins._NAMES)
+
+
 def test_test_helpers_are_in_testing_only() -> None:
     assert callable(monsession.testing.run_signal_phases)
     for module in (monsession, monsession.plugins):

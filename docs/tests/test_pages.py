@@ -1,7 +1,10 @@
 """Every page is a test: its runnable snippets run as a reader runs them.
 
-The pages are `docs/*.md` and the package READMEs. A page marks with HTML
-comments, which a reader does not see:
+The pages are those the documentation site shows (`mkdocs.yml`'s `nav`),
+among them every package README: a page of `docs/` that shows a file kept
+elsewhere with ``<!-- include PATH -->`` stands for that file too, so the
+file's snippets run once, as its own. A page marks with HTML comments,
+which a reader does not see:
 
 * ``<!-- install -->`` before the fenced block whose ``pip install`` lines
   say what to install from a clone (before the page's first runnable
@@ -9,15 +12,23 @@ comments, which a reader does not see:
   The check creates a virtual environment holding exactly those packages
   (the page's local folders, TensorFlow when the page installs it;
   ``tensorflow`` is taken as ``tensorflow-cpu``), one per distinct set;
-* ``<!-- runnable -->`` (or ``<!-- runnable twice -->`` where the page says
-  that running it again resumes) before a ```` ```python ```` snippet. Each
-  one is written to a file and run in that environment, in its own process
-  and its own working directory, in page order;
+* ``<!-- runnable -->`` (or ``<!-- runnable twice -->``) before a
+  ```` ```python ```` snippet. Each one is written to a file and run in that
+  environment, in its own process and its own working directory, in page
+  order. Runs follow the words: every sentence that tells the reader to run
+  the program again ("Run it again", "run it twice", "running the script
+  again", "run it a second time") stands between a ``runnable twice``
+  snippet and its second output block, and every such snippet has one;
 * ``<!-- output -->`` before the fenced block showing what the run prints
   (stdout and stderr, as a terminal shows them), one per run; the block
-  comes after its snippet, before the next runnable one. Numbers are masked
-  (``N``), a line ``...`` stands for any number of lines and ``...`` in a
-  line for any text. A snippet without an output block must print nothing.
+  comes after its snippet, before the next runnable one. It shows what a
+  run printed, numbers included. Numbers that vary from run to run (times,
+  rates, losses of random weights) are declared, and the page says so in
+  words: ``<!-- output varies: WORD, ... -->`` masks each number printed
+  right after a WORD (``loss = 0.25``, ``sec: 258.2``) or right before it
+  (``0.143 sec``, ``2 calls``). A line ``...`` stands for any number of
+  lines and ``...`` in a line for any text. A snippet without an output
+  block must print nothing.
 
 TensorFlow's own start-up lines on stderr (CPU instructions, absl) are left
 out of the comparison; pages say they may appear.
@@ -38,20 +49,15 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).parents[2]
-PAGES = (
-    "docs/getting-started.md",
-    "docs/migration.md",
-    "docs/plugin-authors.md",
-    "docs/hookspecs.md",
-    "core/README.md",
-    "hooks-checkpoint/README.md",
-    "hooks-summary/README.md",
-    "hooks-logging/README.md",
-    "hooks-debug/README.md",
-    "hooks-keras/README.md",
-)
-MARKER = re.compile(r"^<!-- (install|runnable|runnable twice|output) -->$")
+INCLUDE = re.compile(r"^<!-- include (\S+) -->$")
+MARKER = re.compile(r"^<!-- (install|runnable|runnable twice|output)(?: varies: ([^>]+?))? -->$")
 FENCE = re.compile(r"^```(\w*)$")
+# A sentence telling the reader to run the program again.
+RERUN = re.compile(
+    r"\b(?:run|running|rerun)\s+(?:it|this|the\s+script|the\s+program|the\s+example)"
+    r"\s+(?:again|twice|a\s+second\s+time)\b",
+    re.IGNORECASE,
+)
 # What TensorFlow prints on its own when imported, whatever the program does.
 TENSORFLOW_STARTUP = re.compile(
     r"^(?:[IWEF]\d{4} [\d:.]+\s+\d+ \S+:\d+\] .*"
@@ -59,12 +65,43 @@ TENSORFLOW_STARTUP = re.compile(
     r"|To enable the following instructions: .*rebuild TensorFlow with the appropriate "
     r"compiler flags\.)$"
 )
-NUMBER = re.compile(r"\d+(?:\.\d+)?(?:e[-+]?\d+)?")
+NUMBER = r"[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?"
 RUN_TIMEOUT_SECS = 600
+
+
+def site_pages() -> tuple[str, ...]:
+    """The repository files the site shows, in its navigation order.
+
+    Each page of `mkdocs.yml`'s `nav` (under `docs/`), then the files it
+    includes, each once.
+    """
+    config = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    nav = config[config.index("\nnav:\n") :]
+    pages: list[str] = []
+    for page in re.findall(r"^\s+- [^:\n]+: (\S+\.md)$", nav, re.M):
+        for name in (f"docs/{page}", *included(f"docs/{page}")):
+            if name not in pages:
+                pages.append(name)
+    return tuple(pages)
+
+
+def included(name: str) -> list[str]:
+    """The files that page `name` shows with ``<!-- include PATH -->``."""
+    lines = (ROOT / name).read_text(encoding="utf-8").splitlines()
+    return [match.group(1) for line in lines if (match := INCLUDE.match(line.strip()))]
+
+
+PAGES = site_pages()
 
 
 class PageError(ValueError):
     """A page breaks the marking rules."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Output:
+    text: str  # what the run prints
+    varies: tuple[str, ...] = ()  # the words whose numbers vary from run to run
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,7 +110,7 @@ class Snippet:
     line: int  # 1-based line of the opening fence
     code: str
     runs: int  # 2 for `runnable twice`
-    outputs: tuple[str, ...]  # the output block of each run; () when it prints nothing
+    outputs: tuple[Output, ...]  # the output block of each run; () when it prints nothing
 
     @property
     def id(self) -> str:
@@ -133,76 +170,129 @@ def install_arguments(block: str, where: str) -> tuple[str, ...]:
     return tuple(sorted(arguments))
 
 
+def rerun_sentences(lines: list[str]) -> list[int]:
+    """The 1-based lines of the sentences of `lines` (outside code) that say to run it again."""
+    prose, fenced = [], False
+    for line in lines:
+        fenced = fenced != bool(FENCE.match(line.strip()))
+        prose.append("" if fenced or line.strip().startswith(("```", "<!--")) else line)
+    text = "\n".join(prose)
+    return [text.count("\n", 0, match.start()) + 1 for match in RERUN.finditer(text)]
+
+
 def read_page(name: str) -> Page:
     """The install line and the runnable snippets (with their outputs) of page `name`.
 
     Raises:
       PageError: If a marker is malformed or misplaced, a runnable snippet
-        comes before the install line, or the output blocks do not match the
-        runs.
+        comes before the install line, the output blocks do not match the
+        runs, or the runs do not follow the words.
     """
     lines = (ROOT / name).read_text(encoding="utf-8").splitlines()
     install: tuple[str, ...] | None = None
-    found: list[tuple[int, str, int, list[str]]] = []  # line, code, runs, outputs
+    # line, code, runs, outputs, lines of the output markers
+    found: list[tuple[int, str, int, list[Output], list[int]]] = []
     index = 0
     while index < len(lines):
         text = lines[index].strip()
         where = f"{name}:{index + 1}"
-        if not text.startswith("<!-- ") or text.startswith("<!-- /") or "test-command" in text:
+        if (
+            not text.startswith("<!-- ")
+            or text.startswith("<!-- /")
+            or "test-command" in text
+            or INCLUDE.match(text)
+        ):
             index += 1
             continue
         marker = MARKER.match(text)
-        if marker is None:
+        kind = marker.group(1) if marker else None
+        if marker is None or (marker.group(2) and kind != "output"):
             raise PageError(
-                f"{where}: expected <!-- install -->, <!-- runnable -->, "
-                f"<!-- runnable twice --> or <!-- output -->, got {text!r}."
+                f"{where}: expected <!-- install -->, <!-- runnable -->, <!-- runnable twice -->, "
+                f"<!-- output --> or <!-- output varies: WORD, ... -->, got {text!r}."
             )
-        kind = marker.group(1)
         language, block, after = _block(lines, index + 1, where)
         if kind == "install":
             if install is not None:
                 raise PageError(f"{where}: a page has one install block.")
             install = install_arguments(block, where)
-        elif kind.startswith("runnable"):
+        elif kind in ("runnable", "runnable twice"):
             if language != "python":
                 raise PageError(f"{where}: {text} must be followed by a ```python block.")
             if install is None:
                 raise PageError(
                     f"{where}: a runnable snippet before the page's <!-- install --> block."
                 )
-            found.append((index + 2, block, 2 if kind == "runnable twice" else 1, []))
+            found.append((index + 2, block, 2 if kind == "runnable twice" else 1, [], []))
         else:
             if not found:
                 raise PageError(f"{where}: an output block before any runnable snippet.")
-            found[-1][3].append(block)
+            varies = tuple(word.strip() for word in (marker.group(2) or "").split(","))
+            found[-1][3].append(Output(block, tuple(word for word in varies if word)))
+            found[-1][4].append(index + 1)
         index = after
     snippets = []
-    for line, code, runs, outputs in found:
+    for line, code, runs, outputs, _ in found:
         if outputs and len(outputs) != runs:
             raise PageError(
                 f"{name}:{line}: the snippet runs {runs} time(s) but shows "
                 f"{len(outputs)} output block(s)."
             )
         snippets.append(Snippet(name, line, code, runs, tuple(outputs)))
+    _check_runs_follow_the_words(name, lines, found)
     return Page(name, install or (), tuple(snippets))
 
 
-def shown_lines(output: str) -> list[str]:
-    """`output` as compared: TensorFlow's start-up lines left out, numbers masked."""
+def _check_runs_follow_the_words(
+    name: str, lines: list[str], found: list[tuple[int, str, int, list[Output], list[int]]]
+) -> None:
+    """Each sentence saying "run it again" is tied to a snippet run twice, and the reverse."""
+    # The lines from each twice-run snippet to its second output block (or its end).
+    spans = [
+        (line, markers[1] if len(markers) == 2 else line + code.count("\n"))
+        for line, code, runs, _, markers in found
+        if runs == 2
+    ]
+    for sentence in rerun_sentences(lines):
+        if not any(start <= sentence <= end for start, end in spans):
+            raise PageError(
+                f"{name}:{sentence}: this sentence tells the reader to run the program again, "
+                "but it does not stand between a <!-- runnable twice --> snippet and its "
+                "second output block: the check would not run it again."
+            )
+    for start, end in spans:
+        if not any(start <= sentence <= end for sentence in rerun_sentences(lines)):
+            raise PageError(
+                f"{name}:{start}: the snippet runs twice, but no sentence before its second "
+                "output block tells the reader to run it again."
+            )
+
+
+def _mask_varying(line: str, varies: tuple[str, ...]) -> str:
+    """`line` with the numbers printed next to a word of `varies` replaced by ``N``."""
+    for word in varies:
+        name = re.escape(word)
+        line = re.sub(rf"(?<![\w.]){NUMBER}(?=\s+{name}\b)", "N", line)
+        line = re.sub(rf"((?<!\w){name}\s*[=:]?\s*){NUMBER}", r"\g<1>N", line)
+    return line
+
+
+def shown_lines(output: str, varies: tuple[str, ...] = ()) -> list[str]:
+    """`output` as compared: TensorFlow's start-up lines left out, varying numbers masked."""
     return [
-        NUMBER.sub("N", line.rstrip())
+        _mask_varying(line.rstrip(), varies)
         for line in output.splitlines()
         if not TENSORFLOW_STARTUP.match(line)
     ]
 
 
-def matches(expected: str, output: str) -> bool:
+def matches(expected: Output, output: str) -> bool:
     """Whether `output` prints what the `expected` block shows (``...``: any lines or text)."""
     pattern = "".join(
         r"(?:.*\n)*?" if line == "..." else re.escape(line).replace(r"\.\.\.", ".*") + r"\n"
-        for line in shown_lines(expected)
+        for line in shown_lines(expected.text, expected.varies)
     )
-    printed = "".join(line + "\n" for line in shown_lines(output))
+    printed = "".join(line + "\n" for line in shown_lines(output, expected.varies))
     return re.fullmatch(pattern, printed) is not None
 
 
@@ -213,17 +303,29 @@ def all_pages() -> list[Page]:
     return [read_page(name) for name in PAGES]
 
 
-def test_every_docs_page_is_checked() -> None:
-    docs = {f"docs/{path.name}" for path in (ROOT / "docs").glob("*.md")}
+def test_every_page_of_the_site_and_every_package_readme_is_checked() -> None:
+    docs = {
+        path.relative_to(ROOT).as_posix()
+        for path in (ROOT / "docs").rglob("*.md")
+        if "tests" not in path.relative_to(ROOT / "docs").parts
+    }
     readmes = {f"{path.parent.name}/README.md" for path in ROOT.glob("*/pyproject.toml")}
-    assert docs | readmes == set(PAGES)
+    assert docs <= set(PAGES), f"pages of docs/ the site does not show: {docs - set(PAGES)}"
+    assert readmes <= set(PAGES), f"package READMEs the site does not show: {readmes - set(PAGES)}"
+    assert len(PAGES) == len(set(PAGES))  # An included file runs once.
+
+
+def test_a_page_that_includes_a_readme_stands_for_it() -> None:
+    assert included("docs/families/summary.md") == ["hooks-summary/README.md"]
+    assert PAGES.index("hooks-summary/README.md") == PAGES.index("docs/families/summary.md") + 1
+    assert read_page("docs/families/summary.md").snippets == ()
 
 
 def test_the_pages_parse_and_state_their_install_line() -> None:
     pages = {page.name: page for page in all_pages()}
-    for name in PAGES:
-        if name.endswith("README.md"):  # Every package README says how to install it.
-            assert pages[name].install, f"{name} has no <!-- install --> block"
+    for path in ROOT.glob("*/pyproject.toml"):  # Every package README says how to install it.
+        name = f"{path.parent.name}/README.md"
+        assert pages[name].install, f"{name} has no <!-- install --> block"
     getting_started = pages["docs/getting-started.md"]
     assert len(getting_started.snippets) >= 9
     assert getting_started.snippets[0].runs == 2, "the graph example resumes"
@@ -257,6 +359,8 @@ def test_malformed_and_misplaced_markers_are_errors(tmp_path: Path) -> None:
         "<!-- runnable twice -->\n```python\npass\n```\n<!-- output -->\n```text\nx\n```\n": (
             "runs 2 time"
         ),
+        "<!-- install -->\n```bash\npip install ./core\n```\n"
+        "<!-- runnable varies: loss -->\n```python\npass\n```\n": "expected <!-- install -->",
     }
     page = tmp_path / "page.md"
     for text, message in cases.items():
@@ -265,13 +369,48 @@ def test_malformed_and_misplaced_markers_are_errors(tmp_path: Path) -> None:
             read_page(str(page))
 
 
-def test_outputs_are_compared_with_numbers_masked_and_ellipsis_lines() -> None:
+def test_outputs_are_compared_with_their_numbers_and_ellipsis_lines() -> None:
     startup = "I0000 00:00:1795700130.087378    7051 cpu_feature_guard.cc:227] This TensorFlow\n"
-    assert matches("loss 0.25\n...\nstep 20\n", f"{startup}loss 0.125\na\nb\nstep 21\n")
-    assert matches("loss 0.25\n...\nstep 20\n", "loss 1\nstep 3\n")
-    assert not matches("loss 0.25\n", "loss 0.25\nmore\n")
-    assert not matches("loss 0.25\n", "cost 0.25\n")
-    assert matches("From .../saver.py:12: deprecated\n", "From /tmp/v/lib/saver.py:7: deprecated\n")
+    shown = Output("loss 0.25\n...\nstep 20\n")
+    assert matches(shown, f"{startup}loss 0.25\na\nb\nstep 20\n")
+    assert matches(shown, "loss 0.25\nstep 20\n")
+    assert not matches(shown, "loss 0.125\nstep 20\n")  # Numbers are what the run prints.
+    assert not matches(Output("loss 0.25\n"), "loss 0.25\nmore\n")
+    assert not matches(Output("loss 0.25\n"), "cost 0.25\n")
+    assert matches(Output("From .../saver.py:...: x\n"), "From /tmp/v/lib/saver.py:7: x\n")
+
+
+def test_declared_varying_numbers_are_masked_next_to_their_words_only() -> None:
+    shown = Output(
+        "step 40: loss = 2.6903 (0.143 sec)\nglobal_step/sec: 258.2\n500 steps in 2 calls\n",
+        varies=("loss", "sec", "calls"),
+    )
+    printed = "step 40: loss = 1.3196 (0.2 sec)\nglobal_step/sec: 131.71\n500 steps in 1 calls\n"
+    assert matches(shown, printed)
+    assert not matches(shown, printed.replace("step 40", "step 41"))  # Not declared.
+    assert not matches(shown, printed.replace("500 steps", "499 steps"))
+
+
+def _page(tmp_path: Path, body: str) -> str:
+    page = tmp_path / "page.md"
+    page.write_text("<!-- install -->\n```bash\npip install ./core\n```\n" + body, encoding="utf-8")
+    return str(page)
+
+
+def test_a_sentence_that_says_run_it_again_needs_a_second_run(tmp_path: Path) -> None:
+    once = "<!-- runnable -->\n```python\nprint(1)\n```\n<!-- output -->\n```text\n1\n```\n"
+    twice = (
+        "<!-- runnable twice -->\n```python\nprint(1)\n```\n<!-- output -->\n```text\n1\n```\n"
+        "{words}\n<!-- output -->\n```text\n1\n```\n"
+    )
+    for words in ("Run it again and it resumes.", "Running the\nscript again resumes."):
+        with pytest.raises(PageError, match="tells the reader to run the program again"):
+            read_page(_page(tmp_path, once + words + "\n"))
+        assert read_page(_page(tmp_path, twice.format(words=words))).snippets[0].runs == 2
+    with pytest.raises(PageError, match="no sentence before its second output block"):
+        read_page(_page(tmp_path, twice.format(words="It prints the same.")))
+    # Words in code are not instructions.
+    assert read_page(_page(tmp_path, once + "```bash\n# run it again\n```\n")).snippets
 
 
 # -- Running the snippets -------------------------------------------------------------
@@ -355,12 +494,13 @@ def test_snippet_prints_what_the_page_shows(
         )
         which = f"{snippet.id} (run {run + 1} of {snippet.runs})"
         assert result.returncode == 0, f"{which} failed:\n{result.stdout}"
-        expected = snippet.outputs[run] if snippet.outputs else ""
+        expected = snippet.outputs[run] if snippet.outputs else Output("")
         assert matches(expected, result.stdout), (
-            f"{which} printed (numbers masked as N, TensorFlow's start-up lines left out):\n"
-            + "\n".join(shown_lines(result.stdout))
+            f"{which} printed (declared varying numbers masked as N, TensorFlow's start-up "
+            "lines left out):\n"
+            + "\n".join(shown_lines(result.stdout, expected.varies))
             + "\n\nbut the page shows:\n"
-            + "\n".join(shown_lines(expected))
+            + "\n".join(shown_lines(expected.text, expected.varies))
         )
 
 

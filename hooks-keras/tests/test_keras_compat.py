@@ -33,3 +33,54 @@ def test_initial_epoch_is_where_backup_and_restore_resumes_fit(tmp_path):
     )  # fmt: skip
     assert seen == [1]
     assert _keras_compat.initial_epoch(model) == 1
+
+
+def _trained_callbacks(tmp_path):
+    """One of each callback of CALLBACK_STATE, after a batch and an epoch of training."""
+    callbacks = [
+        keras.callbacks.ModelCheckpoint(
+            str(tmp_path / "m.weights.h5"), save_weights_only=True, save_freq=1
+        ),
+        keras.callbacks.BackupAndRestore(str(tmp_path / "backup"), save_freq=1),
+        keras.callbacks.TensorBoard(str(tmp_path / "logs"), write_graph=False),
+        keras.callbacks.EarlyStopping(monitor="loss"),
+        keras.callbacks.ReduceLROnPlateau(monitor="loss"),
+        keras.callbacks.History(),
+    ]
+    fit_run(callbacks, epochs=1)
+    return callbacks
+
+
+def test_each_callback_state_attribute_is_set_by_training(tmp_path):
+    callbacks = _trained_callbacks(tmp_path)
+    assert sorted(type(c).__name__ for c in callbacks) == sorted(_keras_compat.CALLBACK_STATE)
+    for callback in callbacks:
+        steps, epochs = _keras_compat.state_attributes(callback)
+        assert steps + epochs == sum(_keras_compat.CALLBACK_STATE[type(callback).__name__], ())
+        found = _keras_compat.read_attributes(callback, steps + epochs)
+        assert sorted(found) == sorted(steps + epochs), type(callback).__name__
+
+
+def test_the_batch_counters_are_what_the_callbacks_count_with(tmp_path):
+    callbacks = _trained_callbacks(tmp_path)  # Two batches in one epoch.
+    checkpoint, backup, board = callbacks[:3]
+    names = ("_batches_seen_since_last_saving", "_last_batch_seen", "_current_epoch")
+    # Saved after each batch; BackupAndRestore moves to the next epoch at its end.
+    assert _keras_compat.read_attributes(checkpoint, names) == dict(
+        zip(names, (0, 1, 0), strict=True)
+    )
+    assert _keras_compat.read_attributes(backup, names) == dict(zip(names, (0, 0, 1), strict=True))
+    assert _keras_compat.read_attributes(board, ("_global_train_batch",)) == {
+        "_global_train_batch": 2
+    }
+    # Put back, the counter decides the next save: 2 batches seen of save_freq=3.
+    saver = keras.callbacks.ModelCheckpoint(
+        str(tmp_path / "n{batch}.weights.h5"), save_weights_only=True, save_freq=3
+    )
+    saver.set_model(fit_run([], epochs=0))
+    saver.on_epoch_begin(0)
+    _keras_compat.write_attributes(
+        saver, {"_batches_seen_since_last_saving": 2, "_last_batch_seen": 1}
+    )
+    saver.on_train_batch_end(2, {})
+    assert (tmp_path / "n3.weights.h5").exists()

@@ -61,6 +61,7 @@ _NAMES = {
             "PluginCallError",
             "PluginCallFailure",
             "PluginFailure",
+            "PluginForNewerCore",
             "PluginInfo",
             "PluginListing",
             "PluginLoadError",
@@ -109,8 +110,137 @@ _NAMES = {
 }
 
 if TYPE_CHECKING:
-    pass
+    from monsession._api._arguments import (
+        check_directory,
+        check_flag,
+        check_interval,
+        check_schedule,
+    )
+    from monsession._api._global_step import (
+        read_global_step,
+        require_global_step,
+    )
+    from monsession._api._hook_api import (
+        HOOK_METHOD_NAMES,
+        as_run_context,
+        hook_overrides,
+    )
+    from monsession._backends._fetches import (
+        TensorNotFoundError,
+        check_scalar,
+    )
+    from monsession._backends._mode import (
+        resolve_fetch,
+    )
+    from monsession._backends._pending import (
+        settle,
+    )
+    from monsession._durability._directory_lock import (
+        DirectoryLockedError,
+        DirectoryLockHandle,
+        lock_checkpoint_dir,
+    )
+    from monsession._durability._error_text import (
+        error_cause,
+    )
+    from monsession._durability._event_files import (
+        event_file_writer,
+    )
+    from monsession._durability._hook_state import (
+        attach_hook_state,
+        load_hook_state,
+        prune_hook_state,
+        save_hook_state,
+    )
+    from monsession._durability._saves_in_flight import (
+        register_writer,
+        unregister_writer,
+        wait_for_writes,
+    )
+    from monsession._plugins._hookspecs import (
+        ORDER_CHECKPOINT_SAVER,
+        ORDER_OTHER,
+        ORDER_STEP_COUNTER,
+        ORDER_SUMMARY_SAVER,
+        DefaultHook,
+        TrainingSettings,
+    )
+    from monsession._plugins._plugin_manager import (
+        ENV_DISABLE_AUTOLOAD,
+        ENV_DISABLED_PLUGINS,
+        ENV_STRICT,
+        KNOWN_ARGUMENT_FAMILIES,
+        KNOWN_HOOK_FAMILIES,
+        HookClassEntry,
+        PluginCallError,
+        PluginCallFailure,
+        PluginFailure,
+        PluginInfo,
+        PluginListing,
+        PluginLoadError,
+        PluginSource,
+        UnknownHookError,
+        default_hooks,
+        get_plugin_manager,
+        hook_class_entries,
+        plugin_infos,
+        reset_plugin_manager,
+        training_argument_owners,
+    )
 
 __getattr__, __dir__ = lazy_attributes(__name__, _NAMES)
 
-__all__ = sorted(_NAMES)
+__all__ = [
+    "ENV_DISABLED_PLUGINS",
+    "ENV_DISABLE_AUTOLOAD",
+    "ENV_STRICT",
+    "HOOK_METHOD_NAMES",
+    "KNOWN_ARGUMENT_FAMILIES",
+    "KNOWN_HOOK_FAMILIES",
+    "ORDER_CHECKPOINT_SAVER",
+    "ORDER_OTHER",
+    "ORDER_STEP_COUNTER",
+    "ORDER_SUMMARY_SAVER",
+    "DefaultHook",
+    "DirectoryLockHandle",
+    "DirectoryLockedError",
+    "HookClassEntry",
+    "PluginCallError",
+    "PluginCallFailure",
+    "PluginFailure",
+    "PluginInfo",
+    "PluginListing",
+    "PluginLoadError",
+    "PluginSource",
+    "TensorNotFoundError",
+    "TrainingSettings",
+    "UnknownHookError",
+    "as_run_context",
+    "attach_hook_state",
+    "check_directory",
+    "check_flag",
+    "check_interval",
+    "check_scalar",
+    "check_schedule",
+    "default_hooks",
+    "error_cause",
+    "event_file_writer",
+    "get_plugin_manager",
+    "hook_class_entries",
+    "hook_overrides",
+    "lazy_attributes",
+    "load_hook_state",
+    "lock_checkpoint_dir",
+    "plugin_infos",
+    "prune_hook_state",
+    "read_global_step",
+    "register_writer",
+    "require_global_step",
+    "reset_plugin_manager",
+    "resolve_fetch",
+    "save_hook_state",
+    "settle",
+    "training_argument_owners",
+    "unregister_writer",
+    "wait_for_writes",
+]

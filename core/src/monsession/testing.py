@@ -136,6 +136,7 @@ class SignalRun:
         ]
 
     def steps(self, tag: str, phase: str) -> list[int]:
+        """The numbers after ``<tag> <phase>`` of every such line."""
         return [int(words) for words in self.tagged(tag, phase)]
 
     def last_step(self, phase: str) -> int:
@@ -143,6 +144,7 @@ class SignalRun:
         return self.steps("RAN", phase)[-1]
 
     def index(self, tag: str, phase: str) -> int:
+        """The index in `lines` of the first ``<tag> <phase>`` line."""
         return next(i for i, line in enumerate(self.lines) if line.split()[:2] == [tag, phase])
 
 

@@ -47,9 +47,13 @@ __all__ = [
 ]
 
 DEBUG = logging.DEBUG
+"""The DEBUG level, as `tf.compat.v1.logging.DEBUG`."""
 INFO = logging.INFO
+"""The INFO level, as `tf.compat.v1.logging.INFO`."""
 WARN = logging.WARN
+"""The WARN level, as `tf.compat.v1.logging.WARN`."""
 ERROR = logging.ERROR
+"""The ERROR level, as `tf.compat.v1.logging.ERROR`."""
 
 _FORWARDED = frozenset({"debug", "info", "warning", "error", "log", "log_every_n", "log_first_n"})
 

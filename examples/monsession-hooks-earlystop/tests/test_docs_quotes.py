@@ -26,10 +26,11 @@ def quoted_blocks() -> list[str]:
 )
 def test_the_guide_quotes_the_code_as_it_is(marker: str, module: str) -> None:
     [block] = [block for block in quoted_blocks() if marker in block]
-    # Methods are quoted under a class line and its "..." body (so that the
+    # Methods are quoted under their imports and class line (so that the
     # block stays valid, formatted Python): the quote starts after them.
-    if block.startswith("class "):
-        block = block[block.index("\n\n") + 2 :]
+    class_line = re.search(r"^class .*:\n", block, re.M)
+    if class_line:
+        block = block[class_line.end() :]
     source = (PACKAGE / module).read_text(encoding="utf-8")
     assert block in source, (
         f"docs/plugin-authors.md quotes src/monsession_hooks_earlystop/{module}, but the "

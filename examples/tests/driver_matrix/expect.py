@@ -16,8 +16,9 @@ from driver_matrix import drivers, table
 
 
 def stop_step(driver: str) -> int:
-    """Where an uninterrupted run of the column stops: at the NaN if NanTensorHook runs."""
-    return table.LAST_STEP if table.DRIVERS[driver].keras_callbacks else table.NAN_AT
+    """Where an uninterrupted run of a column stops: at the NaN (NanTensorHook stops it, or
+    TerminateOnNaN in the Keras-callback columns)."""
+    return table.NAN_AT
 
 
 def stops(driver: str, event: str) -> list[int]:

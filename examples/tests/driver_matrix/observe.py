@@ -13,7 +13,6 @@ at each `SessionLog.START` exactly as TensorBoard shows them. Values are rounded
 
 from __future__ import annotations
 
-import csv
 import glob
 import os
 import re
@@ -22,7 +21,7 @@ from typing import Any
 from tensorboard.backend.event_processing import plugin_event_accumulator
 from tensorboard.util import tensor_util
 
-from driver_matrix import checkpoints, records
+from driver_matrix import checkpoints, keras_row, records, table
 
 _LOGGED = re.compile(r"^step = (\d+)(?:\.0)?, w = (\S+?)(?: \(([\d.]+) sec\))?$")
 _PROGRESS = re.compile(r"^step (\d+)/\d+(?: \(\d+%\), ([-\d.e+]+) steps/sec)?")
@@ -185,24 +184,7 @@ class Run:
             last.get("batches"),
         ]
 
-    def keras(self) -> dict[str, Any]:
-        batches = self.kinds("keras-batch")
-        epochs = [
-            {**r, "step": 10 * (r["epoch"] + 1)} for r in self.records if r["kind"] == "keras-epoch"
-        ]
-        folder = os.path.join(self.directory, "keras")
-        rows: list[Any] = []
-        if os.path.exists(os.path.join(folder, "log.csv")):
-            with open(os.path.join(folder, "log.csv")) as stream:
-                rows = list(csv.reader(stream))
-        return {
-            "batches": [
-                [r["step"], r["batch"], round(r["loss"], 3)] for r in self.current(batches)
-            ],
-            "epochs": [r["epoch"] for r in self.current(epochs)],
-            "csv": rows,
-            "weights": sorted(os.listdir(folder)) if os.path.isdir(folder) else [],
-        }
-
     def observe(self, row: str) -> Any:
+        if table.ROWS[row].keras:
+            return keras_row.observe(self, row)
         return getattr(self, row.replace("-", "_"))()

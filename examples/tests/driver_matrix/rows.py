@@ -20,7 +20,7 @@ import numpy as np
 import tensorflow as tf
 
 import monsession
-from driver_matrix import checkpoints, table
+from driver_matrix import checkpoints, keras_row, table
 from driver_matrix.records import record
 
 
@@ -143,34 +143,6 @@ def _saves(directory: str, tf_hooks: bool) -> Any:
     return Saves()
 
 
-def _keras_hook(program: Program, epochs: int) -> Any:
-    import keras
-
-    from monsession_hooks_keras import KerasCallbacksHook
-
-    folder = program.path("keras")
-    os.makedirs(folder, exist_ok=True)
-
-    def batch_end(batch, logs):
-        record("keras-batch", batch=int(batch), step=int(logs["step"]), loss=float(logs["loss"]))
-
-    callbacks = [
-        keras.callbacks.ModelCheckpoint(
-            os.path.join(folder, "e{epoch:02d}-b{batch:02d}.weights.h5"),
-            save_weights_only=True,
-            save_freq=table.SAVE_STEPS,
-        ),
-        keras.callbacks.CSVLogger(os.path.join(folder, "log.csv"), append=True),
-        keras.callbacks.LambdaCallback(
-            on_train_batch_end=batch_end,
-            on_epoch_end=lambda epoch, logs: record("keras-epoch", epoch=int(epoch)),
-        ),
-    ]
-    return KerasCallbacksHook(
-        callbacks, program.model, logs=("loss", "step"), epochs=epochs, steps=10, verbose=0
-    )
-
-
 def build_hooks(
     program: Program,
     last_step: int,
@@ -188,7 +160,7 @@ def build_hooks(
     earlystop = None
     wrap = None
     if keras_callbacks:
-        hooks.append(_keras_hook(program, epochs=table.LAST_STEP // 10))
+        hooks.append(keras_row.build(program, epochs=table.LAST_STEP // 10))
     elif earlystop_only:
         from monsession_hooks_earlystop import EarlyStoppingHook
 

@@ -16,7 +16,7 @@ from monsession import (
     tf_logging,
 )
 from monsession.plugins import as_run_context
-from monsession_hooks_keras import _keras_compat
+from monsession_hooks_keras import _callback_state, _keras_compat
 from monsession_hooks_keras._logs import acts_on, host_logs, needs_logs
 
 _NAME = "KerasCallbacksHook"
@@ -56,6 +56,45 @@ def _check_callbacks(callbacks: Iterable[Any]) -> list[Any]:
                 index,
             )
     return checked
+
+
+# Callbacks that change or read the optimizer (`model.optimizer`) during training.
+_NEEDS_OPTIMIZER = ("LearningRateScheduler", "ReduceLROnPlateau")
+
+
+def _needs_optimizer(callback: Any) -> bool:
+    if isinstance(callback, keras.callbacks.TensorBoard):
+        return bool(callback.write_steps_per_second)  # It reads the optimizer's iterations.
+    return any(isinstance(callback, getattr(keras.callbacks, name)) for name in _NEEDS_OPTIMIZER)
+
+
+def _attach_optimizer(model: Any, optimizer: Any, callbacks: list[Any]) -> None:
+    """Gives `model` the optimizer the callbacks read, as `compile` would; checks it."""
+    current = getattr(model, "optimizer", None)  # Set by `compile`, absent before.
+    if optimizer is not None:
+        if not isinstance(optimizer, keras.optimizers.Optimizer):
+            raise TypeError(
+                f"{_NAME}: optimizer must be a Keras 3 keras.optimizers.Optimizer (the one the "
+                f"step applies), got {optimizer!r}."
+            )
+        if current is not None and current is not optimizer:
+            raise ValueError(
+                f"{_NAME}: model is compiled with the optimizer {current!r}, and optimizer= is "
+                f"another one, {optimizer!r}; pass the optimizer the step applies, once."
+            )
+        model.optimizer = optimizer
+        return
+    if current is not None:
+        return
+    for index, callback in enumerate(callbacks):
+        if _needs_optimizer(callback):
+            raise ValueError(
+                f"{_NAME}: callbacks[{index}] is {type(callback).__name__}, which reads or "
+                "changes model.optimizer, and model has no optimizer (it was never compiled); "
+                "pass the optimizer the step applies: KerasCallbacksHook(..., optimizer=optimizer)."
+            )
+    # What Keras's callbacks expect of a model without an optimizer (they test for None).
+    model.optimizer = None
 
 
 def _check_logs(logs: str | Sequence[str]) -> tuple[str, ...]:
@@ -120,11 +159,21 @@ class KerasCallbacksHook(SessionRunHook):
         `None` says 1.
       steps: Steps per epoch, if known (`ProgbarLogger`'s target).
       verbose: The `verbose` parameter the callbacks see.
+      optimizer: The `keras.optimizers.Optimizer` the step applies, for a
+        model that was never compiled: it becomes `model.optimizer` (as
+        `compile` does), which `TensorBoard`, `LearningRateScheduler` and
+        `ReduceLROnPlateau` read; a `tf.train.Checkpoint` of the model then
+        holds it too. `None`: the model's own, if compiled, else none
+        (`model.optimizer` is set to `None`).
 
     Raises:
       TypeError: If a callback is not a Keras 3 callback, `model` is not a
-        `keras.Model`, or `logs` holds something other than names.
-      ValueError: If a callback is a `HooksCallback`.
+        `keras.Model`, `optimizer` is not a Keras optimizer, or `logs` holds
+        something other than names.
+      ValueError: If a callback is a `HooksCallback`; if `optimizer` is not
+        the one the model was compiled with; if a callback needs an
+        optimizer (`LearningRateScheduler`, `ReduceLROnPlateau`,
+        `TensorBoard(write_steps_per_second=True)`) and there is none.
       RuntimeError: If built while TensorFlow is in graph mode.
     """
 
@@ -137,6 +186,7 @@ class KerasCallbacksHook(SessionRunHook):
         epochs: int | None = None,
         steps: int | None = None,
         verbose: int = 1,
+        optimizer: Any = None,
     ) -> None:
         if not tf.executing_eagerly():
             raise RuntimeError(_GRAPH_MODE)
@@ -144,6 +194,7 @@ class KerasCallbacksHook(SessionRunHook):
             raise TypeError(f"{_NAME}: model must be a Keras 3 keras.Model, got {model!r}.")
         self._callbacks = _check_callbacks(callbacks)
         self._log_names = _check_logs(logs)
+        _attach_optimizer(model, optimizer, self._callbacks)
         self._model = model
         params = {"verbose": verbose, "epochs": 1 if epochs is None else epochs, "steps": steps}
         for callback in self._callbacks:
@@ -160,7 +211,8 @@ class KerasCallbacksHook(SessionRunHook):
         self._started = False
         self._epoch: int | None = None  # The open epoch.
         self._next_epoch = 0  # The epoch that steps outside an epoch open.
-        self._restored_epoch: int | None = None  # From the checkpoint's hook state.
+        self._restored: dict[str, Any] | None = None  # The checkpoint's hook state.
+        self._resumed: dict[str, Any] | None = None  # The epoch the checkpoint left open.
         self._first_step: int | None = None  # Global step at the start of the epoch.
         self._batch = 0
         self._step_logs: dict[str, Any] = {}  # The last step's.
@@ -184,7 +236,8 @@ class KerasCallbacksHook(SessionRunHook):
             raise RuntimeError(_GRAPH_MODE)
         self._started = False  # A new session: training begins (again).
         self._epoch = None
-        self._restored_epoch = None
+        self._restored = None
+        self._resumed = None
         self._epoch_logs = None
 
     def after_create_session(self, session: Any, coord: Any) -> None:
@@ -194,25 +247,60 @@ class KerasCallbacksHook(SessionRunHook):
         self._model.stop_training = False
         for callback in self._callbacks:
             callback.on_train_begin({})
-        if self._restored_epoch is None:
+        restored, self._restored = self._restored, None
+        if restored is None:
             self._next_epoch = self.initial_epoch
-        else:  # The checkpoint's, over `BackupAndRestore`'s.
-            self._next_epoch, self._restored_epoch = self._restored_epoch, None
+            return
+        # The checkpoint's, over `BackupAndRestore`'s; after `on_train_begin`, which resets.
+        self._next_epoch = int(restored["epoch"])
+        if "callbacks" in restored:
+            _callback_state.restore(self._callbacks, restored["callbacks"], epochs=True)
+            self._epoch_logs = restored["epoch_logs"]
+            if restored["open"]:
+                self._resumed = restored
 
     def state_dict(self) -> dict[str, Any]:
-        """The epoch that steps outside an epoch open (see `monsession.StatefulHook`).
+        """Where training is, for the callbacks (see `monsession.StatefulHook`).
 
-        Saved with each checkpoint, so that a loop resumed in the middle of
-        an epoch (`Epochs` calls no `epoch_begin` for it) goes on in the
-        same epoch.
+        Saved with each checkpoint: the epoch in progress (or the next), the
+        global step it began at, the last step's and the last epoch's logs,
+        and the standard callbacks' counters (`ModelCheckpoint`'s batches
+        since its last save, `TensorBoard`'s batch number, `EarlyStopping`'s
+        best, `History`'s records...). A restarted run goes on in that epoch
+        with the same batch indices, and its callbacks save, write and
+        decide at the steps of the uninterrupted run.
         """
-        return {"epoch": self._next_epoch if self._epoch is None else self._epoch}
+        return {
+            "epoch": self._next_epoch if self._epoch is None else self._epoch,
+            "open": self._epoch is not None,
+            "first_step": self._first_step,
+            "logs": _callback_state.plain(self._step_logs),
+            "epoch_logs": _callback_state.plain(self._epoch_logs),
+            "callbacks": _callback_state.collect(self._callbacks),
+        }
 
     def load_state_dict(self, state: Any) -> None:
-        """Takes back the epoch that steps outside an epoch open."""
-        self._restored_epoch = int(state["epoch"])
-        if self._started:  # Recovered within training: the checkpoint's epoch goes on.
-            self._next_epoch, self._restored_epoch = self._restored_epoch, None
+        """Takes back where training was (`state_dict`).
+
+        In a new session, applied after the callbacks' `on_train_begin`
+        (which resets them). After a recovery in the same session, the
+        counters that follow the batches go back to the checkpoint's step;
+        what sums up the epochs stays, since no epoch's end is repeated.
+
+        Raises:
+          ValueError: If the state was saved by a hook with other callbacks
+            (the session then warns and the callbacks go on as they are).
+        """
+        if "callbacks" in state:
+            _callback_state.check(self._callbacks, state["callbacks"])
+        if not self._started:
+            self._restored = dict(state)
+            return
+        # Recovered within training: the checkpoint's epoch and batches go on.
+        if "callbacks" in state:
+            _callback_state.restore(self._callbacks, state["callbacks"], epochs=False)
+        if self._epoch is None:
+            self._next_epoch = int(state["epoch"])
 
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
         run_context = as_run_context(run_context)
@@ -223,7 +311,9 @@ class KerasCallbacksHook(SessionRunHook):
                 "monsession.get_or_create_global_step() and advance it in the step, so "
                 "the callbacks get batch indices."
             )
-        if self._epoch is None:
+        if self._epoch is None and self._resumed is not None:
+            self._resume_epoch()  # Restarted in mid-epoch: it goes on.
+        elif self._epoch is None:
             self._begin_epoch(self._next_epoch)  # A loop without (this) epoch's begin.
         if self._first_step is None:
             self._first_step = step
@@ -285,7 +375,16 @@ class KerasCallbacksHook(SessionRunHook):
         for callback in self._callbacks:
             callback.on_train_end(self._epoch_logs)
 
+    def _resume_epoch(self) -> None:
+        """Opens again the epoch the checkpoint left open: no `on_epoch_begin`, as in one run."""
+        resumed, self._resumed = self._resumed, None
+        assert resumed is not None
+        self._epoch = int(resumed["epoch"])
+        self._first_step = resumed["first_step"]
+        self._step_logs = dict(resumed["logs"])
+
     def _begin_epoch(self, epoch: int) -> None:
+        self._resumed = None
         self._epoch = epoch
         self._first_step = None
         self._step_logs = {}

@@ -187,7 +187,7 @@ class SessionRunHook:
 class NextAction(NamedTuple):
     """When a hook next acts: what `SessionRunHook.next_action()` returns.
 
-    Args:
+    Attributes:
       steps: The hook acts at the run that many runs from now (1: the coming
         run); `None`: at no particular step.
       at_time: The hook acts at the first run that starts at or after this
@@ -265,7 +265,7 @@ class StatefulHook(Protocol):
 class SessionRunArgs(NamedTuple):
     """What a hook adds to a `run()` call.
 
-    Args:
+    Attributes:
       fetches: A tensor, op, name or a nested list/tuple/dict of them, exactly
         like the `fetches` of `Session.run()`. In eager mode a leaf may also be
         a `tf.Variable`, the name of an entry of the mapping the step returned,
@@ -424,7 +424,7 @@ def finish_run(run_context: SessionRunContext) -> None:
 class SessionRunValues(NamedTuple):
     """What a hook receives in `after_run`.
 
-    Args:
+    Attributes:
       results: The values of the hook's `SessionRunArgs.fetches`, in the same
         structure (`None` when the hook asked for nothing).
       options: The `RunOptions` used for the call.

@@ -293,4 +293,5 @@ class EagerSession:
         return self._closed
 
     def close(self) -> None:
+        """Marks the session closed (eager mode has no TensorFlow session to release)."""
         self._closed = True

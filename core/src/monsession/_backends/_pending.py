@@ -25,7 +25,7 @@ def settle(session: Any) -> None:
         `run_context.session`, `end`).
 
     Raises:
-      Whatever a scheduled closure raised (as `ClusterCoordinator.join()`).
+      Exception: Whatever a scheduled closure raised (as `ClusterCoordinator.join()`).
     """
     from monsession._backends._eager import EagerSession  # TensorFlow is loaded: a session exists.
 

@@ -1,6 +1,7 @@
 """The `monsession` command line.
 
-    monsession plugins [--json]             list hook families, failures, blocked plugins
+    monsession plugins [--json]             list hook families, failures, blocked plugins,
+                                            plugins built for a newer core
     monsession new-package NAME [--dir D]   create a hook package (see `_new_package`)
     monsession --version
 
@@ -85,6 +86,15 @@ def listing_json(listing: PluginListing) -> dict[str, Any]:
             for failure in listing.failures
         ],
         "blocked": [_source_json(source) for source in listing.blocked],
+        "newer_core": [
+            {
+                **_source_json(newer.source),
+                "unknown_hookspecs": list(newer.unknown_hookspecs),
+                "core_requirement": newer.core_requirement,
+                "message": newer.message,
+            }
+            for newer in listing.newer_core
+        ],
     }
 
 
@@ -92,9 +102,15 @@ def _describe(source: PluginSource) -> str:
     return f"{source.describe()}, entry point {source.entry_point or '-'}"
 
 
+def _requires(requirement: str | None) -> str:
+    if requirement is None:
+        return "declares no monsession-core range"
+    return f"requires monsession-core{requirement or ' (any version)'}"
+
+
 def listing_text(listing: PluginListing) -> str:
     """Returns `listing` as an aligned table of hook classes, then the other
-    classes, failures and blocked plugins."""
+    classes, plugins built for a newer core, failures and blocked plugins."""
     rows = [("PLUGIN", "DISTRIBUTION", "VERSION", "ENTRY POINT", "HOOK CLASSES")]
     for info in listing.plugins:
         source = info.source
@@ -119,6 +135,18 @@ def listing_text(listing: PluginListing) -> str:
     if others:
         lines += ["", "Other classes (not hooks):"]
         lines += [f"  {info.source.name}: {', '.join(info.other_classes)}" for info in others]
+    if listing.newer_core:
+        lines += [
+            "",
+            f"Built for a newer core ({len(listing.newer_core)}): monsession-core "
+            f"{_plugin_manager.core_version() or '(unknown version)'} does not declare these "
+            "hookspecs and never calls them; upgrade monsession-core:",
+        ]
+        lines += [
+            f"  {_describe(newer.source)}: {', '.join(newer.unknown_hookspecs)} "
+            f"({_requires(newer.core_requirement)})"
+            for newer in listing.newer_core
+        ]
     if listing.failures:
         lines += ["", f"Failed to load ({len(listing.failures)}):"]
         lines += [

@@ -21,14 +21,19 @@ PROJECT_NAME = "monsession"
 
 hookspec = pluggy.HookspecMarker(PROJECT_NAME)
 hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+"""The marker of a plugin's hook implementations: `@monsession.hookimpl` (pluggy's)."""
 
 # Positions of the default hooks of `MonitoredTrainingSession`, in
 # TensorFlow's order. Chief-only hooks come before all of them and the
 # user's `hooks` after all of them.
 ORDER_STEP_COUNTER = 100
+"""The position of the step counter among the default hooks."""
 ORDER_SUMMARY_SAVER = 200
+"""The position of the summary saver among the default hooks."""
 ORDER_CHECKPOINT_SAVER = 300
+"""The position of the checkpoint saver among the default hooks."""
 ORDER_OTHER = 1000
+"""The position of any other default hook (after TensorFlow's three)."""
 
 
 @dataclasses.dataclass(frozen=True)

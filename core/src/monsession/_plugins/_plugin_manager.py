@@ -11,6 +11,11 @@ manager is built:
   distribution names to skip, before they are imported.
 * ``MONSESSION_STRICT_PLUGINS``: a plugin that fails is fatal.
 
+A plugin that loads but implements a hookspec this core does not declare
+(built for a newer core, `_newer_core`) is named with both versions at
+WARNING, or raises `PluginLoadError` in strict mode; it stays loaded, and
+its known hookimpls are called.
+
 One policy for a failing plugin, at load time and at call time: it is
 reported with its name, distribution and version, and left out; in strict
 mode the report is raised instead (`PluginLoadError` when loading,
@@ -33,7 +38,7 @@ from typing import Any
 
 import pluggy
 
-from monsession._plugins import _builtin_plugin, _hookspecs
+from monsession._plugins import _builtin_plugin, _hookspecs, _newer_core
 from monsession._plugins._hookspecs import PROJECT_NAME, DefaultHook, TrainingSettings
 from monsession._plugins._plugin_types import (
     ENV_DISABLE_AUTOLOAD,
@@ -43,6 +48,7 @@ from monsession._plugins._plugin_types import (
     PluginCallError,
     PluginCallFailure,
     PluginFailure,
+    PluginForNewerCore,
     PluginInfo,
     PluginListing,
     PluginLoadError,
@@ -72,6 +78,7 @@ KNOWN_HOOK_FAMILIES: dict[str, str] = {
     "HookTimingHook": "monsession-hooks-debug",
     "KerasCallbacksHook": "monsession-hooks-keras",
 }
+"""{class name: distribution} of this project's families' classes (for install hints)."""
 KNOWN_ARGUMENT_FAMILIES: dict[str, str] = {
     "save_checkpoint_secs": "monsession-hooks-checkpoint",
     "save_checkpoint_steps": "monsession-hooks-checkpoint",
@@ -79,6 +86,7 @@ KNOWN_ARGUMENT_FAMILIES: dict[str, str] = {
     "save_summaries_secs": "monsession-hooks-summary",
     "log_step_count_steps": "monsession-hooks-summary",
 }
+"""{`MonitoredTrainingSession` argument: distribution} of this project's families."""
 
 # This repository's distributions: their folder in a checkout is the name
 # without "monsession-" (install hints give that form too).
@@ -94,6 +102,7 @@ __all__ = [  # Re-exported types, for callers of this module.
     "PluginCallError",
     "PluginCallFailure",
     "PluginFailure",
+    "PluginForNewerCore",
     "PluginInfo",
     "PluginListing",
     "PluginLoadError",
@@ -114,6 +123,7 @@ class _Discovery:
     sources: dict[str, PluginSource]
     failures: list[PluginFailure]
     blocked: list[PluginSource]
+    newer_core: list[PluginForNewerCore]
     autoload: bool
     strict: bool
     warned: set[str] = dataclasses.field(default_factory=set)
@@ -170,6 +180,7 @@ def _discovery() -> _Discovery:
         sources={CORE_PLUGIN_NAME: core},
         failures=[],
         blocked=[],
+        newer_core=[],
         autoload=not env_flag(ENV_DISABLE_AUTOLOAD),
         strict=env_flag(ENV_STRICT),
     )
@@ -205,7 +216,8 @@ def _load_entry_points(discovery: _Discovery) -> None:
             continue
         registered = False
         try:
-            discovery.manager.register(entry_point.load(), name=source.name)
+            plugin = entry_point.load()
+            discovery.manager.register(plugin, name=source.name)
             registered = True
             # Ask the registration hooks now so a broken answer is reported
             # like any other load failure, naming the plugin.
@@ -223,6 +235,25 @@ def _load_entry_points(discovery: _Discovery) -> None:
                 raise PluginLoadError(failure.message, name=source.name) from error
             discovery.failures.append(failure)
             logger.warning(failure.message)
+            continue
+        _check_hookspecs(discovery, plugin, source, entry_point.dist)
+
+
+def _check_hookspecs(
+    discovery: _Discovery,
+    plugin: object,
+    source: PluginSource,
+    dist: importlib.metadata.Distribution | None,
+) -> None:
+    """Names a loaded plugin built for a newer core: WARNING, or `PluginLoadError` if strict."""
+    unknown = _newer_core.unknown_hookspecs(discovery.manager, plugin)
+    if not unknown:
+        return
+    newer = PluginForNewerCore(source, unknown, core_version(), _newer_core.core_requirement(dist))
+    if discovery.strict:
+        raise PluginLoadError(newer.message, name=source.name)
+    discovery.newer_core.append(newer)
+    logger.warning(newer.message)
 
 
 def get_plugin_manager() -> pluggy.PluginManager:
@@ -546,7 +577,11 @@ def plugin_infos() -> PluginListing:
         for name in _plugins(discovery.manager)
     )
     return PluginListing(
-        plugins, tuple(discovery.failures), tuple(discovery.blocked), discovery.autoload
+        plugins,
+        tuple(discovery.failures),
+        tuple(discovery.blocked),
+        discovery.autoload,
+        tuple(discovery.newer_core),
     )
 
 

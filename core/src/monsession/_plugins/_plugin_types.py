@@ -11,8 +11,11 @@ import importlib
 from typing import Any
 
 ENV_DISABLE_AUTOLOAD = "MONSESSION_DISABLE_PLUGIN_AUTOLOAD"
+"""The environment variable that, set to 1, loads no plugin entry point."""
 ENV_DISABLED_PLUGINS = "MONSESSION_DISABLED_PLUGINS"
+"""The environment variable naming plugins to skip (entry-point or distribution names, a,b)."""
 ENV_STRICT = "MONSESSION_STRICT_PLUGINS"
+"""The environment variable that, set to 1, makes a failing plugin an error, not a warning."""
 
 
 class PluginLoadError(ImportError):
@@ -65,6 +68,43 @@ class PluginFailure:
 
 
 @dataclasses.dataclass(frozen=True)
+class PluginForNewerCore:
+    """A loaded plugin that implements hookspecs this core does not declare.
+
+    Args:
+      source: The plugin.
+      unknown_hookspecs: The names of its hookimpls that no hookspec of this
+        core declares; monsession never calls them.
+      core_version: This core's installed version, if known.
+      core_requirement: The monsession-core range its distribution requires
+        (``""`` for any version), or `None` if it requires none.
+    """
+
+    source: PluginSource
+    unknown_hookspecs: tuple[str, ...]
+    core_version: str | None
+    core_requirement: str | None
+
+    @property
+    def message(self) -> str:
+        """The sentence logged (or raised in strict mode), with both versions and the fix."""
+        one = len(self.unknown_hookspecs) == 1
+        names = ", ".join(self.unknown_hookspecs)
+        if self.core_requirement is None:
+            requires = "its distribution declares no monsession-core range"
+        else:
+            requires = f"it requires monsession-core{self.core_requirement or ' (any version)'}"
+        return (
+            f"Plugin {self.source.describe()} implements the hookspec{'' if one else 's'} "
+            f"{names}, which monsession-core {self.core_version or '(unknown version)'} does "
+            f"not declare: it was built for a newer core ({requires}) or misspells a hookspec "
+            f"name, and monsession never calls {'that hookimpl' if one else 'those hookimpls'}. "
+            "Upgrade monsession-core (pip install --upgrade monsession-core), or set "
+            f"{ENV_DISABLED_PLUGINS}={self.source.name} to skip the plugin."
+        )
+
+
+@dataclasses.dataclass(frozen=True)
 class PluginInfo:
     """A registered plugin, for listings."""
 
@@ -83,12 +123,15 @@ class PluginListing:
       failures: Plugins that failed to load and were skipped.
       blocked: Plugins skipped because of `MONSESSION_DISABLED_PLUGINS`.
       autoload: False when `MONSESSION_DISABLE_PLUGIN_AUTOLOAD` is set.
+      newer_core: Loaded plugins that implement hookspecs this core does not
+        declare (they are in `plugins` too).
     """
 
     plugins: tuple[PluginInfo, ...]
     failures: tuple[PluginFailure, ...]
     blocked: tuple[PluginSource, ...]
     autoload: bool
+    newer_core: tuple[PluginForNewerCore, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -153,34 +153,46 @@ class Scaffold:
 
     @property
     def init_op(self) -> Any:
+        """The op that initializes the variables (after `finalize()`, the default if none given)."""
         return self._init_op
 
     @property
     def ready_op(self) -> Any:
+        """The op that lists the variables not yet initialized (empty when ready)."""
         return self._ready_op
 
     @property
     def ready_for_local_init_op(self) -> Any:
+        """The op that lists the global variables `local_init_op` still needs."""
         return self._ready_for_local_init_op
 
     @property
     def local_init_op(self) -> Any:
+        """The op that initializes local variables and tables, run in every session."""
         return self._local_init_op
 
     @property
     def local_init_feed_dict(self) -> Any:
+        """The feed of `local_init_op`, or `None`."""
         return self._local_init_feed_dict
 
     @property
     def summary_op(self) -> Any:
+        """The op that merges the graph's summaries, or `None`."""
         return self._summary_op
 
     @property
     def saver(self) -> Any:
+        """What saves and restores.
+
+        A `tf.compat.v1.train.Saver`; in eager mode the `tf.train.Checkpoint` (or
+        `tf.train.CheckpointManager`) handed over.
+        """
         return self._saver
 
     @property
     def init_feed_dict(self) -> Any:
+        """The feed of `init_op`, or `None`."""
         return self._init_feed_dict
 
     @staticmethod
