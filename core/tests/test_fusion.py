@@ -360,3 +360,50 @@ def test_epochs_steps_with_hooks_pull_inside_the_step_when_fusing(monkeypatch, s
     # Fused or quiet, the hooks are called on the first step, their own
     # steps and each epoch's last step (1, 4, 6, 8, 12), not on the others.
     assert hook.before_runs == 5
+
+
+def test_epochs_fuses_the_step_a_wrapper_names():
+    """A wrapper naming its `tf.function` (`monsession_fused_step`) fuses in `Epochs.run`.
+
+    The silent steps run the function inside the session's loop (their
+    outputs come stacked), and only the steps with the hooks call the
+    wrapper, as in `sess.run(step)`.
+    """
+    global_step = monsession.get_or_create_global_step()
+    trained = tf.Variable(tf.fill([12], tf.constant(-1, tf.int64)))
+
+    @tf.function
+    def step(x):
+        at = global_step.assign_add(1) - 1
+        trained.scatter_nd_update([[at]], [x])
+        return {"loss": tf.cast(x, tf.float32)}
+
+    wrapper_steps = []
+
+    def wrapped(x):
+        outputs = step(x)
+        wrapper_steps.append(int(global_step.numpy()))
+        return outputs
+
+    wrapped.monsession_fused_step = step
+    fused = []
+
+    class Keeper(Calls):
+        def before_run(self, run_context):
+            super().before_run(run_context)
+            if run_context.silent_steps:
+                fused.extend(run_context.silent_outputs["loss"].numpy().tolist())
+
+        def next_action(self, global_step):
+            return monsession.NextAction(steps=self.n - global_step % self.n, keep=("loss",))
+
+    hook = Keeper(4)
+    data = monsession.Epochs(tf.data.Dataset.range(6), num_epochs=2)
+    with monsession.MonitoredSession(hooks=[hook], steps_per_execution="auto") as sess:
+        assert list(data.run(sess, wrapped)) == [0, 1]
+    # The batches of single steps; the hooks' steps (the first, 4, each
+    # epoch's last, 8, 12) call the wrapper, the 7 others ran fused.
+    assert trained.numpy().tolist() == [0, 1, 2, 3, 4, 5] * 2
+    assert wrapper_steps == [1, 4, 6, 8, 12]
+    assert fused == [1.0, 2.0, 4.0, 0.0, 2.0, 3.0, 4.0]
+    assert [after for _, _, after in hook.seen] == [4, 8, 12]

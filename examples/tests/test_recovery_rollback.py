@@ -38,12 +38,14 @@ class AbortOnce(monsession.SessionRunHook):
             raise tf.errors.AbortedError(None, None, "injected preemption")
 
 
-def _train(directory: str, mode: str, abort_after: int | None) -> AbortOnce:
+def _train(
+    directory: str, mode: str, abort_after: int | None, summaries: int | None = 1
+) -> AbortOnce:
     abort = AbortOnce(abort_after)
     arguments = {
         "checkpoint_dir": directory,
         "save_checkpoint_steps": 10,
-        "save_summaries_steps": 1,
+        "save_summaries_steps": summaries,
         "log_step_count_steps": 5,
         "hooks": [abort, monsession.StopAtStepHook(last_step=LAST_STEP)],
     }
@@ -88,7 +90,8 @@ def _tensorboard_view(directory: str) -> dict[str, tuple[list[int], list[float]]
         directory, size_guidance={"tensors": 0}, purge_orphaned_data=True
     )
     accumulator.Reload()
-    return {tag: _series(accumulator, tag) for tag in ("w", "global_step/sec")}
+    tags = accumulator.Tags()["tensors"]
+    return {tag: _series(accumulator, tag) for tag in ("w", "global_step/sec") if tag in tags}
 
 
 def _starts(directory: str) -> list[int]:
@@ -127,3 +130,24 @@ def test_tensorboard_shows_each_step_once_after_a_rollback(tmp_path, mode):
     assert steps == views["fault-free"]["global_step/sec"][0]
     assert len(steps) == len(set(steps)) >= 5
     assert all(rate > 0 for rate in rates), rates
+
+
+@pytest.mark.parametrize("mode", ["graph", "eager"])
+def test_the_step_rate_alone_in_its_directory_shows_each_step_once(tmp_path, mode):
+    """Without summaries, the step counter's STARTs alone make TensorBoard drop the old rates.
+
+    TensorBoard takes a run's first START as its beginning, not as a
+    restart: the step counter writes one on the fresh start too, so the one
+    after the recovery counts.
+    """
+    views, starts = {}, {}
+    for name, abort_after in (("fault-free", None), ("rollback", ABORT_AFTER)):
+        directory = str(tmp_path / name)
+        tf.compat.v1.summary.FileWriterCache.clear()
+        _train(directory, mode, abort_after, summaries=None)
+        tf.compat.v1.summary.FileWriterCache.clear()
+        views[name], starts[name] = _tensorboard_view(directory), _starts(directory)
+    steps, rates = views["rollback"]["global_step/sec"]
+    assert steps == views["fault-free"]["global_step/sec"][0] == [6, 11, 16, 21, 26]
+    assert all(rate > 0 for rate in rates), rates
+    assert starts == {"fault-free": [1], "rollback": [1, 11]}

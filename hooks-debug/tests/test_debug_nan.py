@@ -229,6 +229,45 @@ def test_deferred_mode_in_monitored_training_session(tmp_path):
     assert info.value.step == NAN_STEP
 
 
+class FusedLosses(monsession.SessionRunHook):
+    """Keeps the loss of every step the session ran inside its fused loop."""
+
+    def __init__(self) -> None:
+        self.losses: list[float] = []
+
+    def next_action(self, global_step):
+        return monsession.NextAction(keep=("loss",))
+
+    def before_run(self, run_context):
+        if run_context.silent_steps:
+            self.losses += run_context.silent_outputs["loss"].numpy().tolist()
+
+
+def test_a_watched_step_fuses_in_the_epochs_loop(caplog):
+    tf.compat.v1.reset_default_graph()
+    global_step = monsession.get_or_create_global_step()
+
+    @tf.function
+    def step(x):
+        reached = global_step.assign_add(1)
+        loss = tf.where(reached >= 23, float("nan"), tf.cast(x, tf.float32))
+        return {"loss": loss}
+
+    hook = NanTensorHook("loss", fail_on_nan_loss=False, check_every_n_steps=5)
+    fused = FusedLosses()
+    data = monsession.Epochs(tf.data.Dataset.range(10), num_epochs=3)
+    with caplog.at_level(logging.WARNING, logger="tensorflow"):
+        with monsession.MonitoredSession(hooks=[hook, fused], steps_per_execution="auto") as sess:
+            assert list(data.run(sess, hook.watch(step))) == [0, 1]
+    # Stopped by the check at step 25, which names the first NaN's step.
+    assert int(global_step.numpy()) == 25
+    assert "Model diverged with loss = NaN at global step 23" in caplog.text
+    # The first step, the checks (every 5) and the epochs' last steps ran with
+    # the hooks; the 19 others ran fused, with their batches in order.
+    assert len(fused.losses) == 19
+    assert fused.losses[:7] == [1.0, 2.0, 3.0, 5.0, 6.0, 7.0, 8.0]
+
+
 def test_watch_keeps_the_step_signature_for_feeds():
     program = eager_program(lr=STABLE_LR)
     weight = tf.Variable(1.0)

@@ -5,13 +5,15 @@ families takes most of a small program's time, so this process imports
 them once, runs nothing, and forks one real subprocess per job (two at a
 time): each child starts TensorFlow's runtime afresh, runs its job and
 exits, or dies by SIGKILL when its plan says so. A job is `{"driver",
-"plans", "after"}`: `after` names the job that must have ended first (a
-restart after a kill). A plan is a run, `{"dir", "last_steps", "kill_at"?,
-"settle"?, "abort_at"?, "tf_hooks"?}` (`settle`: the kill comes after the
-background checkpoint writes): its sessions train to each of `last_steps` in
-turn (a clean resume is two), with everything recorded in `dir` (see
-records.py). An error ends its run only: it is recorded, and the matrix shows
-it in the cells of that run. Prints `<job index> <exit status>` per job.
+"plans", "after", "downtime"?}`: `after` lists the jobs that must have ended
+first, `downtime` seconds before it starts (a restart after a kill). A plan
+is a run, `{"dir", "last_steps", "kill_at"?, "abort_at"?, "tf_hooks"?,
+"earlystop"?}`: its sessions train to each of `last_steps` in turn (a clean
+resume is two), with everything recorded in `dir` (see records.py), from a
+`begin` record at its start to an `exit` record with the job's exit status
+(-9: SIGKILL), written here once the job ended. An error ends its run only:
+it is recorded, and the matrix shows it in the cells of that run. Prints
+`<job index> <exit status>` per job.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 import traceback
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -39,8 +42,10 @@ def run_job(job: dict) -> None:
     """Runs in the forked child."""
     spec = table.DRIVERS[job["driver"]]
     records.capture_logs()
+    drivers.order()  # Eagerly, before any graph-mode program.
     for plan in job["plans"]:
         records.open_records(plan["dir"])
+        records.record("begin", pid=os.getpid())
         for last_step in plan["last_steps"]:
             try:
                 drivers.RUNNERS[spec.mode](spec, plan, last_step)
@@ -71,18 +76,33 @@ def main() -> None:
         getattr(monsession.hooks, name)  # Resolve the families before forking.
     jobs = json.loads(sys.argv[1])
     waiting = list(range(len(jobs)))
-    done: set[int] = set()
+    ended: dict[int, float] = {}  # Job index: when it ended.
     running: dict[int, int] = {}
+
+    def ready(index: int) -> bool:
+        after = jobs[index]["after"]
+        if not all(i in ended for i in after):
+            return False
+        since = max((ended[i] for i in after), default=0.0)
+        return time.time() >= since + jobs[index].get("downtime", 0.0)
+
     while waiting or running:
-        ready = [i for i in waiting if jobs[i].get("after") in done or jobs[i].get("after") is None]
-        while ready and len(running) < PARALLEL:
-            index = ready.pop(0)
+        for index in [i for i in waiting if ready(i)]:
+            if len(running) >= PARALLEL:
+                break
             waiting.remove(index)
             running[_fork(jobs[index])] = index
-        pid, status = os.wait()
+        pid, status = os.waitpid(-1, os.WNOHANG) if running else (0, 0)
+        if pid == 0:
+            time.sleep(0.05)
+            continue
         index = running.pop(pid)
-        done.add(index)
-        print(index, os.waitstatus_to_exitcode(status), flush=True)
+        ended[index] = time.time()
+        code = os.waitstatus_to_exitcode(status)
+        for plan in jobs[index]["plans"]:
+            records.open_records(plan["dir"])
+            records.record("exit", status=code)
+        print(index, code, flush=True)
 
 
 if __name__ == "__main__":

@@ -2,19 +2,25 @@
 
 Every driver trains the same thing: a weight `w` updated as
 `w = 0.9 * w + sum(batch) / 100` (order-dependent, so the final weight shows
-which batches were trained), batch `s` (from 0) being ids `4 * (s % 10)` to
-`4 * (s % 10) + 3` of 40 ids: 10 steps per epoch. Loops without `Epochs`
-derive the batch from the global step, so a restart resumes the data too.
-The step returns `loss` (w squared), `w`, `step` (after the step) and
-`probe` (the loss, NaN from step 30 on, for `NanTensorHook`).
+which batches were trained) on 40 ids in batches of 4 (10 steps per epoch),
+shuffled with a seed and reshuffled every epoch. `Epochs` loops pull the
+batches from that dataset; the other loops take batch `s` (from 0) from
+`order()`, the same dataset iterated on the host, so a restart resumes the
+data too and every driver trains the same batches at the same steps. Each
+step writes its batch into row `s` of the `trained` table (saved with the
+model): at the end it shows the batch each step trained. The step returns
+`loss` (w squared), `w`, `step` (after the step) and `probe` (the loss, NaN
+from step `table.NAN_AT` on, for `NanTensorHook`).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import tensorflow as tf
 
 import monsession
@@ -30,20 +36,44 @@ NO_DEFAULT_HOOKS = {
 }
 
 
+TABLE_ROWS = 4 * 10  # Rows of the `trained` table (and of `order()`): four epochs.
+
+
 def _dataset() -> Any:
-    return tf.data.Dataset.range(4 * 10).batch(4)
+    """One epoch of batches, reshuffled every epoch (the same way after a restart)."""
+    ids = tf.data.Dataset.range(4 * 10)
+    return ids.shuffle(4 * 10, seed=table.SHUFFLE_SEED, reshuffle_each_iteration=True).batch(4)
+
+
+@functools.cache
+def order() -> np.ndarray:
+    """The batch of each step, from the dataset iterated on the host as `Epochs` does."""
+    batches = iter(_dataset().enumerate().repeat())
+    return np.stack([next(batches)[1].numpy() for _ in range(TABLE_ROWS)])
 
 
 def _outputs(w: Any, step: Any) -> dict[str, Any]:
     loss = tf.square(w)
-    probe = tf.where(step >= table.LAST_STEP, tf.constant(float("nan")), loss)
+    probe = tf.where(step >= table.NAN_AT, tf.constant(float("nan")), loss)
     return {"loss": loss, "w": w, "step": step, "probe": probe}
 
 
-def _update(w: Any, global_step: Any, count: Any, ids: Any) -> dict[str, Any]:
+def _new_table() -> Any:
+    return tf.fill([TABLE_ROWS, 4], tf.constant(-1, tf.int64))
+
+
+def _write_row(trained: Any, row: Any, ids: Any) -> Any:
+    """`trained` with row `row` set to the batch `ids`."""
+    row = tf.reshape(tf.cast(row, tf.int64), [1, 1])
+    return trained.assign(tf.tensor_scatter_nd_update(trained, row, [tf.cast(ids, tf.int64)]))
+
+
+def _update(model: Any, global_step: Any, ids: Any) -> dict[str, Any]:
     """One training step, eager mode and fit."""
+    w = model.w
+    _write_row(model.trained, global_step, ids)
     w.assign(0.9 * w + tf.reduce_sum(tf.cast(ids, tf.float32)) / 100.0)
-    count.assign_add(1)
+    model.count.assign_add(1)
     global_step.assign_add(1)
     step = tf.identity(tf.convert_to_tensor(global_step))
     value = tf.identity(tf.convert_to_tensor(w))
@@ -52,15 +82,26 @@ def _update(w: Any, global_step: Any, count: Any, ids: Any) -> dict[str, Any]:
 
 
 def _ids_of(global_step: Any) -> Any:
-    return (tf.cast(global_step, tf.int64) % 10) * 4 + tf.range(4, dtype=tf.int64)
+    """The batch of the step that starts at `global_step`, for loops without `Epochs`."""
+    return tf.gather(tf.constant(order()), tf.cast(global_step, tf.int64))
 
 
-def _interrupt(plan: dict[str, Any]) -> tuple[int, bool, bool] | None:
+def _interrupt(plan: dict[str, Any]) -> tuple[int, bool] | None:
     if plan.get("kill_at"):
-        return plan["kill_at"], True, plan.get("settle", False)
+        return plan["kill_at"], True
     if plan.get("abort_at"):
-        return plan["abort_at"], False, False
+        return plan["abort_at"], False
     return None
+
+
+def _hooks(program: rows.Program, plan: dict[str, Any], last_step: int, **how: Any) -> Any:
+    return rows.build_hooks(
+        program,
+        last_step,
+        interrupt=_interrupt(plan),
+        earlystop_only=plan.get("earlystop", False),
+        **how,
+    )
 
 
 def run_graph(spec: table.Driver, plan: dict[str, Any], last_step: int) -> None:
@@ -68,25 +109,24 @@ def run_graph(spec: table.Driver, plan: dict[str, Any], last_step: int) -> None:
         global_step = tf.compat.v1.train.get_or_create_global_step()
         w = tf.compat.v1.get_variable("weight", initializer=1.0)  # "w": the summary
         count = tf.compat.v1.get_variable("count", initializer=tf.constant(0, tf.int64))
-        new_w = w.assign(0.9 * w + tf.reduce_sum(tf.cast(_ids_of(global_step), tf.float32)) / 100)
+        trained = tf.compat.v1.get_variable("trained", initializer=_new_table())
+        before = tf.identity(global_step.read_value())
+        ids = _ids_of(before)
+        new_w = w.assign(0.9 * w + tf.reduce_sum(tf.cast(ids, tf.float32)) / 100)
+        written = _write_row(trained, before, ids)
         # After TensorFlow's shared read of the global step, so that TensorFlow's hooks read
         # the step before the increment on every run (otherwise the order is undefined).
         read = monsession.testing.global_step_read_tensor()
-        with tf.control_dependencies([new_w, read]):
+        with tf.control_dependencies([new_w, read, written]):
             step = global_step.assign_add(1)
             counted = count.assign_add(1)
         fetch = _outputs(tf.identity(new_w, name="w_out"), tf.identity(step, name="step_out"))
         summary_op = tf.compat.v1.summary.scalar("w", fetch["w"])
         train_op = tf.group(step, counted)
-        program = rows.Program(
-            plan["dir"], fetch, {"step": global_step, "w": w, "count": count}, summary_op
-        )
-        hooks, _ = rows.build_hooks(
-            program,
-            last_step,
-            tf_hooks=plan.get("tf_hooks", False),
-            mode="graph",
-            interrupt=_interrupt(plan),
+        state = {"step": global_step, "w": w, "count": count, "trained": trained}
+        program = rows.Program(plan["dir"], fetch, state, summary_op)
+        hooks, _ = _hooks(
+            program, plan, last_step, tf_hooks=plan.get("tf_hooks", False), mode="graph"
         )
         factory = (
             tf.compat.v1.train.MonitoredTrainingSession
@@ -113,6 +153,11 @@ def _line_model(fit: bool) -> Any:
                 trainable=False,
                 aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
             )
+            self.trained = tf.Variable(
+                _new_table(),
+                trainable=False,
+                aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
+            )
             self.built = True
 
         def call(self, x):
@@ -121,7 +166,9 @@ def _line_model(fit: bool) -> Any:
         if fit:
 
             def train_step(self, data):
-                return _update(self.w, self.optimizer.iterations, self.count, data)
+                # fit's batches are positions only: the batch comes from the step.
+                iterations = self.optimizer.iterations
+                return _update(self, iterations, _ids_of(iterations))
 
     return Line()
 
@@ -133,7 +180,12 @@ def run_eager(spec: table.Driver, plan: dict[str, Any], last_step: int) -> None:
     with scope:
         global_step = monsession.get_or_create_global_step()
         model = _line_model(fit=False)
-        state: dict[str, Any] = {"model": model, "step": global_step, "count": model.count}
+        state: dict[str, Any] = {
+            "model": model,
+            "step": global_step,
+            "count": model.count,
+            "trained": model.trained,
+        }
         epochs = None
         if spec.epochs:
             epochs = monsession.Epochs(
@@ -143,7 +195,7 @@ def run_eager(spec: table.Driver, plan: dict[str, Any], last_step: int) -> None:
 
         def replica_step(ids: Any = None) -> Any:
             ids = _ids_of(global_step) if ids is None else ids
-            return _update(model.w, global_step, model.count, ids)
+            return _update(model, global_step, ids)
 
         if strategy is not None:
             step: Callable[..., Any] = tf.function(lambda: strategy.run(replica_step))
@@ -155,14 +207,17 @@ def run_eager(spec: table.Driver, plan: dict[str, Any], last_step: int) -> None:
         program = rows.Program(
             plan["dir"],
             {"step": "step", "w": "w", "loss": "loss", "probe": "probe"},
-            {"step": global_step, "w": model.w.value, "count": model.count},
+            {
+                "step": global_step,
+                "w": model.w.value,
+                "count": model.count,
+                "trained": model.trained,
+            },
             scaffold=scaffold,
             model=model,
             fused=spec.fused,
         )
-        hooks, wrap = rows.build_hooks(
-            program, last_step, keras_callbacks=spec.keras_callbacks, interrupt=_interrupt(plan)
-        )
+        hooks, wrap = _hooks(program, plan, last_step, keras_callbacks=spec.keras_callbacks)
         if wrap is not None:
             step = wrap(step)
         with monsession.MonitoredTrainingSession(
@@ -188,20 +243,27 @@ def run_fit(spec: table.Driver, plan: dict[str, Any], last_step: int) -> None:
     tf.compat.v1.reset_default_graph()
     model = _line_model(fit=True)
     model.compile(optimizer=keras.optimizers.SGD())
-    checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer, count=model.count)
+    checkpoint = tf.train.Checkpoint(
+        model=model, optimizer=model.optimizer, count=model.count, trained=model.trained
+    )
     latest = tf.train.latest_checkpoint(os.path.join(plan["dir"], "ckpt"))
     if latest:  # HooksCallback restores nothing: the user restores before fit.
         checkpoint.restore(latest)
     program = rows.Program(
         plan["dir"],
         {"step": "step", "w": "w", "loss": "loss", "probe": "probe"},
-        {"step": model.optimizer.iterations.value, "w": model.w.value, "count": model.count},
+        {
+            "step": model.optimizer.iterations.value,
+            "w": model.w.value,
+            "count": model.count,
+            "trained": model.trained,
+        },
         saver=checkpoint,
         model=model,
     )
-    hooks, _ = rows.build_hooks(program, last_step, mode="fit", interrupt=_interrupt(plan))
+    hooks, _ = _hooks(program, plan, last_step, mode="fit")
     model.fit(
-        _dataset(),
+        tf.data.Dataset.range(4 * 10).batch(4),
         epochs=table.LAST_STEP // 10,
         initial_epoch=int(model.optimizer.iterations.numpy()) // 10,
         callbacks=[HooksCallback(hooks)],

@@ -12,6 +12,12 @@ def run_dir(root: str, driver: str, event: str) -> str:
     return os.path.join(root, driver, event)
 
 
+def row_dir(root: str, row: str, driver: str, event: str) -> str:
+    """The run a cell observes: the earlystop row has its own (it stops the run early)."""
+    directory = run_dir(root, driver, event)
+    return os.path.join(directory, "earlystop") if row == "earlystop" else directory
+
+
 def applies(driver: str, event: str) -> bool:
     return any(table.not_applicable(row, driver, event) is None for row in table.ROWS)
 
@@ -25,8 +31,22 @@ def _plan(directory: str, event: str, tf_hooks: bool = False) -> dict[str, Any]:
     return plan
 
 
+def _plans(root: str, driver: str, event: str) -> list[dict[str, Any]]:
+    """The runs of one (driver, event): every hook together, and the earlystop row alone."""
+    plans = [_plan(run_dir(root, driver, event), event)]
+    if table.not_applicable("earlystop", driver, event) is None:
+        alone = _plan(row_dir(root, "earlystop", driver, event), event)
+        plans.append({**alone, "earlystop": True})
+    return plans
+
+
 def jobs(root: str) -> list[dict[str, Any]]:
-    """Every training of the matrix: kills first (their restarts wait for them), then the rest."""
+    """Every training of the matrix: kills first, then the rest.
+
+    A job is `{"driver", "plans", "after", "downtime"}` (see child.py): the
+    restart after a kill waits for the killed job, then `table.DOWNTIME`
+    seconds more.
+    """
     kills: list[dict[str, Any]] = []
     others: list[dict[str, Any]] = []
     for driver, spec in table.DRIVERS.items():
@@ -34,24 +54,25 @@ def jobs(root: str) -> list[dict[str, Any]]:
         for event in table.EVENTS:
             if not applies(driver, event):
                 continue
-            directory = run_dir(root, driver, event)
             if event in table.KILLS:
-                killed = {
-                    **_plan(directory, event),
-                    "kill_at": table.KILLS[event],
-                    # Between checkpoints: the last one is complete before the kill.
-                    "settle": event == "kill-between",
-                }
-                kills.append({"driver": driver, "plans": [killed]})
-                others.append({"driver": driver, "plans": [_plan(directory, event)], "after": None})
-                others[-1]["kill"] = len(kills) - 1
+                restarts = _plans(root, driver, event)
+                after = []
+                for plan in restarts:
+                    after.append(len(kills))
+                    killed = {**plan, "kill_at": table.KILLS[event]}
+                    kills.append({"driver": driver, "plans": [killed], "after": []})
+                others.append(
+                    {
+                        "driver": driver,
+                        "plans": restarts,
+                        "after": after,
+                        "downtime": table.DOWNTIME,
+                    }
+                )
             else:
-                plans.append(_plan(directory, event))
+                plans += _plans(root, driver, event)
         if spec.tf_session:  # TensorFlow's own hooks under TensorFlow's session: the reference.
             for event in ("fresh", "resume"):
                 plans.append(_plan(run_dir(root, driver, "ref-" + event), event, tf_hooks=True))
-        others.append({"driver": driver, "plans": plans})
-    for job in others:
-        if "kill" in job:
-            job["after"] = job.pop("kill")
+        others.append({"driver": driver, "plans": plans, "after": []})
     return kills + others

@@ -4,7 +4,11 @@ A run's records come from every process and session that trained in its
 directory. Each session records the step it started at; what an earlier
 session recorded after a step that a later one restored from (a killed or
 aborted session's last steps, trained again) is superseded, as TensorBoard
-purges orphaned events on a restart. Values are rounded (float32 training).
+purges orphaned events on a restart. Everything else is kept, in the order
+it happened: a record made twice shows twice. Summaries are read with
+the `EventAccumulator` TensorBoard's server loads runs with, which purges
+at each `SessionLog.START` exactly as TensorBoard shows them. Values are rounded
+(float32 training).
 """
 
 from __future__ import annotations
@@ -14,28 +18,41 @@ import os
 import re
 from typing import Any
 
-from tensorboard.backend.event_processing import event_file_loader
+from tensorboard.backend.event_processing import plugin_event_accumulator
 from tensorboard.util import tensor_util
 
-from driver_matrix import keras_row, records, table
+from driver_matrix import checkpoints, keras_row, records, table
 
-_LOGGED = re.compile(r"^step = (\d+)(?:\.0)?, w = (\S+?)( \([\d.]+ sec\))?$")
-_PROGRESS = re.compile(r"^step (\d+)/\d+")
+_LOGGED = re.compile(r"^step = (\d+)(?:\.0)?, w = (\S+?)(?: \(([\d.]+) sec\))?$")
+_PROGRESS = re.compile(r"^step (\d+)/\d+(?: \(\d+%\), ([-\d.e+]+) steps/sec)?")
+_RATE = re.compile(r"^\S+/sec: (\S+)$")  # The global step's name: "global_step", "iteration".
+_DIVERGED = re.compile(r"^Model diverged with loss = NaN(?: at global step (\d+))?")
 
 
 def _scalars(folder: str) -> list[dict[str, Any]]:
-    found = []
-    for path in sorted(glob.glob(os.path.join(folder, "events.*"))):
-        for event in event_file_loader.LegacyEventFileLoader(path).Load():
-            for value in event.summary.value:
-                if value.HasField("simple_value"):
-                    number = float(value.simple_value)
-                else:
-                    number = float(tensor_util.make_ndarray(value.tensor).reshape(()))
-                found.append(
-                    {"t": event.wall_time, "step": int(event.step), "tag": value.tag, "v": number}
-                )
-    return found
+    """Every scalar TensorBoard shows of the event files in `folder`, in the order written.
+
+    Read with the accumulator TensorBoard's own server loads runs with (every
+    value as a tensor, `simple_value` scalars converted), which drops what a
+    `SessionLog.START` supersedes of any kind (the legacy accumulator keeps
+    tensor summaries, the eager kind, past a START).
+    """
+    if not os.path.isdir(folder):
+        return []
+    accumulator = plugin_event_accumulator.EventAccumulator(
+        folder, size_guidance={plugin_event_accumulator.TENSORS: 0}
+    )
+    accumulator.Reload()
+    found = [
+        (e.wall_time, e.step, tag, float(tensor_util.make_ndarray(e.tensor_proto).reshape(())))
+        for tag in accumulator.Tags()[plugin_event_accumulator.TENSORS]
+        if accumulator.SummaryMetadata(tag).plugin_data.plugin_name == "scalars"
+        for e in accumulator.Tensors(tag)
+    ]
+    return [
+        {"t": t, "step": int(step), "tag": tag, "v": float(value)}
+        for t, step, tag, value in sorted(found, key=lambda item: item[0])
+    ]
 
 
 class Run:
@@ -48,14 +65,18 @@ class Run:
         self.errors = [r["error"] for r in self.records if r["kind"] == "error"]
         self.finals = [r for r in self.records if r["kind"] == "final"]
 
+    def kinds(self, *kinds: str) -> list[dict[str, Any]]:
+        return [r for r in self.records if r["kind"] in kinds]
+
     def current(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """The items (with `t` and `step`) that no later session superseded, by step."""
-        kept: dict[Any, dict[str, Any]] = {}
-        for item in sorted(items, key=lambda item: item["t"]):
-            later = [step for t, step in self.starts if t > item["t"]]
-            if item["step"] is None or all(item["step"] <= step for step in later):
-                kept[item["step"]] = item
-        return [kept[step] for step in sorted(kept, key=lambda s: -1 if s is None else s)]
+        """The items (with `t` and `step`, the step after which each was made) in time order,
+        but those that a later session superseded: made after the step it restored from."""
+        return [
+            item
+            for item in sorted(items, key=lambda item: item["t"])
+            if item["step"] is None
+            or all(item["step"] <= step for t, step in self.starts if t > item["t"])
+        ]
 
     def logs(self, pattern: re.Pattern[str]) -> list[tuple[dict[str, Any], re.Match[str]]]:
         return [
@@ -64,17 +85,49 @@ class Run:
 
     # One method per row: what a user sees.
 
-    def checkpoint(self) -> list[Any]:
-        saves = [r for r in self.records if r["kind"] == "ckpt"]
-        return [[r["step"], [round(w, 4) for w in r["w"]]] for r in self.current(saves)]
+    # What the matrix checks of every run: the event happened, and where each session began.
+
+    def begins(self) -> list[float]:
+        """When each process that ran this run began it."""
+        return [r["t"] for r in self.kinds("begin")]
+
+    def exits(self) -> list[int]:
+        """The exit status of each process that ran this run (-9: SIGKILL), in order."""
+        return [r["status"] for r in self.kinds("exit")]
+
+    def start_steps(self) -> list[int]:
+        return [step for _, step in self.starts]
+
+    def fused_steps(self) -> list[int]:
+        """The steps that ran inside the session's fused loop (the `Fused` hook's records)."""
+        return [step for r in self.kinds("fused") for step in r["steps"]]
+
+    def rates(self) -> list[tuple[float, float]]:
+        """(time, steps/sec) of each StepCounterHook log line."""
+        return [(r["t"], float(m[1])) for r, m in self.logs(_RATE)]
+
+    def timed_lines(self) -> list[tuple[float, float]]:
+        """(time, seconds since the previous line) of each timed LoggingTensorHook line."""
+        return [(r["t"], float(m[3])) for r, m in self.logs(_LOGGED) if m[3]]
+
+    def progress_rates(self) -> list[float]:
+        return [float(m[2]) for _, m in self.logs(_PROGRESS) if m[2]]
+
+    # One method per row: what a user sees.
+
+    def checkpoint(self) -> dict[str, Any]:
+        """The checkpoints on disk, read back (see `checkpoints.on_disk`), and the listeners'
+        `after_save` calls: each step, with the weights of the latest checkpoint then."""
+        saves = [[r["step"], r["w"]] for r in self.current(self.kinds("ckpt"))]
+        return {**checkpoints.on_disk(os.path.join(self.directory, "ckpt")), "after_save": saves}
 
     def summary(self) -> list[Any]:
         events = [e for e in _scalars(os.path.join(self.directory, "summary")) if e["tag"] == "w"]
-        return [[e["step"], round(e["v"], 4)] for e in self.current(events)]
+        return [[e["step"], round(e["v"], 4)] for e in events]
 
     def step_counter(self) -> list[Any]:
         events = _scalars(os.path.join(self.directory, "steps"))
-        return [e["step"] for e in self.current([e for e in events if e["tag"].endswith("/sec")])]
+        return [e["step"] for e in events if e["tag"].endswith("/sec")]
 
     def logging(self) -> list[Any]:
         lines = [
@@ -87,8 +140,13 @@ class Run:
         lines = [{"t": r["t"], "step": int(m[1])} for r, m in self.logs(_PROGRESS)]
         return [line["step"] for line in self.current(lines)]
 
-    def nan(self) -> int:
-        return sum("diverged" in r["msg"] for r in self.records if r["kind"] == "log")
+    def nan(self) -> dict[str, Any]:
+        """The steps the sessions stopped at, and the step each divergence line names."""
+        named = [m[1] for _, m in self.logs(_DIVERGED)]
+        return {
+            "stopped": self.stop(),
+            "diverged": [None if step is None else int(step) for step in named],
+        }
 
     def profiler(self) -> dict[str, Any]:
         folder = os.path.join(self.directory, "profile")
@@ -104,19 +162,27 @@ class Run:
         return [r["step"] for r in self.finals]
 
     def earlystop(self) -> Any:
+        """Best step and value, the step it stopped at, and the step the run ended at."""
         last = self.finals[-1] if self.finals else {}
         best = last.get("best")
         return [
             last.get("best_step"),
             None if best is None else round(best, 4),
             last.get("stopped_step"),
+            last.get("step"),
         ]
 
     def model(self) -> Any:
+        """The final step, weight and step count, the epochs yielded, the batch of each step."""
         last = self.finals[-1] if self.finals else {}
-        epochs = [r for r in self.records if r["kind"] == "epoch"]
-        done = [[r["step"], r["epoch"]] for r in self.current(epochs)]
-        return [last.get("step"), round(last.get("w", 0.0), 4), last.get("count"), done]
+        done = [[r["step"], r["epoch"]] for r in self.current(self.kinds("epoch"))]
+        return [
+            last.get("step"),
+            round(last.get("w", 0.0), 4),
+            last.get("count"),
+            done,
+            last.get("batches"),
+        ]
 
     def observe(self, row: str) -> Any:
         if table.ROWS[row].keras:

@@ -4,6 +4,8 @@
 or names of the step's outputs in eager mode and under `fit`), the state to
 save, the directory. `build_hooks` returns every applicable hook of one run,
 installed together, in one order; TensorFlow's own hooks when `tf_hooks`.
+The earlystop row stops its run early, so it runs alone (`earlystop_only`):
+with the checkpoint saver and `StopAtStepHook`, as the others.
 """
 
 from __future__ import annotations
@@ -14,10 +16,11 @@ import os
 import signal
 from typing import Any
 
+import numpy as np
 import tensorflow as tf
 
 import monsession
-from driver_matrix import keras_row, table
+from driver_matrix import checkpoints, keras_row, table
 from driver_matrix.records import record
 
 
@@ -25,7 +28,7 @@ from driver_matrix.records import record
 class Program:
     directory: str
     fetch: dict[str, Any]  # "step", "w", "loss", "probe".
-    variables: dict[str, Any]  # "step", "w", "count": read at the end of a session.
+    variables: dict[str, Any]  # "step", "w", "count", "trained": read at a session's end.
     summary_op: Any = None
     scaffold: Any = None  # Eager: the scaffold whose Checkpoint is saved and restored.
     saver: Any = None  # fit: the Checkpoint CheckpointSaverHook saves.
@@ -56,6 +59,12 @@ class Trace(monsession.SessionRunHook):
             step=int(values["step"]),
             w=float(values["w"]),
             count=int(values["count"]),
+            # The batch each step trained (the rows of the steps not trained are -1).
+            batches=[
+                [i, *map(int, ids)]
+                for i, ids in enumerate(np.asarray(values["trained"]))
+                if ids[0] >= 0
+            ],
             **(self._extra() if self._extra else {}),
         )
 
@@ -63,19 +72,19 @@ class Trace(monsession.SessionRunHook):
 class Interrupt(monsession.SessionRunHook):
     """After the step that reaches `at` (first time only): SIGKILL or a real AbortedError.
 
-    With `settle`, the step before `at` waits for the background checkpoint
-    writes, so that a kill *between* checkpoints comes after the last one is
-    complete and the checkpoint hook has seen it (its `after_save`).
+    Each is recorded just before it happens. A hard kill loses at most the
+    save in flight; the matrix kills once the background checkpoint write
+    is complete (the checkpoint's public `sync()`), so that each restart
+    resumes from one known checkpoint, the newest save, which the hook has
+    not confirmed yet (see `test_driver_matrix.confirmed`).
     """
 
-    def __init__(self, program: Program, at: int, kill: bool, settle: bool = False) -> None:
+    def __init__(self, program: Program, at: int, kill: bool) -> None:
         self._fetch, self._at, self._kill, self._done = program.fetch["step"], at, kill, False
-        self._saver, self._scaffold = program.saver, program.scaffold
-        self._settle_at = at - 1 if settle else None
+        self._checkpoint = program.saver or getattr(program.scaffold, "saver", None)
 
     def next_action(self, global_step):
-        target = self._at if self._settle_at is None else self._settle_at
-        ahead = target - global_step
+        ahead = self._at - global_step
         return monsession.NextAction(steps=ahead if ahead >= 1 and not self._done else None)
 
     def before_run(self, run_context):
@@ -83,20 +92,36 @@ class Interrupt(monsession.SessionRunHook):
 
     def after_run(self, run_context, run_values):
         step = int(run_values.results)
-        if step == self._settle_at:
-            # The checkpoint's public `sync()` waits for its background write.
-            checkpoint = self._saver or getattr(self._scaffold, "saver", None)
-            if isinstance(checkpoint, tf.train.Checkpoint):
-                checkpoint.sync()
-            self._settle_at = None
-            return
         if step != self._at or self._done:
             return
         self._done = True
         if self._kill:
-            record("killed", step=self._at)
+            if isinstance(self._checkpoint, tf.train.Checkpoint):
+                self._checkpoint.sync()
+            record("killed", step=step)
             os.kill(os.getpid(), signal.SIGKILL)
+        record("aborted", step=step)
         raise tf.errors.AbortedError(None, None, "driver matrix: injected preemption")
+
+
+class Fused(monsession.SessionRunHook):
+    """Records the steps the session ran fused, silently, before each run with the hooks.
+
+    It keeps the step's `step` output of the silent steps (`NextAction.keep`),
+    which the session hands over stacked (`silent_outputs`) only for steps
+    that ran inside its fused loop: single steps never have any.
+    """
+
+    def next_action(self, global_step):
+        return monsession.NextAction(keep=("step",))
+
+    def before_run(self, run_context):
+        if run_context.silent_steps:
+            steps = run_context.silent_outputs["step"].numpy().reshape([-1])
+            record("fused", steps=[int(step) for step in steps])
+
+    def after_run(self, run_context, run_values):
+        return None
 
 
 def _listener_base(tf_hooks: bool) -> type:
@@ -109,17 +134,10 @@ def _listener_base(tf_hooks: bool) -> type:
 
 def _saves(directory: str, tf_hooks: bool) -> Any:
     class Saves(_listener_base(tf_hooks)):  # type: ignore[misc]
-        """Reads back each checkpoint the hook wrote."""
+        """Records each `after_save` call, with the latest checkpoint read back then."""
 
         def after_save(self, session, global_step_value):
-            reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(directory))
-            shapes = reader.get_variable_to_shape_map()
-            dtypes = reader.get_variable_to_dtype_map()
-            weights = [
-                float(reader.get_tensor(key))
-                for key in shapes
-                if dtypes[key] == tf.float32 and shapes[key] == [] and "optimizer" not in key
-            ]
+            weights = checkpoints.weights(tf.train.latest_checkpoint(directory))
             record("ckpt", step=int(global_step_value), w=weights)
 
     return Saves()
@@ -132,24 +150,27 @@ def build_hooks(
     tf_hooks: bool = False,
     keras_callbacks: bool = False,
     mode: str = "eager",
-    interrupt: tuple[int, bool, bool] | None = None,
+    interrupt: tuple[int, bool] | None = None,
+    earlystop_only: bool = False,
 ) -> tuple[list[Any], Any]:
     """The hooks of one session, and the step wrapper (`NanTensorHook.watch`) or None."""
     ns = tf.compat.v1.train if tf_hooks else monsession.hooks
     f = program.fetch
-    hooks: list[Any] = []
+    hooks: list[Any] = [Fused()] if program.fused else []
     earlystop = None
     wrap = None
     if keras_callbacks:
         hooks.append(keras_row.build(program, epochs=table.LAST_STEP // 10))
+    elif earlystop_only:
+        from monsession_hooks_earlystop import EarlyStoppingHook
+
+        earlystop = EarlyStoppingHook(
+            f["loss"], patience=table.PATIENCE, every_n_steps=table.SAVE_STEPS
+        )
+        hooks.append(earlystop)
     else:
         if not tf_hooks:
-            from monsession_hooks_earlystop import EarlyStoppingHook
-
             from monsession_hooks_logging import ProgressBarHook
-
-            earlystop = EarlyStoppingHook(f["loss"], patience=100, every_n_steps=5)
-            hooks.append(earlystop)
         summary = {"summary_op": program.summary_op} if mode == "graph" else {}
         hooks += [
             ns.SummarySaverHook(save_steps=3, output_dir=program.path("summary"), **summary),
@@ -163,7 +184,10 @@ def build_hooks(
                 )
             )
         if program.fused:
-            nan = ns.NanTensorHook(f["probe"], fail_on_nan_loss=False, check_every_n_steps=10)
+            # Checked every SAVE_STEPS steps of a session: at NAN_AT in every session.
+            nan = ns.NanTensorHook(
+                f["probe"], fail_on_nan_loss=False, check_every_n_steps=table.SAVE_STEPS
+            )
             wrap = nan.watch
         else:
             nan = ns.NanTensorHook(f["probe"], fail_on_nan_loss=False)

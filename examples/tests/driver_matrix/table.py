@@ -16,6 +16,26 @@ RESUME_FIRST = 20  # A clean resume: a first run to step 20, then a second to 30
 SAVE_STEPS = 5
 KILLS = {"kill-between": 17, "kill-checkpoint": 15, "kill-epoch": 10}
 ABORT_AT = 17
+# Where each event's sessions start (the contract: a recovery or a restart after a kill
+# resumes from the newest save begun before it; a kill waits for the background writes).
+STARTS = {
+    "fresh": [0],
+    "resume": [0, RESUME_FIRST],
+    "kill-between": [0, 15],
+    "kill-checkpoint": [0, 15],
+    "kill-epoch": [0, 10],
+    "aborted": [0, 15],
+}
+# The probe is NaN from this step on: NanTensorHook(fail_on_nan_loss=False) stops the run
+# there, not at LAST_STEP. A multiple of SAVE_STEPS: the fused columns check the loss every
+# SAVE_STEPS steps of a session, and every session starts at a checkpoint's step.
+NAN_AT = 25
+# The earlystop row runs alone (it stops the run early too): its patience, counted in
+# evaluations every SAVE_STEPS steps. The loss grows, so it stops at step 5 * (1 + PATIENCE).
+PATIENCE = 4
+SHUFFLE_SEED = 7  # The seeded, reshuffled order of the 40 ids: every driver trains it.
+# Seconds between a kill and its restart: no elapsed time or rate after it may count them.
+DOWNTIME = 8.0
 
 EVENTS = ("fresh", "resume", "kill-between", "kill-checkpoint", "kill-epoch", "aborted")
 
@@ -31,6 +51,11 @@ class Driver:
     tf_session: bool = False  # TensorFlow's own MonitoredTrainingSession.
     mirrored: bool = False
     keras_callbacks: bool = False  # Runs KerasCallbacksHook instead of the other hooks.
+
+    @property
+    def saves_in_background(self) -> bool:
+        """Whether its checkpoints are written by a thread (eager mode's default, fit's too)."""
+        return self.mode != "graph"
 
 
 DRIVERS = {
@@ -73,11 +98,23 @@ ROWS = {
         "LoggingTensorHook(every_n_iter=4): logged steps, values, first-line format", True
     ),
     "progress": Row("ProgressBarHook(every_n_iter=2): steps of its lines", False),
-    "nan": Row("NanTensorHook(fail_on_nan_loss=False), NaN at step 30: divergence lines", True),
+    "nan": Row(
+        "NanTensorHook(fail_on_nan_loss=False), NaN from step 25: the step it stops the run at, "
+        "the step its divergence line names",
+        True,
+    ),
     "profiler": Row("ProfilerHook(save_steps=20): traced steps (graph) / traces (eager)", True),
     "stop": Row("StopAtStepHook(last_step): the step each run stopped at", True),
-    "earlystop": Row("EarlyStoppingHook (example package): best, best_step, stopped_step", False),
-    "model": Row("the training itself: final step, weight, batches trained", True),
+    "earlystop": Row(
+        "EarlyStoppingHook (example package), alone in its run: best, best_step, stopped_step "
+        "before the last step, the step the run ended at",
+        False,
+    ),
+    "model": Row(
+        "the training itself: final step, weight, step count, epochs yielded, the batch of "
+        "each step (shuffled data), against what the plan implies",
+        True,
+    ),
     # KerasCallbacksHook with every standard callback that runs in a custom loop, one row
     # each (keras_row.py, which says why BackupAndRestore, ProgbarLogger, RemoteMonitor
     # and SwapEMAWeights are not rows).
@@ -91,7 +128,7 @@ ROWS = {
             "keras-lr": "LearningRateScheduler, ReduceLROnPlateau: rates at epoch begin/end",
             "keras-csv": "CSVLogger(append=True): rows",
             "keras-lambda": "LambdaCallback: batch indices and logs, epoch ends",
-            "keras-nan": "TerminateOnNaN (loss NaN at 30): the step it stops at",
+            "keras-nan": "TerminateOnNaN (loss NaN from 25): the step it stops at",
             "keras-history": "History: epochs and records at the end",
         }.items()
     },
@@ -132,7 +169,6 @@ _OWN_REFERENCE = {
     "eager": {
         "profiler": "graph mode writes timelines, eager mode profiler traces",
     },
-    "epochs": {"model": "it is the reference of completed epochs"},
 }
 _KERAS_REFERENCE = "it is the reference of its column"
 
@@ -162,23 +198,14 @@ def not_applicable(row: str, driver: str, event: str) -> str | None:
 
 
 # Cells that cannot apply beyond the rules above: {(row, driver, event): reason}.
-_EPOCH_END_ONCE = (
-    "by design (Epochs docs): an epoch counts as ended with the checkpoint of its last step, so "
-    "a finished loop run again repeats nothing; a process killed between that checkpoint and "
-    "the loop's yield does not end that epoch (epoch_end, the yield) again after the restart"
-)
 NOT_APPLICABLE: dict[tuple[str, str, str], str] = {
-    **{
-        ("model", driver, "kill-epoch"): _EPOCH_END_ONCE
-        for driver in ("epochs", "epochs-auto", "keras-epochs")
-    },
     ("earlystop", "tf-graph", "resume"): (
         "its best loss so far is monsession hook state, which TensorFlow's session never "
         "loads: a resumed run under it starts a new search"
     ),
 }
 
-# Cells that fail because of a known finding: {(row, driver, event): finding}.
+# Cells that fail because of a known, open finding: {(row, driver, event): finding}.
 # Strict xfail: remove the entries of a finding when its fix lands.
 _EPOCH_END_AFTER_CHECKPOINT = (
     "the checkpoint of an epoch's last step is written before the epoch's end (Epochs counts the "
@@ -191,30 +218,37 @@ _EPOCH_END_AFTER_CHECKPOINT = (
 _ONE_EPOCH_PER_TRAINING = (
     "by design (hooks-keras README): a loop without epochs is one epoch per training, as "
     "fit(epochs=1); each of the two trainings of a resumed run ends it, so CSVLogger and "
-    'ModelCheckpoint(save_freq="epoch") write at step 20 and at 30, not once'
+    'ModelCheckpoint(save_freq="epoch") write at step 20 and at the last step, and the '
+    "epoch-end callbacks (LambdaCallback, the learning-rate ones) run twice, not once"
 )
-# The kill loses the background save in flight: kill-checkpoint restarts from 10, across the
-# end of epoch 0. Once kill cells wait for the background writes (restarts from 15, and from
-# 10 for kill-epoch), its entries move to kill-epoch, which then restarts at epoch 0's end.
-_KERAS_EPOCH_END_CELLS = {
-    "resume": ("keras-tensorboard", "keras-earlystop", "keras-lr", "keras-csv", "keras-history"),
-    "kill-checkpoint": (
-        "keras-tensorboard",
-        "keras-earlystop",
-        "keras-lr",
-        "keras-csv",
-        "keras-history",
-    ),
-}
+_EPOCH_END_ONCE = (
+    "by design (Epochs docs): an epoch counts as ended with the checkpoint of its last step, so "
+    "a finished loop run again repeats nothing; a process killed between that checkpoint and "
+    "the loop's yield does not end that epoch (epoch_end: the callbacks' on_epoch_end) again "
+    "after the restart"
+)
+# The runs that restart from the checkpoint of an epoch's last step: resume (20) and
+# kill-epoch (10; the kill waits for the background write).
+_KERAS_EPOCH_END_ROWS = (
+    "keras-tensorboard",
+    "keras-earlystop",
+    "keras-lr",
+    "keras-csv",
+    "keras-history",
+)
 KNOWN_FAILURES: dict[tuple[str, str, str], str] = {
     **{
         (row, "keras-epochs", event): _EPOCH_END_AFTER_CHECKPOINT
-        for event, rows in _KERAS_EPOCH_END_CELLS.items()
-        for row in rows
+        for event in ("resume", "kill-epoch")
+        for row in _KERAS_EPOCH_END_ROWS
+    },
+    **{
+        (row, "keras-epochs", "kill-epoch"): _EPOCH_END_ONCE
+        for row in ("keras-checkpoint-epoch", "keras-lambda")
     },
     **{
         (row, "keras-loop", "resume"): _ONE_EPOCH_PER_TRAINING
-        for row in ("keras-checkpoint-epoch", "keras-csv")
+        for row in ("keras-checkpoint-epoch", "keras-lr", "keras-csv", "keras-lambda")
     },
 }
 

@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from monsession._api._hook_api import hook_overrides
 from monsession._backends._eager import BoundStep, PullingStep
+from monsession._backends._fused_loop import FUSED_STEP_ATTRIBUTE
 
 _OWNER = "Epochs"
 
@@ -102,10 +103,13 @@ class Epochs(tf.Module):
         `num_epochs`.
 
         With the session's `steps_per_execution` (`"auto"` or N) and a
-        `tf.function` step, the steps before the next one at which a hook
-        acts run inside one `tf.function` that pulls their batches from this
-        object's iterator itself; an epoch's last batch, and each step at
-        which a hook acts, runs with the hooks. Epoch boundaries, the
+        `tf.function` step (or a wrapper naming one in its
+        `monsession_fused_step` attribute, as `NanTensorHook.watch` does),
+        the steps before the next one at which a hook acts run inside one
+        `tf.function` that pulls their batches from this object's iterator
+        itself; an epoch's last batch, and each step at which a hook acts,
+        runs with the hooks (a wrapper's step with the hooks calls the
+        wrapper, with a batch pulled on the host). Epoch boundaries, the
         hooks' steps, checkpoints (position included) and the batches
         trained on are those of single steps. A step that is not a
         `tf.function` runs one step per batch (its Python runs every step),
@@ -181,7 +185,13 @@ class Epochs(tf.Module):
         return epoch
 
     def _fused(self, step: Callable[..., Any]) -> Any:
-        """`step` on the next batch, pulled inside one `tf.function`; `None` unless one."""
+        """`step` on the next batch, pulled inside one `tf.function`; `None` unless one.
+
+        A wrapper that names the `tf.function` it calls in its
+        `monsession_fused_step` attribute (`NanTensorHook.watch`) fuses that
+        function: the wrapper has nothing to do on silent steps.
+        """
+        step = getattr(step, FUSED_STEP_ATTRIBUTE, step)
         if not isinstance(step, tf.types.experimental.PolymorphicFunction):
             return None
         fused = _FUSED.setdefault(self, weakref.WeakKeyDictionary())
@@ -218,8 +228,9 @@ class _EpochStep(PullingStep):
     does, and the host counts the epoch before it runs. When fusing, that
     step pulls its batch inside the fused `tf.function` when the host knows
     the batch's index (it counts the batches since the epoch's first), else
-    on the host (the first step of a `run`, and after a recovery), which
-    reads the index.
+    on the host (the first step of a `run`, after a recovery, and every
+    step with the hooks of a wrapped step, whose wrapper runs as written),
+    which reads the index.
     """
 
     def __init__(
@@ -235,6 +246,9 @@ class _EpochStep(PullingStep):
         self._hooks = hooks
         self._progress = progress
         self.fused = epochs._fused(step) if fuses else None
+        # A step with the hooks runs the wrapper, if any, as written (it may
+        # act on that step): it pulls its batch on the host.
+        self._pulls_inside = self.fused is not None and not hasattr(step, FUSED_STEP_ATTRIBUTE)
         known = progress.next_index
         self.silent_limit = 0 if known is None else epochs.batches_per_epoch - 1 - known
         self.ended: int | None = None  # The epoch whose last batch this step took.
@@ -244,7 +258,7 @@ class _EpochStep(PullingStep):
         if silent:
             assert progress.next_index is not None
             progress.next_index += silent
-        if self.fused is not None and progress.next_index is not None:
+        if self._pulls_inside and progress.next_index is not None:
             # The host knows which batch comes: the step pulls it itself, in
             # one call, and the host neither takes it nor reads its index.
             self.ended = self._epochs._count(progress.next_index, progress)
