@@ -136,6 +136,10 @@ def run_graph(spec: table.Driver, plan: dict[str, Any], last_step: int) -> None:
         with factory(checkpoint_dir=program.path("ckpt"), hooks=hooks, **NO_DEFAULT_HOOKS) as sess:
             while not sess.should_stop():
                 sess.run(train_op)
+        # TensorFlow's StepCounterHook never flushes its writer, and the child ends
+        # with os._exit: close the cached writers, as a program that exits cleanly
+        # through FileWriterCache.clear() would, or the last rate is lost by chance.
+        tf.compat.v1.summary.FileWriterCache.clear()
 
 
 def _line_model(fit: bool) -> Any:
