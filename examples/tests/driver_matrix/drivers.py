@@ -16,6 +16,7 @@ from step `table.NAN_AT` on, for `NanTensorHook`).
 from __future__ import annotations
 
 import functools
+import glob
 import os
 from collections.abc import Callable
 from typing import Any
@@ -137,9 +138,12 @@ def run_graph(spec: table.Driver, plan: dict[str, Any], last_step: int) -> None:
             while not sess.should_stop():
                 sess.run(train_op)
         # TensorFlow's StepCounterHook never flushes its writer, and the child ends
-        # with os._exit: close the cached writers, as a program that exits cleanly
-        # through FileWriterCache.clear() would, or the last rate is lost by chance.
-        tf.compat.v1.summary.FileWriterCache.clear()
+        # with os._exit: flush the cached writers the hooks wrote through, or the
+        # last rate is lost by chance. (Not clear(): a new writer in the next
+        # session of the process would start a second event file.)
+        for name in ("summary", "steps"):
+            if glob.glob(os.path.join(program.path(name), "events.*")):
+                tf.compat.v1.summary.FileWriterCache.get(program.path(name)).flush()
 
 
 def _line_model(fit: bool) -> Any:
