@@ -88,6 +88,7 @@ def test_outside_parameter_server_strategy_the_policy_is_unchanged():
 def test_inside_parameter_server_strategy_every_creators_policy_gets_the_rule():
     # Its own process: ParameterServerStrategy connects the eager context to the cluster.
     program = """
+        import os
         import socket
         import tensorflow as tf
         import monsession
@@ -113,7 +114,8 @@ def test_inside_parameter_server_strategy_every_creators_policy_gets_the_rule():
         assert [policy.cannot_retry for policy in policies] == [why_not_retried] * 2
         assert policies[0].max_attempts == RetryPolicy().max_attempts
         assert policies[1].deadline_secs == 9
-        print("ok")
+        print("ok", flush=True)
+        os._exit(0)  # the in-process servers can hold up the shutdown
     """
     done = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(program)],
