@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from distributed_testing import addresses
+from distributed_testing import addresses, two_logical_cpus
 from driver_matrix import drivers
 from driver_matrix import table as single
 
@@ -43,7 +43,18 @@ def single(plan: dict[str, Any]) -> None:
     drivers.run_eager(EAGER, plan, plan["last_step"])
 
 
+def mirrored2(plan: dict[str, Any]) -> None:
+    """MirroredStrategy over 2 logical CPUs of one process: both replicas train the same
+    batch; the variables' ONLY_FIRST_REPLICA aggregation applies one update per step."""
+    import tensorflow as tf
+
+    strategy = tf.distribute.MirroredStrategy(two_logical_cpus())
+    drivers.order()
+    drivers.run_eager(EAGER, plan, plan["last_step"], strategy=strategy)
+
+
 PROGRAMS: dict[str, Callable[[dict[str, Any]], None]] = {
     "single": single,
     "mwms": mwms,
+    "mirrored2": mirrored2,
 }

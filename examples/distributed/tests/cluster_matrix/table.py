@@ -62,6 +62,11 @@ COLUMNS = {
         abort_on=("chief", "worker1"),
         abort_ends_job=True,
     ),
+    "mirrored2": Column(
+        "MirroredStrategy with 2 replicas (2 logical CPUs) in one process, eager single steps",
+        roles=("chief",),
+        abort_on=("chief",),
+    ),
 }
 
 
@@ -177,3 +182,18 @@ def runs() -> list[tuple[str, str]]:
 
 def cells() -> list[tuple[str, str, str]]:
     return [(r, c, e) for c in COLUMNS for e in EVENTS for r in ROWS]
+
+
+def not_applicable_markdown() -> str:
+    """The cells that do not apply, as the table of docs/contributors.md ("The driver matrix")."""
+    groups: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    for row, column, event in cells():
+        reason = not_applicable(row, column, event)
+        if reason is not None:
+            groups.setdefault((reason, column), []).append((row, event))
+    lines = ["| column | rows | events | why not |", "| --- | --- | --- | --- |"]
+    for (reason, column), found in groups.items():
+        rows = sorted({row for row, _ in found}, key=ROWS.index)
+        events = sorted({event for _, event in found}, key=list(EVENTS).index)
+        lines.append(f"| {column} | {', '.join(rows)} | {', '.join(events)} | {reason} |")
+    return "\n".join(lines) + "\n"

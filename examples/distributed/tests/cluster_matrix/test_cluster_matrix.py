@@ -13,6 +13,7 @@ its event happened as named on each process (`check_event`).
 from __future__ import annotations
 
 import concurrent.futures
+import os
 import traceback
 from typing import Any
 
@@ -200,3 +201,11 @@ def test_cell(cluster_root: tuple[str, dict[Any, str]], row: str, column: str, e
     for role, run in found.items():
         check_times(row, column, event, run)
         assert observed(row, event, run) == expected(row, column, event, role, run, root), role
+
+
+def test_the_contributors_page_lists_the_cells_that_do_not_apply():
+    page = os.path.join(
+        os.path.dirname(__file__), "..", "..", "..", "..", "docs", "contributors.md"
+    )
+    with open(page) as stream:
+        assert table.not_applicable_markdown() in stream.read()
