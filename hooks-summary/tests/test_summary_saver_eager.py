@@ -107,7 +107,7 @@ def test_end_restores_the_summary_state_and_stops_recording(tmp_path):
     assert steps_of(tmp_path, "loss") == [1, 2]
 
 
-def test_state_left_by_a_failed_session_is_cleaned_up_by_the_next(tmp_path):
+def test_a_failed_session_leaves_no_summary_state_and_its_summaries_on_disk(tmp_path):
     step_before = tf.summary.experimental.get_step()
     program = eager_program()
     hook = SummarySaverHook(save_steps=1, output_dir=str(tmp_path / "failed"))
@@ -115,11 +115,11 @@ def test_state_left_by_a_failed_session_is_cleaned_up_by_the_next(tmp_path):
         with monsession.MonitoredSession(hooks=[hook]) as session:
             session.run(program.step)
             raise ZeroDivisionError("the loop failed")
-    # As in TensorFlow, end() was not called: the hook's writer is still the default.
-    assert tf.summary.experimental.get_step() is program.global_step
-    _train(program, [SummarySaverHook(save_steps=1, output_dir=str(tmp_path / "next"))], 1)
+    # on_failure() (not TensorFlow's: its hooks' end() is not called) closed the recording.
     assert tf.summary.experimental.get_step() is step_before
     assert steps_of(tmp_path / "failed", "loss") == [1]
+    _train(program, [SummarySaverHook(save_steps=1, output_dir=str(tmp_path / "next"))], 1)
+    assert tf.summary.experimental.get_step() is step_before
 
 
 def test_a_session_that_fails_to_start_leaves_no_summary_state(tmp_path):

@@ -163,3 +163,8 @@ class StepCounterHook(TimedHook):
                     self._log_and_record(elapsed_steps, elapsed_time, global_step)
         if self._sink is not None:
             self._sink.flush()
+
+    def on_failure(self, session: Any, error: BaseException) -> None:
+        """Flushes the rates written so far: the process may end with the error."""
+        if self._sink is not None:
+            self._sink.flush()

@@ -35,7 +35,9 @@ class SummarySaverHook(TimedHook):
 
     Graph mode (TensorFlow's semantics): the summary op is fetched only on
     trigger steps and written at the global step after that step; the first
-    step also writes a `SessionLog.START`; `end()` flushes the writer.
+    step also writes a `SessionLog.START`; `end()` flushes the writer, and so
+    does `on_failure()` (monsession only), so an error that ends the process
+    loses none of the summaries recorded before it.
     The global step comes from the step service: on a step that records
     nothing `before_run` returns `None` and nothing is read; on a recording
     step graph mode reads the global step after the run, as TensorFlow does.
@@ -175,6 +177,10 @@ class SummarySaverHook(TimedHook):
         recorder, self._recorder = self._recorder, None
         if recorder is not None:
             recorder.close()
+
+    def on_failure(self, session: Any, error: BaseException) -> None:
+        """Flushes what was recorded: the process may end with the error."""
+        self.end()
 
 
 def _expected_step(run_context: SessionRunContext) -> int:

@@ -158,16 +158,7 @@ def not_applicable(row: str, column: str, event: str) -> str | None:
 NOT_APPLICABLE: dict[tuple[str, str, str], str] = {}
 
 # Cells that fail on a known, open finding: {(row, column, event): finding}. Strict xfail.
-_SUMMARIES_LOST_ON_ERROR = (
-    "SummarySaverHook has no on_failure: when an error ends the process (here the "
-    "AbortedError that ends a MultiWorkerMirroredStrategy job), the summaries its writer had "
-    "not flushed yet (TensorFlow's writer flushes every 120 s) are lost, so after the job's "
-    "restart TensorBoard shows only the steps after the restored checkpoint. Fix: flush the "
-    "writers in on_failure (hooks-summary)"
-)
-KNOWN_FAILURES: dict[tuple[str, str, str], str] = {
-    ("summary", "mwms", "aborted"): _SUMMARIES_LOST_ON_ERROR,
-}
+KNOWN_FAILURES: dict[tuple[str, str, str], str] = {}
 
 
 def runs() -> list[tuple[str, str]]:
