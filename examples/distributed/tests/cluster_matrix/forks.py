@@ -135,6 +135,10 @@ class Cluster:
             )
         return status
 
+    def poll(self, name: str) -> int | None:
+        """The exit status of the process, or None while it runs."""
+        return self._server.wait(self._pids[name], 0)
+
     def kill(self, name: str) -> None:
         """SIGKILL (if still running), then wait until the server reaped it."""
         pid = self._pids.pop(name)

@@ -17,7 +17,10 @@ from distributed_testing import addresses, two_logical_cpus
 from driver_matrix import drivers
 from driver_matrix import table as single
 
+from cluster_matrix import between_graph
+
 EAGER = single.DRIVERS["eager"]
+GRAPH = single.DRIVERS["ms-graph"]
 
 
 def _worker_index(plan: dict[str, Any]) -> int:
@@ -53,8 +56,20 @@ def mirrored2(plan: dict[str, Any]) -> None:
     drivers.run_eager(EAGER, plan, plan["last_step"], strategy=strategy)
 
 
+def tf1_cluster(plan: dict[str, Any]) -> None:
+    """TensorFlow 1 between-graph replication (between_graph.py): the ps serves, each
+    worker trains the matrix's graph-mode program on the ps's variables."""
+    if plan["role"] in plan["servers"]:
+        between_graph.serve(plan)
+        return
+    cluster = between_graph.TfCluster(plan)
+    drivers.order()  # The batches, computed eagerly before the graph is built.
+    drivers.run_graph(GRAPH, plan, plan["last_step"], cluster=cluster)
+
+
 PROGRAMS: dict[str, Callable[[dict[str, Any]], None]] = {
     "single": single,
     "mwms": mwms,
     "mirrored2": mirrored2,
+    "tf1-cluster": tf1_cluster,
 }

@@ -63,6 +63,7 @@ def run(server: ForkServer, root: str, column: str, event: str) -> None:
                 time.sleep(DOWNTIME)
             for name in spec.servers:
                 plan = {"column": column, "role": name, "ports": ports, **_cluster(spec)}
+                plan["dir"] = os.path.join(run_dir(root, column, event), name)
                 processes.start(f"{name}-{job}", plan)
             plans = {}
             for role in spec.roles:
@@ -86,16 +87,22 @@ def _wait(
 
     Where the column restarts only a dead worker, a worker that died of
     SIGKILL is started again on its port, without the fault, `DOWNTIME`
-    seconds later.
+    seconds later, while the others run on.
     """
     deadline = time.monotonic() + JOB_TIMEOUT
-    for role, plan in plans.items():
-        name = f"{role}-{job}"
-        status = processes.wait(name, max(1.0, deadline - time.monotonic()))
-        record_in(plan["dir"], "exit", status=status)
-        if status == -9 and spec.restart == "worker":
-            time.sleep(DOWNTIME)
-            again = {key: value for key, value in plan.items() if key != "kill_at"}
-            processes.start(f"{name}-restarted", again)
-            status = processes.wait(f"{name}-restarted", max(1.0, deadline - time.monotonic()))
-            record_in(plan["dir"], "exit", status=status)
+    running = {role: f"{role}-{job}" for role in plans}
+    while running:
+        for role, name in list(running.items()):
+            status = processes.poll(name)
+            if status is None:
+                if time.monotonic() > deadline:
+                    processes.wait(name, 0)  # Fails with its log.
+                continue
+            record_in(plans[role]["dir"], "exit", status=status)
+            del running[role]
+            if status == -9 and spec.restart == "worker" and not name.endswith("-restarted"):
+                time.sleep(DOWNTIME)
+                again = {key: value for key, value in plans[role].items() if key != "kill_at"}
+                running[role] = f"{name}-restarted"
+                processes.start(running[role], again)
+        time.sleep(0.1)

@@ -67,6 +67,17 @@ COLUMNS = {
         roles=("chief",),
         abort_on=("chief",),
     ),
+    "tf1-cluster": Column(
+        "TensorFlow 1 between-graph replication in graph mode: 1 ps and 2 worker processes "
+        "(tf.distribute.Server, replica_device_setter, MonitoredTrainingSession(master=...)); "
+        "the workers take turns (between_graph.py)",
+        roles=("chief", "worker1"),
+        servers=("ps",),
+        target="worker1",
+        abort_on=("worker1",),
+        restart="worker",
+        synchronous=False,
+    ),
 }
 
 
@@ -93,6 +104,12 @@ EVENTS = {
         (LAST_STEP,),
         how="kill",
         starts=(0, 15),
+    ),
+    "ps-kill": Event(
+        "SIGKILL to the ps after step 17: every worker fails; then the whole job restarted "
+        "from the newest checkpoint",
+        (LAST_STEP,),
+        how="ps-kill",
     ),
     "sigterm": Event(
         "SIGTERM to a worker after step 17: every worker stops after that step and the chief "
@@ -121,7 +138,7 @@ def restarted(column: str, event: str) -> bool:
     spec, how = COLUMNS[column], EVENTS[event].how
     if how == "kill":
         return spec.restart == "job"
-    return how == "sigterm" or (how == "abort" and spec.abort_ends_job)
+    return how in ("sigterm", "ps-kill") or (how == "abort" and spec.abort_ends_job)
 
 
 def jobs(column: str, event: str) -> tuple[int, ...]:
@@ -129,6 +146,19 @@ def jobs(column: str, event: str) -> tuple[int, ...]:
     steps = EVENTS[event].last_steps
     return (*steps, LAST_STEP) if restarted(column, event) else steps
 
+
+def starts(column: str, event: str, role: str) -> tuple[int, ...]:
+    """The step each session of `role` starts at, where the column's differs from the event's."""
+    return STARTS.get((column, event, role), EVENTS[event].starts)
+
+
+# Between-graph workers (between_graph.py): a peer's fault leaves the chief's one session
+# alone; worker 1 comes back at its next turn, 18; job 1 of a restart ends at 21.
+STARTS: dict[tuple[str, str, str], tuple[int, ...]] = {
+    **{("tf1-cluster", event, "chief"): (0,) for event in ("worker-kill", "aborted")},
+    **{("tf1-cluster", event, "worker1"): (0, AT + 1) for event in ("worker-kill", "aborted")},
+    **{("tf1-cluster", "restart", role): (0, RESTART_FIRST + 1) for role in ("chief", "worker1")},
+}
 
 REFERENCE = ("single", "fresh")
 
@@ -147,6 +177,8 @@ def not_applicable(row: str, column: str, event: str) -> str | None:
         if row not in ("model", "stop"):
             return "the reference of every column's fresh run (model and stop: against the plan)"
         return None
+    if how == "ps-kill" and not spec.servers:
+        return "no parameter server"
     if how in ("kill", "sigterm") and spec.target is None:
         return "one process: no worker to kill or signal apart from the chief"
     if how == "abort" and not spec.abort_on:
@@ -155,7 +187,21 @@ def not_applicable(row: str, column: str, event: str) -> str | None:
 
 
 # Cells that cannot apply beyond the rules above: {(row, column, event): reason}.
-NOT_APPLICABLE: dict[tuple[str, str, str], str] = {}
+NOT_APPLICABLE: dict[tuple[str, str, str], str] = {
+    **{
+        (row, "tf1-cluster", "sigterm"): "between-graph workers are independent: a SIGTERM "
+        "stops only the worker it hits, which saves nothing (the chief saves); its restart is "
+        "the worker-kill event"
+        for row in ROWS
+    },
+    **{
+        (row, "tf1-cluster", "ps-kill"): "open finding, not run (it would wait out the job "
+        "timeout): after the ps's SIGKILL both workers hang in tf.compat.v1.Session.close, "
+        "called by the recovery that follows the UnavailableError, for minutes with no error "
+        "(core's _RecoverableSession._recover; TensorFlow's own close waits on the dead task)"
+        for row in ROWS
+    },
+}
 
 # Cells that fail on a known, open finding: {(row, column, event): finding}. Strict xfail.
 KNOWN_FAILURES: dict[tuple[str, str, str], str] = {}
