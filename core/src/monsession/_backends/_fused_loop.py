@@ -20,9 +20,6 @@ import tensorflow as tf
 from monsession._backends._eager import BoundStep, PullingStep
 from monsession._backends._owned_step import advancing
 
-# How long one fused call may run: time-based schedules and Ctrl-C wait no longer.
-MAX_SECONDS_PER_CALL = 0.5
-
 FUSED_STEP_ATTRIBUTE = "monsession_fused_step"
 _LOOP_SIGNATURE = [tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.float64)]
 
