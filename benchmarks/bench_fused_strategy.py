@@ -20,7 +20,7 @@ time, variants interleaved:
   every 100, `StopAtStepHook`), `steps_per_execution` 1 or `"auto"`,
   looping `sess.run(step)`.
 
-Target: `monsession/auto` ≤ 1.15× `fused100+duties` under `MirroredStrategy`
+Target: `monsession/auto` ≤ 1.15 x `fused100+duties` under `MirroredStrategy`
 (the `MultiWorkerMirroredStrategy` figure is written beside it). Ratios are
 medians over rounds of two samples taken in the same round (wall time, and
 the process's CPU time in `cpu_ratios`).
@@ -257,31 +257,44 @@ def run(steps: int, rounds: int, multiworker: bool = False) -> dict[str, Any]:
     }
 
 
-def run_multiworker(steps: int, rounds: int) -> dict[str, Any]:
-    """Starts 2 workers of this script on loopback; returns worker 0's results."""
-    sockets = [socket.socket() for _ in range(2)]
-    for sock in sockets:
-        sock.bind(("127.0.0.1", 0))
-    workers = [f"127.0.0.1:{sock.getsockname()[1]}" for sock in sockets]
-    for sock in sockets:
-        sock.close()
+def measure(steps: int, rounds: int, multiworker: bool = False) -> dict[str, Any]:
+    """`run` in fresh processes (the logical CPUs are set before TensorFlow starts).
+
+    One process for `MirroredStrategy`; 2 workers on loopback for
+    `MultiWorkerMirroredStrategy`. Returns the results of the (chief) process.
+    """
+    env: dict[str, str] = {}
+    configs: list[dict[str, str]] = [{}]
+    if multiworker:
+        sockets = [socket.socket() for _ in range(2)]
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        workers = [f"127.0.0.1:{sock.getsockname()[1]}" for sock in sockets]
+        for sock in sockets:
+            sock.close()
+        configs = [
+            {
+                "TF_CONFIG": json.dumps(
+                    {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
+                )
+            }
+            for index in (0, 1)
+        ]
     with tempfile.TemporaryDirectory() as root:
         output = os.path.join(root, "results.json")
+        env = {**os.environ, "BENCH_ROOT": root}
+        arguments = ["--in-process", output, "--steps", str(steps), "--rounds", str(rounds)]
+        if multiworker:
+            arguments.append("--multiworker")
         children = []
         try:
-            for index in (0, 1):
-                config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
-                env = {**os.environ, "TF_CONFIG": json.dumps(config), "BENCH_ROOT": root}
+            for config in configs:
                 children.append(
-                    subprocess.Popen(
-                        [sys.executable, __file__, "--worker", output]
-                        + ["--steps", str(steps), "--rounds", str(rounds)],
-                        env=env,
-                    )
+                    subprocess.Popen([sys.executable, __file__, *arguments], env={**env, **config})
                 )
             for child in children:
                 if child.wait() != 0:
-                    raise RuntimeError(f"a benchmark worker exited with {child.returncode}")
+                    raise RuntimeError(f"a benchmark process exited with {child.returncode}")
         finally:
             for child in children:
                 if child.poll() is None:
@@ -297,18 +310,16 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=1000, help="steps per sample")
     parser.add_argument("--rounds", type=int, default=11, help="interleaved rounds")
     parser.add_argument("--multiworker", action="store_true", help="2 worker processes")
-    parser.add_argument("--worker", help=argparse.SUPPRESS)  # Internal: a worker's output.
+    parser.add_argument("--in-process", help=argparse.SUPPRESS)  # Internal: the output file.
     args = parser.parse_args()
-    if args.worker:
-        result = run(args.steps, args.rounds, multiworker=True)
+    if args.in_process:
+        result = run(args.steps, args.rounds, multiworker=args.multiworker)
         if monsession.is_chief():
-            with open(args.worker, "w") as file:
+            with open(args.in_process, "w") as file:
                 json.dump(result, file)
         return
-    if args.multiworker:
-        result, path = run_multiworker(args.steps, args.rounds), "fused_multiworker.json"
-    else:
-        result, path = run(args.steps, args.rounds), "fused_strategy.json"
+    result = measure(args.steps, args.rounds, args.multiworker)
+    path = "fused_multiworker.json" if args.multiworker else "fused_strategy.json"
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / path).write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))

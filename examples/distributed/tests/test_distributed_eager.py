@@ -380,10 +380,12 @@ def test_mirrored_strategy_fused_auto_equals_single_steps(tmp_path: Path) -> Non
         from train_multiworker import train
     finally:
         sys.path.remove(str(EXAMPLE_DIR))
+    global_steps = tf.compat.v1.get_collection_ref(tf.compat.v1.GraphKeys.GLOBAL_STEP)
     with hard_timeout(60):
+        # Each a fresh job: a new global step (not one of an earlier job of this process).
+        global_steps.clear()
         single = train(strategy, str(tmp_path / "single"), last_step=40)
-        # A fresh job: a new global step (not the one of this process's first job).
-        tf.compat.v1.get_collection_ref(tf.compat.v1.GraphKeys.GLOBAL_STEP).clear()
+        global_steps.clear()
         fused = train(strategy, str(tmp_path / "fused"), last_step=40, steps_per_execution="auto")
 
     assert single["fused"] == 0

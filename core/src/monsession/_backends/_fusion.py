@@ -125,6 +125,7 @@ class Fusion:
         self._agreed = 0
         self._agreed_keep: tuple[str, ...] = ()
         self._paced_from: tuple[int, float] | None = None  # (global step, time) last asked.
+        self._loop_pace: float | None = None  # Seconds per step of the last fused loop.
         if blocking:
             self._stop_fusing(
                 logging.INFO,
@@ -171,14 +172,15 @@ class Fusion:
     def attach(self, backend: Backend) -> None:
         """The backend of the session just created (`next_silent_steps` reads its global step)."""
         self._backend = backend
-        self._agreed, self._paced_from = 0, None
+        self._agreed, self._paced_from, self._loop_pace = 0, None, None
 
     def next_silent_steps(self) -> int:
         """Under collective ops, after each run: the silent steps this worker allows next.
 
         As many as its hooks allow, and as its time budget
         (`MAX_SECONDS_PER_CALL`, or the time a hook acts at) allows at the
-        pace of the runs since it was last asked; none before a pace is known.
+        pace of the last fused loop (before the first one, of the runs since
+        it was last asked; none before a pace is known).
         """
         self._agreed = 0
         backend = self._backend
@@ -188,9 +190,11 @@ class Fusion:
         assert global_step is not None
         now = time.time()
         paced_from, self._paced_from = self._paced_from, (global_step, now)
-        if paced_from is None or global_step <= paced_from[0]:
-            return 0
-        seconds_per_step = (now - paced_from[1]) / (global_step - paced_from[0])
+        seconds_per_step = self._loop_pace
+        if seconds_per_step is None:
+            if paced_from is None or global_step <= paced_from[0]:
+                return 0
+            seconds_per_step = (now - paced_from[1]) / (global_step - paced_from[0])
         plan = self._plan(global_step, self._cap)
         budget = (
             MAX_SECONDS_PER_CALL
@@ -218,7 +222,10 @@ class Fusion:
                 self._explain(why_not)
             return 0, {}
         silent = agreed if limit is None else min(agreed, limit)
+        started = time.perf_counter()
         done, kept = backend.run_silent(step, self._agreed_keep, silent, None, timed=False)
+        if done:
+            self._loop_pace = (time.perf_counter() - started) / done
         if not backend.counts_steps():
             self._stop_fusing(logging.WARNING, "the global step did not advance once per step")
         return done, kept

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import weakref
 from typing import Any
 
 import numpy as np
@@ -57,6 +58,9 @@ def wait_for_workers(strategy: Any, max_wait_secs: float) -> None:
     logger.info("%s: all %d replicas are ready.", describe(strategy), int(arrived.numpy()))
 
 
+# Each strategy's agreement: every session of a worker reuses its traced all-reduce.
+_AGREEMENTS: weakref.WeakKeyDictionary[Any, StepAgreement] = weakref.WeakKeyDictionary()
+
 # The most silent steps one fused run may agree on under collective ops: a
 # stop signal waits for the end of the run it arrives in (see `StepAgreement`).
 MAX_AGREED_SILENT_STEPS = 500
@@ -77,9 +81,19 @@ class StepAgreement:
     silent steps from 0 to `MAX_AGREED_SILENT_STEPS` (collective all-reduces
     only sum: the fewest is the first count some worker voted for).
 
+    Build it with `StepAgreement.of(strategy)`: one per strategy, traced once.
+
     Args:
       strategy: The multi-worker strategy (`MultiWorkerMirroredStrategy`).
     """
+
+    @classmethod
+    def of(cls, strategy: Any) -> StepAgreement:
+        """The agreement of `strategy`, shared by its sessions (its all-reduce traced once)."""
+        agreement = _AGREEMENTS.get(strategy)
+        if agreement is None:
+            agreement = _AGREEMENTS[strategy] = cls(strategy)
+        return agreement
 
     def __init__(self, strategy: Any) -> None:
         self._strategy = strategy
@@ -115,7 +129,7 @@ class StepAgreement:
         try:
             result = self._all_reduce(tf.constant(votes))
         except PREEMPTION_ERRORS as error:
-            failed = peer_failed(self._strategy, error, "agreeing on a stop signal")
+            failed = peer_failed(self._strategy, error, "agreeing on a stop signal and fused steps")
             logger.error("%s", failed)
             raise failed from error
         counts = self._strategy.experimental_local_results(result)[0].numpy()

@@ -158,5 +158,5 @@ def replica_session(
         steps_per_execution=steps_per_execution,
     )
     if collective and (stop_on_signals or steps_per_execution != 1):
-        session.agree_with_workers(StepAgreement(strategy))
+        session.agree_with_workers(StepAgreement.of(strategy))
     return session
