@@ -148,6 +148,8 @@ class KeptLossCheck:
             raise ValueError(
                 f"{_HOOK} watches the step's {self._name!r} entry, but the step returned {got}."
             ) from None
+        # A strategy.run output: one loss per step, as a fetch of it is.
+        loss = monsession.plugins.replica_value(loss, f"{_HOOK} watches {self._name!r}")
         self._keep_losses(loss, loss.shape)
 
     def _keep_losses(self, losses: Any, shape: Any) -> None:

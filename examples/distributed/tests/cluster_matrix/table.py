@@ -45,6 +45,7 @@ class Column:
     restart: str = "job"
     abort_ends_job: bool = False
     synchronous: bool = True  # Every worker trains every step: exact weights.
+    fused: bool = False  # steps_per_execution="auto": steps must really run fused.
 
     @property
     def summary_roles(self) -> tuple[str, ...]:
@@ -66,6 +67,22 @@ COLUMNS = {
         "MirroredStrategy with 2 replicas (2 logical CPUs) in one process, eager single steps",
         roles=("chief",),
         abort_on=("chief",),
+    ),
+    "mwms-auto": Column(
+        'MultiWorkerMirroredStrategy, 2 worker processes, steps_per_execution="auto" (the '
+        "workers agree after each call how many steps the next one fuses)",
+        roles=("chief", "worker1"),
+        target="worker1",
+        abort_on=("chief", "worker1"),
+        abort_ends_job=True,
+        fused=True,
+    ),
+    "mirrored2-auto": Column(
+        "MirroredStrategy with 2 replicas (2 logical CPUs) in one process, "
+        'steps_per_execution="auto"',
+        roles=("chief",),
+        abort_on=("chief",),
+        fused=True,
     ),
 }
 
@@ -165,8 +182,21 @@ _SUMMARIES_LOST_ON_ERROR = (
     "restart TensorBoard shows only the steps after the restored checkpoint. Fix: flush the "
     "writers in on_failure (hooks-summary)"
 )
+_NAN_CHECKS_PER_SESSION = (
+    "NanTensorHook(check_every_n_steps=5) of the fused columns counts its checks from each "
+    "session's start, not on the global step: after the restart at step 17 it checks at 22 "
+    "and 27, so the NaN of step 25 (named as step 25) stops the run at 27, not at 25, and "
+    "the final save and the model are those of step 27. A step-based schedule should "
+    "continue exactly after a restart (ARCHITECTURE, Restarts). Fix: check when the global "
+    "step reaches a multiple of N, or keep the count as hook state (hooks-debug)"
+)
 KNOWN_FAILURES: dict[tuple[str, str, str], str] = {
     ("summary", "mwms", "aborted"): _SUMMARIES_LOST_ON_ERROR,
+    ("summary", "mwms-auto", "aborted"): _SUMMARIES_LOST_ON_ERROR,
+    **dict.fromkeys(
+        [(row, "mwms-auto", "sigterm") for row in ("checkpoint", "stop", "model")],
+        _NAN_CHECKS_PER_SESSION,
+    ),
 }
 
 
