@@ -456,7 +456,7 @@ def test_with_workers_each_call_fuses_exactly_the_steps_agreed_after_the_one_bef
     # (the first call and the one after it, before a pace is known, none).
     assert len(other.agreed) == calls == len(fused.fused)
     assert fused.fused == [0, *other.agreed[:-1]]
-    assert fused.fused[:2] == [0, 0] and sum(fused.fused) > 20
+    assert fused.fused[:2] == [0, 0] and sum(fused.fused) > 0
     # No call fused past a step at which a hook of either worker acts.
     reached = 0
     for silent in fused.fused:

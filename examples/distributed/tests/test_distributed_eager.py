@@ -154,11 +154,11 @@ def test_multiworker_trains_to_target_and_only_the_chief_writes(tmp_path: Path) 
             assert report["losses"] == reference["losses"] and len(report["losses"]) == last_step
             assert report["weights"] == reference["weights"]
         assert chief["losses"][-1] < chief["losses"][0] / 100
-        # Both workers fused the same steps: most of them in the fused job (the
-        # chief's hooks act on steps 1, 10, 11, 20, 21, 30, 31, 40; a block's
-        # length also follows the pace of the runs before it).
+        # Both workers fused the same steps (the chief's hooks act on steps 1,
+        # 10, 11, 20, 21, 30, 31, 40; how many of the others fuse also follows
+        # the pace of the calls before, so only "some" is asserted).
         assert chief["fused"] == worker["fused"]
-        assert chief["fused"] >= 20 if run == "fused" else chief["fused"] == 0
+        assert chief["fused"] > 0 if run == "fused" else chief["fused"] == 0
 
         # The worker mirrored the chief's saves into its temporary directory...
         assert f"model.ckpt-{last_step}.index" in worker["worker_temp_files"]
