@@ -52,6 +52,14 @@ SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
     "step_service": {"full": {"steps": 300, "rounds": 41}, "quick": {"steps": 200, "rounds": 9}},
     "debug": {"full": {"steps": 100, "rounds": 41}, "quick": {"steps": 100, "rounds": 11}},
     "fused": {"full": {"steps": 1000, "rounds": 15}, "quick": {"steps": 1000, "rounds": 3}},
+    "fused_strategy": {
+        "full": {"steps": 1000, "rounds": 11},
+        "quick": {"steps": 1000, "rounds": 3},
+    },
+    "fused_multiworker": {
+        "full": {"steps": 1000, "rounds": 5, "multiworker": True},
+        "quick": {"steps": 1000, "rounds": 2, "multiworker": True},
+    },
     "keras": {"full": {"steps": 200, "rounds": 15}, "quick": {"steps": 100, "rounds": 5}},
     "checkpoint": {
         "full": {"rounds": 6, "saves": 4, "megabytes": 100},
@@ -165,6 +173,13 @@ TARGETS = [
         lambda r: r["fused"]["ratios"]["monsession/epochs-auto / fused100+duties+position"],
     ),
     Target(
+        '`MirroredStrategy` (2 logical CPUs), standard set, `"auto"`: monsession / a '
+        "hand-written `tf.while_loop` of `strategy.run` steps doing the duties by hand",
+        "x",
+        1.15,
+        lambda r: r["fused_strategy"]["ratios"]["monsession/auto / fused100+duties"],
+    ),
+    Target(
         "eager loop: `KerasCallbacksHook` (epoch callbacks) / the loop without it",
         "x",
         1.05,
@@ -228,6 +243,7 @@ def run_benchmarks(quick: bool) -> dict[str, Any]:
     import bench_core
     import bench_debug
     import bench_fused
+    import bench_fused_strategy
     import bench_hooks
     import bench_keras
     import bench_restore_check
@@ -240,6 +256,8 @@ def run_benchmarks(quick: bool) -> dict[str, Any]:
     timed("step_service", bench_step_service.run)
     timed("debug", bench_debug.run)
     timed("fused", bench_fused.run)
+    timed("fused_strategy", bench_fused_strategy.measure)
+    timed("fused_multiworker", bench_fused_strategy.measure)
     timed("checkpoint", bench_checkpoint.run)
     timed("keras", bench_keras.run)
     timed("restore_check", bench_restore_check.run)
@@ -366,6 +384,20 @@ def markdown(report: dict[str, Any]) -> str:
         f"`Epochs.run`: 1 {fused_us['monsession/epochs-single']:.0f}, "
         f'`"auto"` {fused_us["monsession/epochs-auto"]:.0f}{orbit}.',
     ]
+    for name in ("fused_strategy", "fused_multiworker"):
+        strategy = report[name]
+        strategy_us = strategy["median_us_per_step"]
+        lines += [
+            "",
+            f"Fused steps under {strategy['strategy']} (the standard set, batches from a "
+            "distributed dataset read in the step), median µs per step: raw loop "
+            f"{strategy_us['raw']:.0f}, hand-written `tf.while_loop` of 100 `strategy.run` "
+            f"steps doing the duties by hand {strategy_us['fused100+duties']:.0f}; monsession "
+            f'`steps_per_execution=1` {strategy_us["monsession/single"]:.0f}, `"auto"` '
+            f"{strategy_us['monsession/auto']:.0f} "
+            f"({strategy['ratios']['monsession/auto / fused100+duties']:.2f}x the "
+            "hand-written loop).",
+        ]
     lines += [
         "",
         "`NanTensorHook` on an eager loop, per-step time as a ratio to the raw loop:",

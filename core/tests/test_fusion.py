@@ -407,3 +407,59 @@ def test_epochs_fuses_the_step_a_wrapper_names():
     assert wrapper_steps == [1, 4, 6, 8, 12]
     assert fused == [1.0, 2.0, 4.0, 0.0, 2.0, 3.0, 4.0]
     assert [after for _, _, after in hook.seen] == [4, 8, 12]
+
+
+class OtherWorker:
+    """The workers' agreement of a job (`StepAgreement.agree`), seen from this worker.
+
+    Stands in for the all-reduce: the other worker's hook acts every `n`
+    steps, and the answer is the fewest silent steps either allows.
+    """
+
+    def __init__(self, global_step, n: int) -> None:
+        self.global_step, self.n = global_step, n
+        self.agreed: list[int] = []
+
+    def agree(self, received, silent_steps):
+        reached = int(self.global_step.numpy())
+        theirs = self.n - reached % self.n - 1
+        self.agreed.append(min(silent_steps, theirs))
+        return None, self.agreed[-1]
+
+
+class FusedSteps(monsession.SessionRunHook):
+    """Records, at each call with the hooks, how many steps ran inside the fused loop."""
+
+    def __init__(self) -> None:
+        self.fused: list[int] = []
+
+    def next_action(self, global_step):
+        return monsession.NextAction(keep=("loss",))  # No quiet steps: every call is seen.
+
+    def before_run(self, run_context):
+        kept = run_context.silent_outputs.get("loss") if run_context.silent_steps else None
+        self.fused.append(0 if kept is None else int(kept.shape[0]))
+
+
+def test_with_workers_each_call_fuses_exactly_the_steps_agreed_after_the_one_before():
+    counter = Counter()
+    every, fused = Every(7), FusedSteps()
+    hooks = [every, fused, monsession.StopAtStepHook(last_step=40)]
+    other = OtherWorker(counter.global_step, 5)
+    with monsession.MonitoredSession(hooks=hooks, steps_per_execution="auto") as sess:
+        sess.agree_with_workers(other)
+        calls = run_until_stop(sess, counter.step)
+    # This worker's hooks act on exactly their steps, fused or not...
+    assert [after for _, _, after in every.seen] == [7, 14, 21, 28, 35]
+    assert int(counter.global_step.numpy()) == 40
+    # ...and each call ran exactly the steps agreed after the call before it
+    # (the first call and the one after it, before a pace is known, none).
+    assert len(other.agreed) == calls == len(fused.fused)
+    assert fused.fused == [0, *other.agreed[:-1]]
+    assert fused.fused[:2] == [0, 0] and sum(fused.fused) > 0
+    # No call fused past a step at which a hook of either worker acts.
+    reached = 0
+    for silent in fused.fused:
+        stops = [step for step in range(reached + 1, reached + silent + 1) if step % 5 == 0]
+        assert not stops and all(step % 7 for step in range(reached + 1, reached + silent + 1))
+        reached += silent + 1

@@ -58,14 +58,24 @@ def make_report_hook(report: Report, global_step: Any) -> Any:
     import monsession as ms
 
     class ReportHook(ms.SessionRunHook):
-        """Records the global step at each session creation, the first and last
-        losses, this worker's temporary checkpoints, and the final global step."""
+        """Records the global step at each session creation, the loss of every
+        step (fused ones too), how many steps ran fused, this worker's
+        temporary checkpoints, and the final global step."""
 
         def after_create_session(self, session: Any, coord: Any) -> None:
             report.data["creations"].append(int(session.run(global_step)))
+            report.data.setdefault("fused", 0)
             report.write()
 
+        def next_action(self, global_step_value: int) -> Any:
+            # Acts on no particular step; keeps the loss of the fused steps.
+            return ms.NextAction(keep=("loss",))
+
         def before_run(self, run_context: Any) -> Any:
+            if run_context.silent_steps:
+                fused = run_context.silent_outputs["loss"].numpy().tolist()
+                report.data["losses"].extend(float(loss) for loss in fused)
+                report.data["fused"] += len(fused)
             return ms.SessionRunArgs({"loss": "loss", "step": global_step})
 
         def after_run(self, run_context: Any, run_values: Any) -> None:
@@ -76,7 +86,7 @@ def make_report_hook(report: Report, global_step: Any) -> Any:
             report.data["worker_temp_files"] = sorted(
                 os.path.basename(path) for path in glob.glob(pattern)
             )
-            if report.data["step"] % 5 == 0:
+            if report.data["step"] % 5 == 0 or run_context.silent_steps:
                 report.write()
 
         def end(self, session: Any) -> None:
@@ -96,6 +106,7 @@ def train(
     report_path: str | None = None,
     stop_on_signals: bool = True,
     saver: str = "checkpoint",
+    steps_per_execution: int | str = 1,
 ) -> dict[str, Any]:
     """Trains to `last_step` under `strategy` with monsession; returns the report.
 
@@ -107,6 +118,10 @@ def train(
     the chief saves that step, and every worker then hands the signal on.
     `saver="manager"` hands the session a `tf.train.CheckpointManager`
     (its files are named ``ckpt-<step>``) instead of the `tf.train.Checkpoint`.
+    `steps_per_execution` (e.g. ``"auto"``) fuses the steps between hook
+    actions into one call; under `MultiWorkerMirroredStrategy` the workers
+    agree after each call how many the next one fuses. The report then
+    counts the steps each worker ran fused (``"fused"``).
     """
     import tensorflow as tf
 
@@ -163,6 +178,7 @@ def train(
             save_summaries_steps=save_summaries_steps,
             log_step_count_steps=save_summaries_steps,
             stop_on_signals=stop_on_signals,
+            steps_per_execution=steps_per_execution,
         ) as sess,
     ):
         while not sess.should_stop():
@@ -198,6 +214,12 @@ def main() -> None:
     parser.add_argument("--report", default=None)
     parser.add_argument("--saver", choices=["checkpoint", "manager"], default="checkpoint")
     parser.add_argument(
+        "--steps-per-execution",
+        type=lambda value: value if value == "auto" else int(value),
+        default=1,
+        help='steps fused per call: an int, or "auto" (as many as the hooks allow)',
+    )
+    parser.add_argument(
         "--no-stop-on-signals",
         dest="stop_on_signals",
         action="store_false",
@@ -215,6 +237,7 @@ def main() -> None:
         report_path=args.report,
         stop_on_signals=args.stop_on_signals,
         saver=args.saver,
+        steps_per_execution=args.steps_per_execution,
     )
 
 

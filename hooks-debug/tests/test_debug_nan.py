@@ -159,6 +159,17 @@ def test_eager_names_the_global_step_from_a_resumed_start(every):
     assert info.value.step == 100 + NAN_STEP
 
 
+def test_eager_checks_every_n_steps_on_the_global_step_after_a_resume_off_the_schedule():
+    # A session restored at step 17 (a restart after a stop there) keeps the run's
+    # schedule: checks at 20, 25, ... (before: 22, 27, ... from the session's start).
+    program = eager_program()
+    program.global_step.assign(17)
+    hook = NanTensorHook("loss", fail_on_nan_loss=False, check_every_n_steps=5)
+    with monsession.MonitoredSession(hooks=[hook]) as sess:
+        run_until_stopped(sess, hook.watch(program.step))
+    assert int(program.global_step.numpy()) == -(-(17 + NAN_STEP) // 5) * 5
+
+
 def test_eager_default_mode_needs_no_watch_and_detects_inf():
     program = eager_program()
     hook = NanTensorHook("loss", detect_inf=True)

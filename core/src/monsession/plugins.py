@@ -26,6 +26,8 @@ that provides hooks (and its tests) needs is here:
   `prune_hook_state`), the one-chief lock of a checkpoint directory
   (`lock_checkpoint_dir`, `DirectoryLockHandle`, `DirectoryLockedError`),
   `settle` (wait for scheduled steps before a save), `error_cause`;
+* a step's per-replica output as one value on the device, by the rule of
+  per-replica fetches (`replica_value`);
 * background checkpoint writes that every restore waits for
   (`register_writer`, `unregister_writer`, `wait_for_writes`);
 * `lazy_attributes`, for a package whose import must not import TensorFlow.
@@ -101,6 +103,7 @@ _NAMES = {
     **dict.fromkeys(("DirectoryLockHandle", "DirectoryLockedError", "lock_checkpoint_dir"), _LOCK),
     "event_file_writer": "monsession._durability._event_files",
     "settle": "monsession._backends._pending",
+    "replica_value": "monsession._backends._per_replica",
     **dict.fromkeys(
         ("register_writer", "unregister_writer", "wait_for_writes"),
         "monsession._durability._saves_in_flight",
@@ -134,6 +137,9 @@ if TYPE_CHECKING:
     )
     from monsession._backends._pending import (
         settle,
+    )
+    from monsession._backends._per_replica import (
+        replica_value,
     )
     from monsession._durability._directory_lock import (
         DirectoryLockedError,
@@ -237,6 +243,7 @@ __all__ = [
     "prune_hook_state",
     "read_global_step",
     "register_writer",
+    "replica_value",
     "require_global_step",
     "reset_plugin_manager",
     "resolve_fetch",

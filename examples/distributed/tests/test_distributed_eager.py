@@ -10,7 +10,6 @@ import signal
 import sys
 from pathlib import Path
 
-import pytest
 from distributed_testing import (
     EXAMPLE_DIR,
     TRAIN_MULTIWORKER,
@@ -24,6 +23,7 @@ from distributed_testing import (
     read_report,
     summary_tags,
     tf_config,
+    two_logical_cpus,
     wait_for,
     worker_temp_dirs,
 )
@@ -53,6 +53,8 @@ def _start_workers(
     step_delay: float = 0.0,
     save_steps: int = 10,
     saver: str = "checkpoint",
+    steps_per_execution: str = "1",
+    out: str = "out",
 ) -> None:
     workers = addresses(free_ports(2))
     for index in (0, 1):
@@ -63,7 +65,7 @@ def _start_workers(
             TRAIN_MULTIWORKER,
             [
                 "--output-dir",
-                str(tmp_path / "out"),
+                str(tmp_path / out),
                 "--last-step",
                 str(last_step),
                 "--save-checkpoint-steps",
@@ -76,6 +78,8 @@ def _start_workers(
                 str(tmp_path / f"{run}-worker{index}.json"),
                 "--saver",
                 saver,
+                "--steps-per-execution",
+                steps_per_execution,
             ],
             {"TF_CONFIG": tf_config(workers, index), "TMPDIR": str(temp)},
         )
@@ -121,39 +125,57 @@ def test_mirrored_strategy_in_process(tmp_path: Path) -> None:
 
 
 def test_multiworker_trains_to_target_and_only_the_chief_writes(tmp_path: Path) -> None:
+    """Two jobs side by side: single steps, and steps_per_execution="auto"
+    (the workers agree after each run how many steps the next one fuses, so
+    both fuse the same steps, as collective ops need). Each trains to the
+    target, only its chief writes; the fused job's files, every step's loss
+    and its weights are those of single steps."""
     last_step = 40
-    with hard_timeout(90), Processes(tmp_path / "logs") as processes:
-        _start_workers(processes, tmp_path, "run", last_step)
-        processes.wait_ok("run-worker0", timeout=80)
-        processes.wait_ok("run-worker1", timeout=20)
-    chief = read_report(tmp_path / "run-worker0.json")
-    worker = read_report(tmp_path / "run-worker1.json")
+    with hard_timeout(110), Processes(tmp_path / "logs") as processes:
+        _start_workers(processes, tmp_path, "single", last_step, out="single")
+        _start_workers(
+            processes, tmp_path, "fused", last_step, steps_per_execution="auto", out="fused"
+        )
+        for name in ("single-worker0", "single-worker1", "fused-worker0", "fused-worker1"):
+            processes.wait_ok(name, timeout=100)
+    reference = read_report(tmp_path / "single-worker0.json")
+    for run in ("single", "fused"):
+        chief = read_report(tmp_path / f"{run}-worker0.json")
+        worker = read_report(tmp_path / f"{run}-worker1.json")
 
-    # Worker 0 is the chief of a workers-only cluster (the strategy decides).
-    assert chief["is_chief"] and not worker["is_chief"]
-    for report in (chief, worker):
-        assert report["replicas"] == 2
-        assert report["creations"] == [0]
-        assert report["final_step"] == last_step  # Every worker stops at the same step.
-    # The replicas stayed in sync: the same loss at every step, the same weights.
-    assert chief["losses"] == worker["losses"]
-    assert chief["weights"] == pytest.approx(worker["weights"])
-    assert chief["losses"][-1] < chief["losses"][0] / 100
+        # Worker 0 is the chief of a workers-only cluster (the strategy decides).
+        assert chief["is_chief"] and not worker["is_chief"]
+        for report in (chief, worker):
+            assert report["replicas"] == 2
+            assert report["creations"] == [0]
+            assert report["final_step"] == last_step  # Every worker stops at the same step.
+            # The replicas stayed in sync, fused or not: the same loss at every
+            # step, the same weights.
+            assert report["losses"] == reference["losses"] and len(report["losses"]) == last_step
+            assert report["weights"] == reference["weights"]
+        assert chief["losses"][-1] < chief["losses"][0] / 100
+        # Both workers fused the same steps (the chief's hooks act on steps 1,
+        # 10, 11, 20, 21, 30, 31, 40; how many of the others fuse also follows
+        # the pace of the calls before, so only "some" is asserted).
+        assert chief["fused"] == worker["fused"]
+        assert chief["fused"] > 0 if run == "fused" else chief["fused"] == 0
 
-    # The worker mirrored the chief's saves into its temporary directory...
-    assert f"model.ckpt-{last_step}.index" in worker["worker_temp_files"]
-    assert chief["worker_temp_files"] == []
-    # ...which is gone; nothing of the worker is left anywhere.
-    assert worker_temp_dirs(tmp_path / "run-tmp1") == []
-    out = tmp_path / "out"
-    files = files_under(out)
-    assert all(CHIEF_FILE.match(name) for name in files), files
-    (events,) = event_files(out)
-    assert _event_file_pid(events) == chief["pid"]
-    tags = summary_tags(events)
-    assert tags["loss"] == [1, 11, 21, 31]
-    assert latest_checkpoint_step(out) == last_step
-    assert _checkpoint_step(out / f"model.ckpt-{last_step}") == last_step
+        # The worker mirrored the chief's saves into its temporary directory...
+        assert f"model.ckpt-{last_step}.index" in worker["worker_temp_files"]
+        assert chief["worker_temp_files"] == []
+        # ...which is gone; nothing of the worker is left anywhere.
+        assert worker_temp_dirs(tmp_path / f"{run}-tmp1") == []
+        out = tmp_path / run
+        files = files_under(out)
+        assert all(CHIEF_FILE.match(name) for name in files), files
+        (events,) = event_files(out)
+        assert _event_file_pid(events) == chief["pid"]
+        left = _what_the_job_left(out)
+        assert left["summaries"] == {"loss": [1, 11, 21, 31], "global_step/sec": [11, 21, 31]}
+        assert left["latest"] == last_step
+        saved = {name: step for name, (step, _, _) in left["checkpoints"].items()}
+        assert saved == {f"model.ckpt-{step}.index": step for step in (0, 10, 20, 30, 40)}
+    assert _what_the_job_left(tmp_path / "fused") == _what_the_job_left(tmp_path / "single")
 
 
 MANAGER_FILE = re.compile(
@@ -318,3 +340,104 @@ def test_multiworker_second_signal_kills_one_worker_and_the_other_fails_fast(
     else:
         assert chief_exit == 1, chief_log[-3000:]
         assert PEER_FAILED in chief_log
+
+
+# Fused steps under strategies: `steps_per_execution="auto"` runs the steps
+# between hook actions inside one tf.function (a tf.while_loop of the step,
+# which calls strategy.run). The report hook keeps every fused step's loss
+# and counts them; the hooks' files must be those of single steps.
+
+
+def _what_the_job_left(out: Path) -> dict[str, object]:
+    """Each checkpoint's global step and weights, and the summary steps of each tag."""
+    import tensorflow as tf
+
+    checkpoints = {}
+    for index in sorted(out.glob("model.ckpt-*.index")):
+        reader = tf.train.load_checkpoint(str(index.with_suffix("")))
+        checkpoints[index.name] = (
+            int(reader.get_tensor("step/.ATTRIBUTES/VARIABLE_VALUE")),
+            reader.get_tensor("weights/.ATTRIBUTES/VARIABLE_VALUE").ravel().tolist(),
+            float(reader.get_tensor("bias/.ATTRIBUTES/VARIABLE_VALUE")),
+        )
+    (events,) = event_files(out)
+    return {
+        "latest": latest_checkpoint_step(out),
+        "checkpoints": checkpoints,
+        "summaries": summary_tags(events),
+    }
+
+
+def test_mirrored_strategy_fused_auto_equals_single_steps(tmp_path: Path) -> None:
+    """MirroredStrategy over 2 logical CPUs: "auto" fuses most steps (the fused
+    loop wraps the step's strategy.run) and leaves exactly the checkpoints,
+    summaries, per-step losses and weights of single steps."""
+    import tensorflow as tf
+
+    strategy = tf.distribute.MirroredStrategy(two_logical_cpus())
+    sys.path.insert(0, str(EXAMPLE_DIR))
+    try:
+        from train_multiworker import train
+    finally:
+        sys.path.remove(str(EXAMPLE_DIR))
+    global_steps = tf.compat.v1.get_collection_ref(tf.compat.v1.GraphKeys.GLOBAL_STEP)
+    with hard_timeout(60):
+        # Each a fresh job: a new global step (not one of an earlier job of this process).
+        global_steps.clear()
+        single = train(strategy, str(tmp_path / "single"), last_step=40)
+        global_steps.clear()
+        fused = train(strategy, str(tmp_path / "fused"), last_step=40, steps_per_execution="auto")
+
+    assert single["fused"] == 0
+    # Hooks act on steps 1, 10, 11, 20, 21, 30, 31, 40: the 32 others ran fused.
+    assert fused["fused"] == 32
+    assert fused["final_step"] == single["final_step"] == 40
+    assert fused["losses"] == single["losses"] and len(fused["losses"]) == 40
+    assert fused["weights"] == single["weights"]
+    left = _what_the_job_left(tmp_path / "fused")
+    assert left == _what_the_job_left(tmp_path / "single")
+    assert left["latest"] == 40
+    saved = {name: step for name, (step, _, _) in left["checkpoints"].items()}
+    assert saved == {f"model.ckpt-{step}.index": step for step in (0, 10, 20, 30, 40)}
+    assert left["summaries"] == {"loss": [1, 11, 21, 31], "global_step/sec": [11, 21, 31]}
+
+
+def test_multiworker_fused_sigterm_to_one_worker_stops_both_after_the_same_step(
+    tmp_path: Path,
+) -> None:
+    """ "auto" under MultiWorkerMirroredStrategy, SIGTERM to worker 1 only: the
+    signal is agreed at the end of the run it arrives in (the fused block and
+    its last step), so both workers stop after the same step, the chief saves
+    it, and no step is lost or run twice."""
+    out = tmp_path / "out"
+    with hard_timeout(120), Processes(tmp_path / "logs") as processes:
+        _start_workers(
+            processes,
+            tmp_path,
+            "run",
+            100_000,
+            step_delay=0.05,
+            save_steps=100_000,
+            steps_per_execution="auto",
+        )
+        wait_for(
+            lambda: read_report_step(tmp_path / "run-worker1.json") >= 15,
+            timeout=90,
+            what="step 15 on worker 1",
+        )
+        os.kill(processes.pid("run-worker1"), signal.SIGTERM)
+        assert processes.wait("run-worker1", timeout=30) == -signal.SIGTERM
+        assert processes.wait("run-worker0", timeout=30) == -signal.SIGTERM
+        chief_log = processes.log("run-worker0").read_text()
+    chief = read_report(tmp_path / "run-worker0.json")
+    worker = read_report(tmp_path / "run-worker1.json")
+
+    stopped = chief["final_step"]
+    assert stopped >= 15 and worker["final_step"] == stopped
+    assert chief["fused"] == worker["fused"] > 0
+    assert len(chief["losses"]) == len(worker["losses"]) == stopped
+    assert chief["losses"] == worker["losses"]
+    assert "SIGTERM received by another worker" in chief_log
+    assert latest_checkpoint_step(out) == stopped
+    assert _checkpoint_step(out / f"model.ckpt-{stopped}") == stopped
+    assert worker_temp_dirs(tmp_path / "run-tmp1") == []

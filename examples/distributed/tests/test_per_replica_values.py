@@ -92,3 +92,64 @@ def test_nan_tensor_hook_catches_a_nan_on_one_replica() -> None:
             for _ in range(10):
                 sess.run(step)
     assert raised.value.step == 4  # The run that started at step 3 ends at step 4.
+
+
+class Kept(monsession.SessionRunHook):
+    """Keeps entries of the fused steps (`NextAction.keep`): one value per step each."""
+
+    def __init__(self, *names):
+        self.names = names
+        self.kept = {name: [] for name in names}
+
+    def next_action(self, global_step):
+        return monsession.NextAction(keep=self.names)
+
+    def before_run(self, run_context):
+        if run_context.silent_steps:
+            for name in self.names:
+                self.kept[name].extend(run_context.silent_outputs[name].numpy().tolist())
+
+
+def test_fused_steps_keep_per_replica_outputs_by_the_same_rule() -> None:
+    """steps_per_execution="auto" over strategy.run: the loop keeps one value per
+    step of a per-replica output, as a fetch of it gets (mean; equal values once);
+    NanTensorHook.watch checking every 4 steps names the NaN of one replica."""
+    strategy, step = _program()
+    kept = Kept("loss", "ones")
+    hooks = [kept, monsession.StopAtStepHook(last_step=10)]
+    with (
+        strategy.scope(),
+        monsession.MonitoredSession(hooks=hooks, steps_per_execution="auto") as sess,
+    ):
+        while not sess.should_stop():
+            sess.run(step)
+    assert kept.kept["loss"] and kept.kept["loss"] == [1.5] * len(kept.kept["loss"])
+    assert kept.kept["ones"] == [1] * len(kept.kept["loss"])
+
+    strategy, step = _program(nan_from_step=6)
+    nan = NanTensorHook("loss", check_every_n_steps=4)
+    with (
+        strategy.scope(),
+        monsession.MonitoredSession(hooks=[nan], steps_per_execution="auto") as sess,
+    ):
+        with pytest.raises(NanLossDuringTrainingError) as raised:
+            for _ in range(20):
+                sess.run(nan.watch(step))
+    assert raised.value.step == 7  # The step that started at 6.
+
+
+def test_fused_steps_refuse_differing_per_replica_integers() -> None:
+    import tensorflow as tf
+
+    strategy, step = _program()
+    hooks = [Kept("replica"), monsession.StopAtStepHook(last_step=10)]
+    with (
+        strategy.scope(),
+        monsession.MonitoredSession(hooks=hooks, steps_per_execution="auto") as sess,
+    ):
+        with pytest.raises(tf.errors.InvalidArgumentError) as raised:
+            while not sess.should_stop():
+                sess.run(step)
+    message = str(raised.value).replace("\\", "")  # TensorFlow escapes the quotes.
+    assert "A hook keeps the step's 'replica' output" in message
+    assert "Reduce it in the step" in message

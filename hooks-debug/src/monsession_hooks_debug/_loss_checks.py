@@ -113,7 +113,9 @@ class KeptLossCheck:
     `every_n` steps (and in `flush()`) the kept losses are concatenated on
     the device and read in one transfer; the first bad one is reported with
     the global step after the step that produced it, which the step service
-    knows on the host.
+    knows on the host. The checks fall on the global steps that are
+    multiples of N, so a session restored at any step keeps the schedule of
+    the run it continues (runs are counted only where the step is unknown).
 
     Args:
       owner: The hook, whose `watch` wrapper must run the step.
@@ -131,6 +133,7 @@ class KeptLossCheck:
         self._steps: list[int | None] = []  # The global step after each kept loss's step.
         self._collecting = False
         self._runs = 0
+        self._due: int | None = None  # The global step of the next check, once known.
         self._saw_watched_step = False
         self._value_checked = False
 
@@ -148,6 +151,8 @@ class KeptLossCheck:
             raise ValueError(
                 f"{_HOOK} watches the step's {self._name!r} entry, but the step returned {got}."
             ) from None
+        # A strategy.run output: one loss per step, as a fetch of it is.
+        loss = monsession.plugins.replica_value(loss, f"{_HOOK} watches {self._name!r}")
         self._keep_losses(loss, loss.shape)
 
     def _keep_losses(self, losses: Any, shape: Any) -> None:
@@ -174,7 +179,8 @@ class KeptLossCheck:
         return None
 
     def next_action(self, global_step: int) -> NextAction:
-        return NextAction(steps=max(1, self._every_n - self._runs), keep=(self._name,))
+        # The run that reaches the next multiple of N checks.
+        return NextAction(steps=self._every_n - global_step % self._every_n, keep=(self._name,))
 
     def after_run(self, run_context: SessionRunContext, results: Any) -> Divergence | None:
         self._collecting = False
@@ -182,7 +188,16 @@ class KeptLossCheck:
         kept = sum(int(losses.shape[0]) for losses in self._losses)
         self._steps.extend([step] * (kept - len(self._steps)))
         self._runs += 1
-        if self._runs >= self._every_n:
+        every_n = self._every_n
+        if step is None:
+            due = self._runs >= every_n
+        else:
+            if self._due is None:  # The first multiple of N at or after this step.
+                self._due = -(-step // every_n) * every_n
+            due = step >= self._due
+            if due:
+                self._due = (step // every_n + 1) * every_n
+        if due:
             return self.flush()
         return None
 

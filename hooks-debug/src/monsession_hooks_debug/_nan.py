@@ -86,7 +86,8 @@ class NanTensorHook(SessionRunHook):
       check_every_n_steps: Eager mode only. With 1 (the default) the loss is
         read after every step, as TensorFlow does. With N > 1 the step must be
         run through `watch(step)`; losses stay on the device and are checked
-        every N steps, and on the last step, with one read, still naming the
+        when the global step reaches a multiple of N (after a restart too),
+        and on the last step, with one read, still naming the
         first bad step exactly. A divergence then stops training up to N - 1
         steps after it happened. Graph mode always checks every step: the loss
         comes back with the step's own `Session.run`, so there is no extra

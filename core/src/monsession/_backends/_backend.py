@@ -72,9 +72,18 @@ class Backend(Protocol):
         """
 
     def run_silent(
-        self, step: Any, keep: tuple[str, ...], max_steps: int, at_time: float | None
+        self,
+        step: Any,
+        keep: tuple[str, ...],
+        max_steps: int,
+        at_time: float | None,
+        timed: bool = True,
     ) -> tuple[int, Mapping[str, Any]]:
         """Runs up to `max_steps` silent steps of `step`, before `at_time` if given.
+
+        `timed`: whether the steps also end once the call has run for its
+        time budget (`MAX_SECONDS_PER_CALL`). Under collective ops the workers
+        agree on `max_steps` instead, and no worker's clock may end the loop.
 
         Returns:
           How many ran, and the entries named by `keep`, stacked over them.

@@ -23,6 +23,7 @@ coordinator is joined (`EagerSession.settle`).
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -40,7 +41,8 @@ from monsession._backends._eager import (
     _map_structure,
     to_numpy,
 )
-from monsession._backends._fused_loop import MAX_SECONDS_PER_CALL, fusable_step, loop_for
+from monsession._backends._fused_loop import fusable_step, loop_for
+from monsession._backends._fusion import MAX_SECONDS_PER_CALL
 from monsession._backends._per_replica import host_value, is_per_replica
 from monsession._backends._step_counter import StepCounter
 
@@ -151,7 +153,12 @@ class EagerBackend:
         return None, "it is not a tf.function", None
 
     def run_silent(
-        self, step: Any, keep: tuple[str, ...], max_steps: int, at_time: float | None
+        self,
+        step: Any,
+        keep: tuple[str, ...],
+        max_steps: int,
+        at_time: float | None,
+        timed: bool = True,
     ) -> tuple[int, Mapping[str, Any]]:
         """Runs up to `max_steps` of `step` in the fused loop, and advances the host step.
 
@@ -161,7 +168,7 @@ class EagerBackend:
         """
         assert self._variable is not None
         loop = loop_for(step, keep, self._variable)  # Traced before the clock starts.
-        deadline = time.time() + MAX_SECONDS_PER_CALL
+        deadline = time.time() + MAX_SECONDS_PER_CALL if timed else math.inf
         if at_time is not None:
             deadline = min(deadline, at_time)
         counter = self._counter

@@ -19,9 +19,8 @@ import tensorflow as tf
 
 from monsession._backends._eager import BoundStep, PullingStep
 from monsession._backends._owned_step import advancing
-
-# How long one fused call may run: time-based schedules and Ctrl-C wait no longer.
-MAX_SECONDS_PER_CALL = 0.5
+from monsession._backends._per_replica import is_per_replica, replica_value
+from monsession._tf_compat import local_replica_values
 
 FUSED_STEP_ATTRIBUTE = "monsession_fused_step"
 _LOOP_SIGNATURE = [tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.float64)]
@@ -85,7 +84,10 @@ def _kept_specs(step: Any, keep: tuple[str, ...]) -> list[Any]:
                 f"A hook keeps the step's {name!r} output from every step, but the step "
                 f"returns {got}."
             )
-        specs.append(tf.TensorSpec(outputs[name].shape, outputs[name].dtype))
+        output = outputs[name]
+        if is_per_replica(output):
+            output = local_replica_values(output)[0]
+        specs.append(tf.TensorSpec(output.shape, output.dtype))
     return specs
 
 
@@ -107,7 +109,10 @@ def _build_loop(step: Any, variable: Any, keep: tuple[str, ...]) -> Callable[...
         def one_step(done: Any, *arrays: Any) -> Any:
             outputs = traced()()  # type: ignore[misc]
             written = [
-                array.write(tf.cast(done, tf.int32), outputs[name])
+                array.write(
+                    tf.cast(done, tf.int32),
+                    replica_value(outputs[name], f"A hook keeps the step's {name!r} output"),
+                )
                 for array, name in zip(arrays, keep, strict=True)
             ]
             return (done + 1, *written)

@@ -8,6 +8,15 @@ its step count and deadline as tensors, so it is traced once per step
 function, never per count. Steps that run one per call (a cap of 1, or a
 step that cannot be fused) skip the hooks in the same way while none acts
 (`Fusion.quiet`).
+
+Under collective ops (`MultiWorkerMirroredStrategy`) every worker must run
+the same steps, so a worker's hooks and clock cannot decide alone: after
+each run every worker says how many silent steps its hooks allow in the
+next one (`Fusion.next_silent_steps`), the workers agree on the fewest
+(`_distribution._peers.StepAgreement`, the same all-reduce that agrees on
+stop signals), and the next run fuses exactly that many
+(`Fusion.agreed`), with no clock inside the loop. A worker's time budget
+and time-based schedules become a step count at the pace of its last runs.
 """
 
 from __future__ import annotations
@@ -23,6 +32,9 @@ from monsession._backends._backend import Backend
 logger = logging.getLogger("monsession")
 
 AUTO = "auto"
+
+# How long one fused call may run: time-based schedules and Ctrl-C wait no longer.
+MAX_SECONDS_PER_CALL = 0.5
 
 # The step count of "auto": no cap but time.
 _UNCAPPED = 2**62
@@ -107,6 +119,13 @@ class Fusion:
         self._quiet_left = 0  # Quiet steps left in the plan after the last one.
         self._quiet_until: float | None = None  # The time a hook acts at, if any.
         self._quiet_done = 0  # Quiet steps since the hooks were last called.
+        # Under collective ops: the silent steps the workers agreed on (see module docstring).
+        self._peers = False
+        self._backend: Backend | None = None  # The backend of the current session.
+        self._agreed = 0
+        self._agreed_keep: tuple[str, ...] = ()
+        self._paced_from: tuple[int, float] | None = None  # (global step, time) last asked.
+        self._loop_pace: float | None = None  # Seconds per step of the last fused loop.
         if blocking:
             self._stop_fusing(
                 logging.INFO,
@@ -123,6 +142,8 @@ class Fusion:
         """
         if not self._enabled:
             return 0, {}
+        if self._peers:
+            return self._run_agreed_steps(fetches, feed_dict, backend)
         step, why_not, limit = backend.fusable_step(fetches, feed_dict)
         if step is None:
             if why_not is not None:
@@ -140,6 +161,71 @@ class Fusion:
         if plan.acts_now():
             return 0, {}
         done, kept = backend.run_silent(step, plan.keep, plan.steps - 1, plan.at_time)
+        if not backend.counts_steps():
+            self._stop_fusing(logging.WARNING, "the global step did not advance once per step")
+        return done, kept
+
+    def agree_with_workers(self) -> None:
+        """Fuses only the silent steps the workers agreed on (`agreed`), never by the clock."""
+        self._peers = True
+
+    def attach(self, backend: Backend) -> None:
+        """The backend of the session just created (`next_silent_steps` reads its global step)."""
+        self._backend = backend
+        self._agreed, self._paced_from, self._loop_pace = 0, None, None
+
+    def next_silent_steps(self) -> int:
+        """Under collective ops, after each run: the silent steps this worker allows next.
+
+        As many as its hooks allow, and as its time budget
+        (`MAX_SECONDS_PER_CALL`, or the time a hook acts at) allows at the
+        pace of the last fused loop (before the first one, of the runs since
+        it was last asked; none before a pace is known).
+        """
+        self._agreed = 0
+        backend = self._backend
+        if not self._enabled or backend is None or not backend.counts_steps():
+            return 0
+        global_step = backend.global_step_after()
+        assert global_step is not None
+        now = time.time()
+        paced_from, self._paced_from = self._paced_from, (global_step, now)
+        seconds_per_step = self._loop_pace
+        if seconds_per_step is None:
+            if paced_from is None or global_step <= paced_from[0]:
+                return 0
+            seconds_per_step = (now - paced_from[1]) / (global_step - paced_from[0])
+        plan = self._plan(global_step, self._cap)
+        budget = (
+            MAX_SECONDS_PER_CALL
+            if plan.at_time is None
+            else min(MAX_SECONDS_PER_CALL, plan.at_time - now)
+        )
+        self._agreed_keep = plan.keep
+        return max(0, min(plan.steps - 1, int(budget / max(seconds_per_step, 1e-9))))
+
+    def agreed(self, silent_steps: int) -> None:
+        """The silent steps every worker agreed on for the next run."""
+        self._agreed = silent_steps
+
+    def _run_agreed_steps(
+        self, fetches: Any, feed_dict: Any, backend: Backend
+    ) -> tuple[int, Mapping[str, Any]]:
+        """`run_silent_steps` under collective ops: exactly the steps agreed (no clock)."""
+        agreed, self._agreed = self._agreed, 0
+        if agreed < 1:
+            return 0, {}
+        # Whether the call fuses is the same on every worker (the same program).
+        step, why_not, limit = backend.fusable_step(fetches, feed_dict)
+        if step is None:
+            if why_not is not None:
+                self._explain(why_not)
+            return 0, {}
+        silent = agreed if limit is None else min(agreed, limit)
+        started = time.perf_counter()
+        done, kept = backend.run_silent(step, self._agreed_keep, silent, None, timed=False)
+        if done:
+            self._loop_pace = (time.perf_counter() - started) / done
         if not backend.counts_steps():
             self._stop_fusing(logging.WARNING, "the global step did not advance once per step")
         return done, kept

@@ -331,7 +331,12 @@ class GraphBackend:
         return None, None, None  # Each Session.run is one step.
 
     def run_silent(
-        self, step: Any, keep: tuple[str, ...], max_steps: int, at_time: float | None
+        self,
+        step: Any,
+        keep: tuple[str, ...],
+        max_steps: int,
+        at_time: float | None,
+        timed: bool = True,
     ) -> tuple[int, Mapping[str, Any]]:
         raise RuntimeError("Graph mode fuses no steps (fusable_step is always None).")
 

@@ -9,6 +9,10 @@ it one, by a fixed rule over the replicas of this process:
 * any other value (integers, booleans, strings): the value, if every replica
   holds the same one; otherwise a `ValueError` that says to reduce it in the
   step (`strategy.reduce(...)`).
+
+`host_value` applies it for a hook's fetch, on the host; `replica_value`
+on the device, for what stays there (the fused loop's kept outputs, a loss a
+hook keeps to check later).
 """
 
 from __future__ import annotations
@@ -50,3 +54,42 @@ def host_value(value: Any, hook_name: str, fetch: Any) -> Any:
         f"its dtype ({first.dtype}) has no mean. Reduce it in the step, e.g. "
         "strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None), and return that."
     )
+
+
+def replica_value(value: Any, what: str) -> Any:
+    """One tensor for a per-replica `value`, on the device, by the rule of this module.
+
+    A hook that takes a step's outputs itself (not as fetches), e.g. to keep
+    them on the device, gets one value per step as fetches do. Works inside a
+    `tf.function` too. Any other value is returned as it is.
+
+    ```python
+    loss = monsession.plugins.replica_value(outputs["loss"], "MyHook keeps 'loss'")
+    ```
+
+    Args:
+      value: A step output.
+      what: Who takes it, for the error, e.g. ``"MyHook keeps the step's 'loss'"``.
+
+    Returns:
+      The mean over this process's replicas of a floating-point value; the
+      value every replica holds otherwise.
+
+    Raises:
+      tf.errors.InvalidArgumentError: If non-floating values differ between
+        replicas (when the value is computed).
+    """
+    if not is_per_replica(value):
+        return value
+    replicas = local_replica_values(value)
+    first = replicas[0]
+    if first.dtype.is_floating or first.dtype.is_complex:
+        return tf.reduce_mean(tf.stack(replicas), axis=0)
+    message = (
+        f"{what}: a per-replica value of strategy.run whose replicas differ, and whose dtype "
+        "has no mean. Reduce it in the step, e.g. strategy.reduce(tf.distribute.ReduceOp.SUM, "
+        "value, axis=None), and return that."
+    )
+    checks = [tf.debugging.assert_equal(item, first, message=message) for item in replicas[1:]]
+    with tf.control_dependencies(checks):
+        return tf.identity(first)

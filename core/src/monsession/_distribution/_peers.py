@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import logging
 import signal
+import weakref
 from typing import Any
 
+import numpy as np
 import tensorflow as tf
 
 from monsession._distribution._distributed import describe
@@ -56,51 +58,81 @@ def wait_for_workers(strategy: Any, max_wait_secs: float) -> None:
     logger.info("%s: all %d replicas are ready.", describe(strategy), int(arrived.numpy()))
 
 
-class StopAgreement:
-    """Agrees, at each step boundary, whether some worker received a stop signal.
+# Each strategy's agreement: every session of a worker reuses its traced all-reduce.
+_AGREEMENTS: weakref.WeakKeyDictionary[Any, StepAgreement] = weakref.WeakKeyDictionary()
 
-    Under collective ops every worker must stop after the same step and take
-    part in the same final save, but a signal usually reaches one worker
-    only. After each step every worker contributes the signal it received (if
-    any) to one all-reduce of a tiny vector, one slot per signal number; all
-    of them then see the same answer, at the same step.
+# The most silent steps one fused run may agree on under collective ops: a
+# stop signal waits for the end of the run it arrives in (see `StepAgreement`).
+MAX_AGREED_SILENT_STEPS = 500
+
+
+class StepAgreement:
+    """Agrees, at each step boundary, on a stop signal and on the next run's fused steps.
+
+    Under collective ops every worker must run the same steps and stop after
+    the same one, but a signal usually reaches one worker only, and each
+    worker's hooks plan their own next action. After each run every worker
+    contributes the signal it received (if any) and how many silent steps it
+    could fuse into the next run to one all-reduce of a tiny vector; all of
+    them then see the same answer: the lowest signal received, and the fewest
+    silent steps (which no worker's hook acts on).
+
+    The vector holds one slot per signal number, then one slot per count of
+    silent steps from 0 to `MAX_AGREED_SILENT_STEPS` (collective all-reduces
+    only sum: the fewest is the first count some worker voted for).
+
+    Build it with `StepAgreement.of(strategy)`: one per strategy, traced once.
 
     Args:
       strategy: The multi-worker strategy (`MultiWorkerMirroredStrategy`).
     """
 
+    @classmethod
+    def of(cls, strategy: Any) -> StepAgreement:
+        """The agreement of `strategy`, shared by its sessions (its all-reduce traced once)."""
+        agreement = _AGREEMENTS.get(strategy)
+        if agreement is None:
+            agreement = _AGREEMENTS[strategy] = cls(strategy)
+        return agreement
+
     def __init__(self, strategy: Any) -> None:
         self._strategy = strategy
-        slots = int(signal.NSIG)
+        self._signal_slots = int(signal.NSIG)
+        slots = self._signal_slots + MAX_AGREED_SILENT_STEPS + 1
 
         @tf.function(autograph=False)
-        def all_reduce(received: Any) -> Any:
-            votes = tf.one_hot(received, slots, dtype=tf.int32)
+        def all_reduce(votes: Any) -> Any:
             per_replica = strategy.run(lambda: tf.identity(votes))
             return strategy.extended.reduce_to(
                 tf.distribute.ReduceOp.SUM, per_replica, destinations=per_replica
             )
 
         self._all_reduce = all_reduce
+        self._slots = slots
 
-    def agreed_signal(self, received: int | None) -> int | None:
-        """The signal the workers stop on, or `None`: every worker must call this once per step.
+    def agree(self, received: int | None, silent_steps: int = 0) -> tuple[int | None, int]:
+        """Every worker must call this once per step, with what it received and can fuse.
 
         Args:
           received: The signal this worker received, or `None`.
+          silent_steps: How many silent steps this worker's hooks allow in the
+            next run (0: none; at most `MAX_AGREED_SILENT_STEPS` count).
 
         Returns:
-          The lowest-numbered signal some worker received, or `None`.
+          `(signal, silent_steps)`: the lowest-numbered signal some worker
+          received (or `None`), and the fewest silent steps of any worker.
         """
-        # one_hot(-1) is all zeros: no vote. Slot 0 is no signal number.
+        votes = np.zeros(self._slots, np.int32)
+        if received:
+            votes[received] = 1  # Slot 0 is no signal number.
+        votes[self._signal_slots + max(0, min(silent_steps, MAX_AGREED_SILENT_STEPS))] = 1
         try:
-            result = self._all_reduce(tf.constant(received or -1, tf.int32))
+            result = self._all_reduce(tf.constant(votes))
         except PREEMPTION_ERRORS as error:
-            failed = peer_failed(self._strategy, error, "agreeing on a stop signal")
+            failed = peer_failed(self._strategy, error, "agreeing on a stop signal and fused steps")
             logger.error("%s", failed)
             raise failed from error
         counts = self._strategy.experimental_local_results(result)[0].numpy()
-        for signum, count in enumerate(counts):
-            if signum and count:
-                return signum
-        return None
+        signals = np.flatnonzero(counts[1 : self._signal_slots])
+        steps = np.flatnonzero(counts[self._signal_slots :])
+        return (int(signals[0]) + 1 if signals.size else None), int(steps[0])

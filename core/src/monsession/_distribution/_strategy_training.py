@@ -14,7 +14,7 @@ from typing import Any
 
 from monsession._api._hook_api import SessionRunHook
 from monsession._distribution._distributed import describe, is_chief, uses_collectives
-from monsession._distribution._peers import StopAgreement
+from monsession._distribution._peers import StepAgreement
 from monsession._distribution._replicas import EagerReplicaSessionCreator
 from monsession._durability._signal_stop import resolve_stop_signals
 from monsession._plugins import _plugin_manager
@@ -26,15 +26,23 @@ logger = logging.getLogger("monsession")
 _OWNER = "MonitoredTrainingSession"
 
 
-def warn_steps_per_execution(strategy: Any, steps_per_execution: int | str) -> None:
-    """Every worker must run the same steps: a strategy runs single steps."""
-    if steps_per_execution != 1:
-        logger.warning(
-            "MonitoredTrainingSession: steps_per_execution=%r is not used under %s: "
-            "every worker must run the same steps; running single steps.",
-            steps_per_execution,
-            describe(strategy),
-        )
+def steps_per_execution_in_strategy(strategy: Any, steps_per_execution: int | str) -> int | str:
+    """`steps_per_execution` on a worker of `strategy`.
+
+    Under collective ops the workers fuse the steps they agree on after each
+    run (`StepAgreement`). Other multi-worker strategies (a
+    `ParameterServerStrategy` step schedules closures) run single steps,
+    with a warning.
+    """
+    if steps_per_execution == 1 or uses_collectives(strategy):
+        return steps_per_execution
+    logger.warning(
+        "MonitoredTrainingSession: steps_per_execution=%r is not used under %s: "
+        "its steps schedule closures on the workers; running single steps.",
+        steps_per_execution,
+        describe(strategy),
+    )
+    return 1
 
 
 def stop_signals_in_strategy(strategy: Any, stop_on_signals: Any, given: bool) -> Any:
@@ -42,7 +50,7 @@ def stop_signals_in_strategy(strategy: Any, stop_on_signals: Any, given: bool) -
 
     Under collective ops (`MultiWorkerMirroredStrategy`) SIGTERM and SIGINT
     stop every worker by default: the workers agree after each step whether
-    one of them received a signal (`StopAgreement`), so all stop after the
+    one of them received a signal (`StepAgreement`), so all stop after the
     same step and take part in the same final save. `None` means on there
     too, so that every worker decides alike. Under other multi-worker
     strategies signals are left alone unless asked for.
@@ -122,12 +130,13 @@ def replica_session(
     hooks: list[Any],
     stop_grace_period_secs: float,
     stop_on_signals: Any,
+    steps_per_execution: int | str = 1,
 ) -> MonitoredSession:
     """An eager session on one worker of a multi-worker `tf.distribute` strategy.
 
     Every worker restores the chief's latest checkpoint; with collective ops
     the workers wait for each other, and agree after each step whether one
-    of them received a stop signal.
+    of them received a stop signal and how many steps the next run fuses.
     """
     collective = uses_collectives(strategy)
     creator = EagerReplicaSessionCreator(
@@ -146,7 +155,8 @@ def replica_session(
         hooks=hooks,
         stop_grace_period_secs=stop_grace_period_secs,
         stop_on_signals=stop_on_signals,
+        steps_per_execution=steps_per_execution,
     )
-    if collective and stop_on_signals:
-        session.agree_with_workers(StopAgreement(strategy))
+    if collective and (stop_on_signals or steps_per_execution != 1):
+        session.agree_with_workers(StepAgreement.of(strategy))
     return session

@@ -96,7 +96,9 @@ def _session_in_strategy(
     signals = _strategy_training.stop_signals_in_strategy(
         strategy, stop_on_signals, given=stop_on_signals is not USE_DEFAULT
     )
-    _strategy_training.warn_steps_per_execution(strategy, steps_per_execution)
+    steps_per_execution = _strategy_training.steps_per_execution_in_strategy(
+        strategy, steps_per_execution
+    )
 
     def in_strategy() -> MonitoredSession:
         replica = _strategy_training.settings_in_strategy(strategy, settings)
@@ -105,7 +107,7 @@ def _session_in_strategy(
         else:
             all_hooks = _strategy_training.worker_hooks(strategy, replica, hooks)
         return _strategy_training.replica_session(
-            strategy, replica, all_hooks, stop_grace_period_secs, signals
+            strategy, replica, all_hooks, stop_grace_period_secs, signals, steps_per_execution
         )
 
     if not is_chief(strategy):

@@ -105,9 +105,11 @@ def MonitoredTrainingSession(  # noqa: N802 - TensorFlow's name.
       steps_per_execution: Keyword only; not in TensorFlow; eager mode. How
         many steps one `run(step)` may run, fused into one `tf.function` up
         to the next step at which a hook acts: an int, or `"auto"` (see
-        `MonitoredSession`). Under a multi-worker strategy every worker must
-        run the same collective ops in the same order, so it stays 1 there
-        (with a warning).
+        `MonitoredSession`). Under `MultiWorkerMirroredStrategy` every
+        worker must run the same steps: after each call the workers agree
+        how many the next call fuses (the fewest any worker's hooks allow,
+        at most 500), and a stop signal is agreed at the end of a call.
+        Under `ParameterServerStrategy` it stays 1 (with a warning).
 
     Returns:
       A `MonitoredSession`.

@@ -168,6 +168,7 @@ class _MonitoredSession:
             session_creator = ChiefSessionCreator()
         # Eager mode: fused steps (a cap above 1) and quiet single steps.
         fusion = Fusion(type(self).__name__, cap, self._hooks) if self._mode.fuses_steps else None
+        self._fusion = fusion
         self._coordinated_creator = _CoordinatedSessionCreator(
             session_creator,
             self._mode,
@@ -432,12 +433,16 @@ class _MonitoredSession:
         self._on_close.append(callback)
 
     def agree_with_workers(self, agreement: Any) -> None:
-        """Stops on a signal only once the workers of a job agree (`MonitoredTrainingSession`).
+        """Stops on a signal, and fuses steps, only as the workers of a job agree.
+
+        Used by `MonitoredTrainingSession` under collective ops: after each
+        step the workers agree whether one received a stop signal and how
+        many silent steps the next run fuses.
 
         Args:
-          agreement: A `StopAgreement` of the session's multi-worker strategy.
+          agreement: A `StepAgreement` of the session's multi-worker strategy.
         """
-        self._signals.agree_with_workers(agreement)
+        self._signals.agree_with_workers(agreement, self._fusion)
 
 
 class MonitoredSession(_MonitoredSession):

@@ -303,6 +303,8 @@ class _HookedSession(_WrappedSession):
         self._after_hooks = [hook for hook in self._hooks if hook_overrides(hook, "after_run")]
         self._should_stop = False
         self._backend = make_backend(sess, bool(self._before_hooks or self._after_hooks))
+        if fusion is not None:
+            fusion.attach(self._backend)
 
     def _check_stop(self) -> bool:
         return self._should_stop

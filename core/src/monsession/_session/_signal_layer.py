@@ -3,7 +3,10 @@
 `SignalLayer` owns what a stop signal does to a session: the handlers
 (`_durability._signal_stop.SignalStop`), the agreement of the workers of a
 multi-worker job after each step, closing the session once the signal
-stopped it, and handing the signal on after the session closed.
+stopped it, and handing the signal on after the session closed. Under
+collective ops the same agreement also settles how many silent steps the
+next run fuses (`_backends._fusion`): one all-reduce per run, whatever the
+session does.
 """
 
 from __future__ import annotations
@@ -39,23 +42,29 @@ class SignalLayer:
     ) -> None:
         self._owner = owner
         self._stop = SignalStop(resolve_stop_signals(stop_on_signals, has_end_work, owner), owner)
-        self._agreement: Any = None  # A StopAgreement of the session's strategy.
+        self._agreement: Any = None  # A StepAgreement of the session's strategy.
+        self._fusion: Any = None  # The session's Fusion, told the silent steps agreed.
         self.closed_on_signal = False
 
     def install(self) -> None:
         """Installs the handlers: from now on a signal stops the session at a step boundary."""
         self._stop.install()
 
-    def agree_with_workers(self, agreement: Any) -> None:
+    def agree_with_workers(self, agreement: Any, fusion: Any = None) -> None:
         """Stops on a signal only once the workers agree, through `agreement` after each step.
 
         Args:
-          agreement: A `StopAgreement` of the session's strategy.
+          agreement: A `StepAgreement` of the session's strategy.
+          fusion: The session's `Fusion`, or `None`: it fuses the silent steps
+            agreed in the same all-reduce.
         """
         # Every worker takes part, even one whose handlers could not be
         # installed (it never votes): the all-reduce needs all of them.
         self._stop.require_agreement()
         self._agreement = agreement
+        self._fusion = fusion
+        if fusion is not None:
+            fusion.agree_with_workers()
 
     def stop_requested(self) -> bool:
         """Whether a signal stopped the session (agreed by the workers, if required)."""
@@ -83,10 +92,16 @@ class SignalLayer:
         )
 
     def after_step(self) -> None:
-        """After a step, under a multi-worker strategy: did some worker receive a signal?"""
+        """After a step, under a multi-worker strategy: did some worker receive a signal?
+
+        And how many silent steps may the next run fuse (the fewest any worker allows)?
+        """
         if self._agreement is None or self._stop.stopped_on is not None:
             return
-        agreed = self._agreement.agreed_signal(self._stop.received)
+        planned = 0 if self._fusion is None else self._fusion.next_silent_steps()
+        agreed, silent_steps = self._agreement.agree(self._stop.received, planned)
+        if self._fusion is not None:
+            self._fusion.agreed(silent_steps)
         if agreed is not None:
             self._stop.agree(agreed)
 

@@ -21,13 +21,14 @@ from cluster_matrix import between_graph
 
 EAGER = single.DRIVERS["eager"]
 GRAPH = single.DRIVERS["ms-graph"]
+EAGER_AUTO = single.DRIVERS["eager-auto"]  # steps_per_execution="auto", the Fused hook.
 
 
 def _worker_index(plan: dict[str, Any]) -> int:
     return plan["roles"].index(plan["role"])
 
 
-def mwms(plan: dict[str, Any]) -> None:
+def mwms(plan: dict[str, Any], driver: Any = EAGER) -> None:
     """MultiWorkerMirroredStrategy: one process per worker, worker 0 the chief (TF_CONFIG)."""
     import tensorflow as tf
 
@@ -37,7 +38,7 @@ def mwms(plan: dict[str, Any]) -> None:
     )
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     drivers.order()
-    drivers.run_eager(EAGER, plan, plan["last_step"], strategy=strategy)
+    drivers.run_eager(driver, plan, plan["last_step"], strategy=strategy)
 
 
 def single(plan: dict[str, Any]) -> None:
@@ -46,14 +47,14 @@ def single(plan: dict[str, Any]) -> None:
     drivers.run_eager(EAGER, plan, plan["last_step"])
 
 
-def mirrored2(plan: dict[str, Any]) -> None:
+def mirrored2(plan: dict[str, Any], driver: Any = EAGER) -> None:
     """MirroredStrategy over 2 logical CPUs of one process: both replicas train the same
     batch; the variables' ONLY_FIRST_REPLICA aggregation applies one update per step."""
     import tensorflow as tf
 
     strategy = tf.distribute.MirroredStrategy(two_logical_cpus())
     drivers.order()
-    drivers.run_eager(EAGER, plan, plan["last_step"], strategy=strategy)
+    drivers.run_eager(driver, plan, plan["last_step"], strategy=strategy)
 
 
 def tf1_cluster(plan: dict[str, Any]) -> None:
@@ -72,4 +73,6 @@ PROGRAMS: dict[str, Callable[[dict[str, Any]], None]] = {
     "mwms": mwms,
     "mirrored2": mirrored2,
     "tf1-cluster": tf1_cluster,
+    "mwms-auto": lambda plan: mwms(plan, EAGER_AUTO),
+    "mirrored2-auto": lambda plan: mirrored2(plan, EAGER_AUTO),
 }

@@ -45,6 +45,7 @@ class Column:
     restart: str = "job"
     abort_ends_job: bool = False
     synchronous: bool = True  # Every worker trains every step: exact weights.
+    fused: bool = False  # steps_per_execution="auto": steps must really run fused.
 
     @property
     def summary_roles(self) -> tuple[str, ...]:
@@ -77,6 +78,22 @@ COLUMNS = {
         abort_on=("worker1",),
         restart="worker",
         synchronous=False,
+    ),
+    "mwms-auto": Column(
+        'MultiWorkerMirroredStrategy, 2 worker processes, steps_per_execution="auto" (the '
+        "workers agree after each call how many steps the next one fuses)",
+        roles=("chief", "worker1"),
+        target="worker1",
+        abort_on=("chief", "worker1"),
+        abort_ends_job=True,
+        fused=True,
+    ),
+    "mirrored2-auto": Column(
+        "MirroredStrategy with 2 replicas (2 logical CPUs) in one process, "
+        'steps_per_execution="auto"',
+        roles=("chief",),
+        abort_on=("chief",),
+        fused=True,
     ),
 }
 

@@ -82,6 +82,16 @@ def check_event(column: str, event: str, found: dict[str, Run]) -> None:
         assert run.start_steps() == want, (role, run.start_steps())
 
 
+def check_fused(column: str, found: dict[str, Run]) -> None:
+    """A fused column's steps ran inside the session's fused loop, the same ones on every
+    worker (collective ops need it): a fallback to single steps fails here."""
+    if not table.COLUMNS[column].fused:
+        return
+    fused = {role: run.fused_steps() for role, run in found.items()}
+    assert all(fused.values()), ("no step ran fused", fused)
+    assert len({tuple(steps) for steps in fused.values()}) == 1, fused
+
+
 # Seconds a restored step counter may run before the session's `start` record: the hook
 # state is loaded just before the hooks' after_create_session.
 RESTORE_SLACK = 1.0
@@ -199,6 +209,7 @@ def test_cell(cluster_root: tuple[str, dict[Any, str]], row: str, column: str, e
         assert run_key not in failures, failures[run_key]
     found = _runs(root, column, event)
     check_event(column, event, found)
+    check_fused(column, found)
     if column == "tf1-cluster":  # Asynchronous workers: each its own steps (between_graph.py).
         for role, run in found.items():
             if role == table.COLUMNS[column].roles[0]:
