@@ -1,5 +1,6 @@
 """ParameterServerStrategy across processes: a worker that dies mid-closure changes
-no record of the hooks when the session owns the global step.
+no record of the hooks when the session owns the global step; a global step
+advanced in the closure is at least once, and the session warns once.
 
 One cluster on 127.0.0.1 (1 ps, 2 workers, `ps_job_child.py server`) serves
 the module's coordinators in turn (`ps_hooks_child.py`: the documented recipe
@@ -39,7 +40,7 @@ LAST_STEP = 40
 # coordinator exits within 30 s of its last step.
 EXIT_AFTER_LAST_STEP_SECS = 30
 HOLD = 8  # The weight at which a closure holds until its worker is killed.
-WARNING = "ran more than once"
+WARNING = "advanced it more than once"
 STEP_KEYS = {
     "owned": "monsession_global_step/.ATTRIBUTES/VARIABLE_VALUE",
     "closure": "step/.ATTRIBUTES/VARIABLE_VALUE",
@@ -203,3 +204,30 @@ def test_worker_killed_mid_closure_for_good_the_job_ends_on_the_survivor(
             cluster.start_worker(dead)  # For the next test.
     _assert_as_fresh(records(out, report, "owned"), fresh, out)
     assert WARNING not in cluster.processes.log("survivor").read_text(errors="replace")
+
+
+def test_global_step_advanced_in_the_closure_is_at_least_once_and_warned_once(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    with hard_timeout(200):
+        report = cluster.coordinate("closure", out, "closure", holds=(HOLD,))
+        cluster.start_worker(cluster.kill_worker_running(HOLD))
+        cluster.processes.wait_ok("closure", timeout=150)
+    found = records(out, report, "closure")
+    # The killed closure of step 8 advanced the global step on the ps before
+    # its worker died, and again on the other worker: the join before the
+    # save of step 10 finds 11. Checkpoint 10 holds 11; from then on the
+    # session counts from the variable, so the later ones hold their step,
+    # and StopAtStepHook(40) stops after 39 runs.
+    assert found["checkpoints"] == {0: 0, 10: 11, 20: 20, 30: 30, 40: 40}
+    assert (found["creations"], found["final_step"], found["runs"]) == ([0], 40, 39)
+    assert found["weight"] == 40.0
+    assert found["logged"] == [1, 6, 12, 17, 22, 27, 32, 37]
+    assert all(rate > 0 for rate in found["rates"])
+    log = cluster.processes.log("closure").read_text(errors="replace")
+    assert log.count(WARNING) == 1
+    assert (
+        "The global step is 11 once the closures scheduled so far have run, but the session "
+        "ran 10 steps: a closure of the step 'step' advanced it more than once." in log
+    )
