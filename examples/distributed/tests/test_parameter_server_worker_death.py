@@ -15,6 +15,7 @@ survivor; the test restarts it afterwards for the next one).
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +24,7 @@ from typing import Any
 import pytest
 from distributed_testing import (
     Processes,
+    accepts_connections,
     addresses,
     event_files,
     free_ports,
@@ -64,6 +66,15 @@ class Cluster:
         self.workdirs[task].mkdir(exist_ok=True)
         args = ["server", json.dumps(self.spec), "worker", str(task), str(self.workdirs[task])]
         self.processes.start(f"worker{task}", SERVER, args, {})
+
+    def wait_listening(self) -> None:
+        """Waits until every task of the cluster accepts connections."""
+        for address in self.spec["ps"] + self.spec["worker"]:
+            wait_for(
+                functools.partial(accepts_connections, address),
+                timeout=120,
+                what=f"a server at {address}",
+            )
 
     def kill_worker_running(self, weight: int) -> int:
         """SIGKILLs the worker whose closure holds at `weight`, once it holds; returns its task."""
@@ -142,7 +153,9 @@ def _without_values(found: dict[str, Any]) -> dict[str, Any]:
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     tmp_path = tmp_path_factory.mktemp("cluster")
     with Processes(tmp_path / "logs") as processes:
-        yield Cluster(processes, tmp_path)
+        cluster = Cluster(processes, tmp_path)
+        cluster.wait_listening()
+        yield cluster
 
 
 @pytest.fixture(scope="module")
@@ -202,6 +215,7 @@ def test_worker_killed_mid_closure_for_good_the_job_ends_on_the_survivor(
             cluster.processes.wait_ok("survivor", timeout=EXIT_AFTER_LAST_STEP_SECS)
         finally:
             cluster.start_worker(dead)  # For the next test.
+            cluster.wait_listening()
     _assert_as_fresh(records(out, report, "owned"), fresh, out)
     assert WARNING not in cluster.processes.log("survivor").read_text(errors="replace")
 
