@@ -174,6 +174,29 @@ def test_state_is_saved_beside_the_checkpoint_and_restored_with_it(program, tmp_
     ]
 
 
+def test_every_eager_worker_restores_the_chiefs_hook_state(tmp_path):
+    """A worker that is not the chief restores the chief's checkpoint and its hooks' state
+    (the creator under multi-worker strategies too), so their schedules continue."""
+    from programs import make_program
+
+    tf.compat.v1.reset_default_graph()
+    program = make_program("eager")
+    directory = str(tmp_path)
+    _train(program, directory, [Counter()], runs=5, save_steps=[3])
+    worker = Counter()
+    with monsession.MonitoredTrainingSession(
+        is_chief=False,
+        checkpoint_dir=directory,
+        scaffold=program.scaffold(),
+        hooks=[worker],
+        log_step_count_steps=None,
+    ) as sess:
+        assert worker.seen == 3 and worker.created == 1
+        sess.run(program.step)
+    assert worker.seen == 4
+    tf.compat.v1.reset_default_graph()
+
+
 def test_hooks_after_the_saver_are_saved_as_of_the_end_of_the_checkpoints_step(program, tmp_path):
     """Before, a hook after the saver (as the user hooks of
     MonitoredTrainingSession) was saved without the step being saved, and

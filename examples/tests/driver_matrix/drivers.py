@@ -87,11 +87,10 @@ def _ids_of(global_step: Any) -> Any:
     return tf.gather(tf.constant(order()), tf.cast(global_step, tf.int64))
 
 
-def _interrupt(plan: dict[str, Any]) -> tuple[int, bool] | None:
-    if plan.get("kill_at"):
-        return plan["kill_at"], True
-    if plan.get("abort_at"):
-        return plan["abort_at"], False
+def _interrupt(plan: dict[str, Any]) -> tuple[int, str] | None:
+    for how in ("kill", "sigterm", "abort"):
+        if plan.get(f"{how}_at"):
+            return plan[f"{how}_at"], how
     return None
 
 
@@ -105,8 +104,18 @@ def _hooks(program: rows.Program, plan: dict[str, Any], last_step: int, **how: A
     )
 
 
-def run_graph(spec: table.Driver, plan: dict[str, Any], last_step: int) -> None:
-    with tf.Graph().as_default():
+def _checkpoint_dir(plan: dict[str, Any], program: rows.Program) -> str:
+    """Where the session restores from: the run's own `ckpt`, or the chief's in a cluster."""
+    return plan.get("checkpoint_dir") or program.path("ckpt")
+
+
+def run_graph(
+    spec: table.Driver, plan: dict[str, Any], last_step: int, cluster: Any = None
+) -> None:
+    """Graph mode; in a TF1 cluster `cluster` gives the variables' device function and the
+    session's `master`, `is_chief` and `config`, and keeps the writers on the chief."""
+    session_args = {} if cluster is None else cluster.session_args
+    with tf.Graph().as_default(), tf.compat.v1.device(cluster and cluster.device):
         global_step = tf.compat.v1.train.get_or_create_global_step()
         w = tf.compat.v1.get_variable("weight", initializer=1.0)  # "w": the summary
         count = tf.compat.v1.get_variable("count", initializer=tf.constant(0, tf.int64))
@@ -134,7 +143,16 @@ def run_graph(spec: table.Driver, plan: dict[str, Any], last_step: int) -> None:
             if spec.tf_session
             else monsession.MonitoredTrainingSession
         )
-        with factory(checkpoint_dir=program.path("ckpt"), hooks=hooks, **NO_DEFAULT_HOOKS) as sess:
+        chief_only = []
+        if cluster is not None:
+            chief_only, hooks = cluster.place(hooks)
+        with factory(
+            checkpoint_dir=_checkpoint_dir(plan, program),
+            hooks=hooks,
+            chief_only_hooks=chief_only,
+            **NO_DEFAULT_HOOKS,
+            **session_args,
+        ) as sess:
             while not sess.should_stop():
                 sess.run(train_op)
         # TensorFlow's StepCounterHook never flushes its writer, and the child ends
@@ -181,9 +199,14 @@ def _line_model(fit: bool) -> Any:
     return Line()
 
 
-def run_eager(spec: table.Driver, plan: dict[str, Any], last_step: int) -> None:
+def run_eager(
+    spec: table.Driver, plan: dict[str, Any], last_step: int, strategy: Any = None
+) -> None:
+    """Eager mode; under `strategy` if given (the cluster matrix's), else a one-replica
+    `MirroredStrategy` for the `mirrored` column."""
     tf.compat.v1.reset_default_graph()
-    strategy = tf.distribute.MirroredStrategy(["/cpu:0"]) if spec.mirrored else None
+    if strategy is None and spec.mirrored:
+        strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
     scope = strategy.scope() if strategy else _Nothing()
     with scope:
         global_step = monsession.get_or_create_global_step()
@@ -229,7 +252,7 @@ def run_eager(spec: table.Driver, plan: dict[str, Any], last_step: int) -> None:
         if wrap is not None:
             step = wrap(step)
         with monsession.MonitoredTrainingSession(
-            checkpoint_dir=program.path("ckpt"),
+            checkpoint_dir=_checkpoint_dir(plan, program),
             scaffold=scaffold,
             hooks=hooks,
             steps_per_execution="auto" if spec.fused else 1,

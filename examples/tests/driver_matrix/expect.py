@@ -27,13 +27,20 @@ def stops(driver: str, event: str) -> list[int]:
     return [table.RESUME_FIRST, last] if event == "resume" else [last]
 
 
-def model(driver: str, event: str) -> list[Any]:
-    """The `model` observation (see observe.Run.model) the run must end with."""
-    steps = stop_step(driver)
+def weight(steps: int) -> np.float32:
+    """The weight after `steps` steps of the plan."""
     order = drivers.order()
     w = np.float32(1.0)
     for step in range(steps):
         w = np.float32(0.9) * w + np.float32(order[step].sum()) / np.float32(100.0)
+    return w
+
+
+def model(driver: str, event: str) -> list[Any]:
+    """The `model` observation (see observe.Run.model) the run must end with."""
+    steps = stop_step(driver)
+    order = drivers.order()
+    w = weight(steps)
     epochs: list[list[int]] = []
     if table.DRIVERS[driver].epochs:
         epochs = [[10 * (epoch + 1), epoch] for epoch in range(steps // 10)]

@@ -23,8 +23,18 @@ def open_records(directory: str) -> None:
 
 
 def record(kind: str, t: float | None = None, **data: Any) -> None:
+    append(_PATH[0], kind, t, **data)
+
+
+def record_in(directory: str, kind: str, **data: Any) -> None:
+    """A record in `directory`'s records, from a process that does not train there."""
+    os.makedirs(directory, exist_ok=True)
+    append(os.path.join(directory, "records.jsonl"), kind, None, **data)
+
+
+def append(path: str, kind: str, t: float | None, **data: Any) -> None:
     line = json.dumps({"kind": kind, "t": time.time() if t is None else t, **data})
-    with open(_PATH[0], "a") as stream:
+    with open(path, "a") as stream:
         stream.write(line + "\n")
 
 

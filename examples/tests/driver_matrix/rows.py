@@ -70,17 +70,21 @@ class Trace(monsession.SessionRunHook):
 
 
 class Interrupt(monsession.SessionRunHook):
-    """After the step that reaches `at` (first time only): SIGKILL or a real AbortedError.
+    """After the step that reaches `at` (first time only): SIGKILL, SIGTERM or a real AbortedError.
 
-    Each is recorded just before it happens. A hard kill loses at most the
-    save in flight; the matrix kills once the background checkpoint write
-    is complete (the checkpoint's public `sync()`), so that each restart
-    resumes from one known checkpoint, the newest save, which the hook has
-    not confirmed yet (see `test_driver_matrix.confirmed`).
+    `how` is `"kill"`, `"sigterm"` or `"abort"`. Each is recorded just before
+    it happens. A hard kill loses at most the save in flight; the matrix
+    kills once the background checkpoint write is complete (the checkpoint's
+    public `sync()`), so that each restart resumes from one known checkpoint,
+    the newest save, which the hook has not confirmed yet (see
+    `test_driver_matrix.confirmed`). SIGTERM is the process's own signal: the
+    session stops on it at this step boundary (`stop_on_signals`).
     """
 
-    def __init__(self, program: Program, at: int, kill: bool) -> None:
-        self._fetch, self._at, self._kill, self._done = program.fetch["step"], at, kill, False
+    def __init__(self, program: Program, at: int, how: str) -> None:
+        if how not in ("kill", "sigterm", "abort"):
+            raise ValueError(f"Interrupt: how must be 'kill', 'sigterm' or 'abort', got {how!r}")
+        self._fetch, self._at, self._how, self._done = program.fetch["step"], at, how, False
         self._checkpoint = program.saver or getattr(program.scaffold, "saver", None)
 
     def next_action(self, global_step):
@@ -95,11 +99,15 @@ class Interrupt(monsession.SessionRunHook):
         if step != self._at or self._done:
             return
         self._done = True
-        if self._kill:
+        if self._how == "kill":
             if isinstance(self._checkpoint, tf.train.Checkpoint):
                 self._checkpoint.sync()
             record("killed", step=step)
             os.kill(os.getpid(), signal.SIGKILL)
+        if self._how == "sigterm":
+            record("sigterm", step=step)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
         record("aborted", step=step)
         raise tf.errors.AbortedError(None, None, "driver matrix: injected preemption")
 
@@ -150,7 +158,7 @@ def build_hooks(
     tf_hooks: bool = False,
     keras_callbacks: bool = False,
     mode: str = "eager",
-    interrupt: tuple[int, bool] | None = None,
+    interrupt: tuple[int, str] | None = None,
     earlystop_only: bool = False,
 ) -> tuple[list[Any], Any]:
     """The hooks of one session, and the step wrapper (`NanTensorHook.watch`) or None."""

@@ -11,7 +11,9 @@ one rename). The checkpoint's state file is updated only after that, so a
 checkpoint that is the latest always has its hook state beside it.
 
 When the chief's session creator restores a checkpoint (at start, after a
-preemption, or an older one when the newest is damaged), it records which;
+preemption, or an older one when the newest is damaged), it records which
+(in eager mode every worker's creator does: each worker restores the
+chief's checkpoint, hook state included);
 the monitored session then loads ``<prefix>.hooks.json`` into the hooks
 before their `after_create_session`. A hook whose state is missing or
 cannot be loaded is named in a WARNING and keeps the state it had (a fresh

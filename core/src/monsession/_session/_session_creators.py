@@ -281,7 +281,9 @@ def create_eager_session(
         init_fn = scaffold.init_fn
         if init_fn is not None:
             init_fn(session)
-    elif repair_state_file:  # The chief: its hooks saved the state beside the checkpoint.
+    else:
+        # The chief's hooks saved their state beside the checkpoint; every worker of an
+        # eager job restores it with the chief's checkpoint (the same keys, the same schedule).
         record_restore(session, restored)
     return session
 

@@ -1,0 +1,60 @@
+"""The programs of the columns: one function per column, run in each of its processes.
+
+Every program trains the single-process matrix's model (`driver_matrix.drivers`)
+with its standard hooks, under the column's strategy. A process's plan (see
+child.py) names its role, the cluster's roles and ports, where it records
+(`dir`) and where the session restores from (`checkpoint_dir`: the chief's).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from typing import Any
+
+from distributed_testing import addresses, two_logical_cpus
+from driver_matrix import drivers
+from driver_matrix import table as single
+
+EAGER = single.DRIVERS["eager"]
+
+
+def _worker_index(plan: dict[str, Any]) -> int:
+    return plan["roles"].index(plan["role"])
+
+
+def mwms(plan: dict[str, Any]) -> None:
+    """MultiWorkerMirroredStrategy: one process per worker, worker 0 the chief (TF_CONFIG)."""
+    import tensorflow as tf
+
+    workers = addresses(plan["ports"][len(plan["servers"]) :])
+    os.environ["TF_CONFIG"] = json.dumps(
+        {"cluster": {"worker": workers}, "task": {"type": "worker", "index": _worker_index(plan)}}
+    )
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    drivers.order()
+    drivers.run_eager(EAGER, plan, plan["last_step"], strategy=strategy)
+
+
+def single(plan: dict[str, Any]) -> None:
+    """The single-process eager loop, no strategy."""
+    drivers.order()
+    drivers.run_eager(EAGER, plan, plan["last_step"])
+
+
+def mirrored2(plan: dict[str, Any]) -> None:
+    """MirroredStrategy over 2 logical CPUs of one process: both replicas train the same
+    batch; the variables' ONLY_FIRST_REPLICA aggregation applies one update per step."""
+    import tensorflow as tf
+
+    strategy = tf.distribute.MirroredStrategy(two_logical_cpus())
+    drivers.order()
+    drivers.run_eager(EAGER, plan, plan["last_step"], strategy=strategy)
+
+
+PROGRAMS: dict[str, Callable[[dict[str, Any]], None]] = {
+    "single": single,
+    "mwms": mwms,
+    "mirrored2": mirrored2,
+}

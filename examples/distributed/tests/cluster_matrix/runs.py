@@ -1,0 +1,101 @@
+"""Running one (column, event): its jobs, each a loopback cluster of real processes.
+
+Every process is forked by the fork server (forks.py) on free loopback
+ports and killed by pid when the run ends, whatever happened (`Cluster`).
+After each process exits, its exit status is recorded in its directory
+(`exit`, -9: SIGKILL, -15: SIGTERM).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from distributed_testing import free_ports
+from driver_matrix.records import record_in
+
+from cluster_matrix import table
+from cluster_matrix.forks import Cluster, ForkServer
+
+JOB_TIMEOUT = 240.0  # Seconds a job may take (a survivor fails within 30 s of a death).
+# Seconds between the end of a job and the next: a restart's rates must not count them.
+DOWNTIME = 6.0
+
+
+def run_dir(root: str, column: str, event: str) -> str:
+    return os.path.join(root, column, event)
+
+
+def role_dir(root: str, column: str, event: str, role: str) -> str:
+    """Where a process records: the chief in the run directory, the others below it."""
+    directory = run_dir(root, column, event)
+    return directory if role == table.COLUMNS[column].roles[0] else os.path.join(directory, role)
+
+
+def _plan(root: str, column: str, event: str, role: str, ports: list[int]) -> dict[str, Any]:
+    spec = table.COLUMNS[column]
+    return {
+        "column": column,
+        "role": role,
+        "ports": ports,
+        **_cluster(spec),
+        "dir": role_dir(root, column, event, role),
+        "checkpoint_dir": os.path.join(run_dir(root, column, event), "ckpt"),
+    }
+
+
+def _faulty(column: str, event: str, role: str) -> bool:
+    spec, how = table.COLUMNS[column], table.EVENTS[event].how
+    return role in spec.abort_on if how == "abort" else role == spec.target
+
+
+def run(server: ForkServer, root: str, column: str, event: str) -> None:
+    """Runs every job of the event, one after the other."""
+    spec, ev = table.COLUMNS[column], table.EVENTS[event]
+    logs = Path(run_dir(root, column, event)) / "logs"
+    # The ports of the processes that serve (first), then of the training roles.
+    ports = free_ports(len(spec.servers) + len(spec.roles))
+    with Cluster(server, logs) as processes:
+        for job, last_step in enumerate(table.jobs(column, event)):
+            if job:
+                time.sleep(DOWNTIME)
+            for name in spec.servers:
+                plan = {"column": column, "role": name, "ports": ports, **_cluster(spec)}
+                processes.start(f"{name}-{job}", plan)
+            plans = {}
+            for role in spec.roles:
+                plans[role] = {**_plan(root, column, event, role, ports), "last_step": last_step}
+                if job == 0 and ev.how and _faulty(column, event, role):
+                    plans[role][f"{ev.how}_at"] = table.AT
+                processes.start(f"{role}-{job}", plans[role])
+            _wait(processes, spec, plans, job)
+            for name in spec.servers:
+                processes.kill(f"{name}-{job}")
+
+
+def _cluster(spec: table.Column) -> dict[str, Any]:
+    return {"roles": list(spec.roles), "servers": list(spec.servers)}
+
+
+def _wait(
+    processes: Cluster, spec: table.Column, plans: dict[str, dict[str, Any]], job: int
+) -> None:
+    """Waits for every training process of the job, and records each exit status.
+
+    Where the column restarts only a dead worker, a worker that died of
+    SIGKILL is started again on its port, without the fault, `DOWNTIME`
+    seconds later.
+    """
+    deadline = time.monotonic() + JOB_TIMEOUT
+    for role, plan in plans.items():
+        name = f"{role}-{job}"
+        status = processes.wait(name, max(1.0, deadline - time.monotonic()))
+        record_in(plan["dir"], "exit", status=status)
+        if status == -9 and spec.restart == "worker":
+            time.sleep(DOWNTIME)
+            again = {key: value for key, value in plan.items() if key != "kill_at"}
+            processes.start(f"{name}-restarted", again)
+            status = processes.wait(f"{name}-restarted", max(1.0, deadline - time.monotonic()))
+            record_in(plan["dir"], "exit", status=status)

@@ -1,0 +1,199 @@
+"""The multi-process driver matrix as data: columns (strategies), events, rows.
+
+A column is a `Column` in `COLUMNS` and its program in `programs.py`; an
+event is an `Event` in `EVENTS`. Every (column, event) is one cluster run
+(a few jobs in a row) observed by all the rows. Cells that cannot apply
+are in `not_applicable` with the reason; cells failing on a known, open
+finding are in `KNOWN_FAILURES` (strict xfail).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from driver_matrix import table as single
+
+LAST_STEP = single.LAST_STEP  # The NaN probe stops every fault-free run at single.NAN_AT.
+RESTART_FIRST = single.RESUME_FIRST
+AT = 17  # The step after which a fault happens (between the checkpoints of 15 and 20).
+SAVE_STEPS = single.SAVE_STEPS
+# The rows: the standard hooks the matrix observes on every worker, and the model.
+ROWS = ("checkpoint", "summary", "step-counter", "logging", "stop", "model")
+
+
+@dataclasses.dataclass(frozen=True)
+class Column:
+    """A strategy: its processes and what its events can do to them.
+
+    `roles` are the training processes, the chief first (its records are the
+    run directory's, another worker's `<run dir>/<role>`); `servers` are
+    processes that only serve (a ps). `target` is the process a kill or a
+    SIGTERM hits; `abort_on` the processes an `AbortedError` is raised in.
+    `restart` is what follows a worker's death: `"job"` (the survivors fail
+    fast and every process is restarted) or `"worker"` (only the dead worker
+    is restarted, on its port). `abort_ends_job`: an `AbortedError` ends
+    every worker (monsession does not re-create a session whose collective
+    ops TensorFlow aborted) and the job is restarted, instead of an
+    in-process recovery.
+    """
+
+    description: str
+    roles: tuple[str, ...]
+    servers: tuple[str, ...] = ()
+    target: str | None = None
+    abort_on: tuple[str, ...] = ()
+    restart: str = "job"
+    abort_ends_job: bool = False
+    synchronous: bool = True  # Every worker trains every step: exact weights.
+
+    @property
+    def summary_roles(self) -> tuple[str, ...]:
+        """The processes whose step records `tf.summary` values: the job's first replica's."""
+        return self.roles[:1]
+
+
+COLUMNS = {
+    # One process, no strategy: what every column's fault-free run is compared with.
+    "single": Column("the single-process eager loop (sess.run(step)): the reference", ("chief",)),
+    "mwms": Column(
+        "MultiWorkerMirroredStrategy, 2 worker processes (TF_CONFIG), eager single steps",
+        roles=("chief", "worker1"),
+        target="worker1",
+        abort_on=("chief", "worker1"),
+        abort_ends_job=True,
+    ),
+    "mirrored2": Column(
+        "MirroredStrategy with 2 replicas (2 logical CPUs) in one process, eager single steps",
+        roles=("chief",),
+        abort_on=("chief",),
+    ),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Event:
+    """A fault and what follows it: the jobs run one after the other.
+
+    Each job trains to its `last_step` (the NaN stops it at `single.NAN_AT`
+    first); `how` (`"kill"`, `"sigterm"`, `"abort"`) happens after step `AT`
+    of the first job. Where the fault ends the job, the job is restarted
+    (`jobs`).
+    """
+
+    description: str
+    last_steps: tuple[int, ...]
+    how: str | None = None
+    starts: tuple[int, ...] = (0,)  # The step each session of every worker starts at.
+
+
+EVENTS = {
+    "fresh": Event("the fault-free run: the reference of its column", (LAST_STEP,)),
+    "worker-kill": Event(
+        "SIGKILL to a worker after step 17; then the job (or that worker) restarted",
+        (LAST_STEP,),
+        how="kill",
+        starts=(0, 15),
+    ),
+    "sigterm": Event(
+        "SIGTERM to a worker after step 17: every worker stops after that step and the chief "
+        "saves it; then the job restarted",
+        (LAST_STEP,),
+        how="sigterm",
+        starts=(0, AT),
+    ),
+    "restart": Event(
+        "a whole-job restart: a job to step 20, a new job to the last step",
+        (RESTART_FIRST, LAST_STEP),
+        starts=(0, RESTART_FIRST),
+    ),
+    "aborted": Event(
+        "a real AbortedError after step 17: recovered in the process from checkpoint 15, or "
+        "(where it ends the job) the job restarted",
+        (LAST_STEP,),
+        how="abort",
+        starts=(0, 15),
+    ),
+}
+
+
+def restarted(column: str, event: str) -> bool:
+    """Whether the event's fault ends the job, which is then restarted to the last step."""
+    spec, how = COLUMNS[column], EVENTS[event].how
+    if how == "kill":
+        return spec.restart == "job"
+    return how == "sigterm" or (how == "abort" and spec.abort_ends_job)
+
+
+def jobs(column: str, event: str) -> tuple[int, ...]:
+    """The last step of each job the run starts, one after the other."""
+    steps = EVENTS[event].last_steps
+    return (*steps, LAST_STEP) if restarted(column, event) else steps
+
+
+REFERENCE = ("single", "fresh")
+
+
+def reference(column: str, event: str) -> tuple[str, str]:
+    """The run a cell is compared with: its column's fresh run; that one, with the reference."""
+    return REFERENCE if event == "fresh" else (column, "fresh")
+
+
+def not_applicable(row: str, column: str, event: str) -> str | None:
+    """Why a cell cannot apply, or None."""
+    spec, how = COLUMNS[column], EVENTS[event].how
+    if column == REFERENCE[0]:
+        if event != REFERENCE[1]:
+            return "the reference column runs only the fault-free run"
+        if row not in ("model", "stop"):
+            return "the reference of every column's fresh run (model and stop: against the plan)"
+        return None
+    if how in ("kill", "sigterm") and spec.target is None:
+        return "one process: no worker to kill or signal apart from the chief"
+    if how == "abort" and not spec.abort_on:
+        return "no process where a step's AbortedError is recovered"
+    return NOT_APPLICABLE.get((row, column, event))
+
+
+# Cells that cannot apply beyond the rules above: {(row, column, event): reason}.
+NOT_APPLICABLE: dict[tuple[str, str, str], str] = {}
+
+# Cells that fail on a known, open finding: {(row, column, event): finding}. Strict xfail.
+_SUMMARIES_LOST_ON_ERROR = (
+    "SummarySaverHook has no on_failure: when an error ends the process (here the "
+    "AbortedError that ends a MultiWorkerMirroredStrategy job), the summaries its writer had "
+    "not flushed yet (TensorFlow's writer flushes every 120 s) are lost, so after the job's "
+    "restart TensorBoard shows only the steps after the restored checkpoint. Fix: flush the "
+    "writers in on_failure (hooks-summary)"
+)
+KNOWN_FAILURES: dict[tuple[str, str, str], str] = {
+    ("summary", "mwms", "aborted"): _SUMMARIES_LOST_ON_ERROR,
+}
+
+
+def runs() -> list[tuple[str, str]]:
+    """Every (column, event) that some cell observes."""
+    return [
+        (column, event)
+        for column in COLUMNS
+        for event in EVENTS
+        if any(not_applicable(row, column, event) is None for row in ROWS)
+    ]
+
+
+def cells() -> list[tuple[str, str, str]]:
+    return [(r, c, e) for c in COLUMNS for e in EVENTS for r in ROWS]
+
+
+def not_applicable_markdown() -> str:
+    """The cells that do not apply, as the table of docs/contributors.md ("The driver matrix")."""
+    groups: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    for row, column, event in cells():
+        reason = not_applicable(row, column, event)
+        if reason is not None:
+            groups.setdefault((reason, column), []).append((row, event))
+    lines = ["| column | rows | events | why not |", "| --- | --- | --- | --- |"]
+    for (reason, column), found in groups.items():
+        rows = sorted({row for row, _ in found}, key=ROWS.index)
+        events = sorted({event for _, event in found}, key=list(EVENTS).index)
+        lines.append(f"| {column} | {', '.join(rows)} | {', '.join(events)} | {reason} |")
+    return "\n".join(lines) + "\n"
