@@ -61,18 +61,28 @@ def run(server: ForkServer, root: str, column: str, event: str) -> None:
         for job, last_step in enumerate(table.jobs(column, event)):
             if job:
                 time.sleep(DOWNTIME)
-            for name in spec.servers:
-                plan = {"column": column, "role": name, "ports": ports, **_cluster(spec)}
+            servers = {name: _plan(root, column, event, name, ports) for name in spec.servers}
+            for name, plan in servers.items():
                 processes.start(f"{name}-{job}", plan)
             plans = {}
             for role in spec.roles:
                 plans[role] = {**_plan(root, column, event, role, ports), "last_step": last_step}
                 if job == 0 and ev.how and _faulty(column, event, role):
                     plans[role][f"{ev.how}_at"] = table.AT
+                if job == 0 and ev.how == "kill" and kills_server(spec, role):
+                    plans[role].update(kill_at=table.AT, kill_pid=processes.pid(f"{spec.target}-0"))
                 processes.start(f"{role}-{job}", plans[role])
             _wait(processes, spec, plans, job)
+            if job == 0 and ev.how == "kill" and spec.target in servers:
+                status = processes.wait(f"{spec.target}-0", 1.0)  # Never restarted.
+                record_in(servers[spec.target]["dir"], "exit", status=status)
             for name in spec.servers:
                 processes.kill(f"{name}-{job}")
+
+
+def kills_server(spec: table.Column, role: str) -> bool:
+    """Whether `role` kills the column's target, a server (the chief does, after its step)."""
+    return spec.target in spec.servers and role == spec.roles[0]
 
 
 def _cluster(spec: table.Column) -> dict[str, Any]:

@@ -31,7 +31,12 @@ class Column:
     SIGTERM hits; `abort_on` the processes an `AbortedError` is raised in.
     `restart` is what follows a worker's death: `"job"` (the survivors fail
     fast and every process is restarted) or `"worker"` (only the dead worker
-    is restarted, on its port). `abort_ends_job`: an `AbortedError` ends
+    is restarted, on its port) or `"none"`. A `target` among the `servers` (a
+    ParameterServerStrategy worker) is killed by the chief after its step,
+    and the chief's session goes on on the other workers; it is never
+    restarted (`"none"`: restarting it on its port while the session runs is
+    tested in test_parameter_server_worker_death.py, where a closure holds
+    until the kill). `abort_ends_job`: an `AbortedError` ends
     every worker (monsession does not re-create a session whose collective
     ops TensorFlow aborted) and the job is restarted, instead of an
     in-process recovery.
@@ -61,6 +66,15 @@ COLUMNS = {
         target="worker1",
         abort_on=("chief", "worker1"),
         abort_ends_job=True,
+    ),
+    "pss": Column(
+        "ParameterServerStrategy with a ClusterCoordinator: the chief is the coordinator "
+        "(its steps schedule one closure each); 1 ps and 2 workers serve",
+        roles=("chief",),
+        servers=("ps", "worker0", "worker1"),
+        target="worker1",
+        abort_on=("chief",),
+        restart="none",
     ),
     "mirrored2": Column(
         "MirroredStrategy with 2 replicas (2 logical CPUs) in one process, eager single steps",
@@ -155,7 +169,13 @@ def not_applicable(row: str, column: str, event: str) -> str | None:
 
 
 # Cells that cannot apply beyond the rules above: {(row, column, event): reason}.
-NOT_APPLICABLE: dict[tuple[str, str, str], str] = {}
+NOT_APPLICABLE: dict[tuple[str, str, str], str] = {
+    (row, "pss", "sigterm"): (
+        "a ParameterServerStrategy worker runs no session (a tf.distribute.Server): a signal "
+        "ends it as the worker-kill event's SIGKILL does, and the coordinator goes on"
+    )
+    for row in ROWS
+}
 
 # Cells that fail on a known, open finding: {(row, column, event): finding}. Strict xfail.
 _SUMMARIES_LOST_ON_ERROR = (

@@ -62,6 +62,10 @@ def check_event(column: str, event: str, found: dict[str, Run]) -> None:
     restarted = table.restarted(column, event)
     for role, run in found.items():
         faulty = role in spec.abort_on if ev.how == "abort" else role == spec.target
+        # A server target (a ParameterServerStrategy worker) is killed by the chief, whose
+        # session goes on: it records the kill, exits 0, and starts once.
+        kills = ev.how == "kill" and runs.kills_server(spec, role)
+        starts = [0] if kills else list(ev.starts)
         exits, errors = [0] * len(table.jobs(column, event)), []
         if ev.how == "kill" and faulty:
             exits = [-9, 0]  # Then restarted, with its job or alone.
@@ -77,8 +81,17 @@ def check_event(column: str, event: str, found: dict[str, Run]) -> None:
         assert all(want in got for want, got in pairs), (role, run.errors)
         for how, kind in (("kill", "killed"), ("sigterm", "sigterm"), ("abort", "aborted")):
             steps = [r["step"] for r in run.kinds(kind)]
-            assert steps == ([table.AT] if ev.how == how and faulty else []), (role, kind, steps)
-        assert run.start_steps() == list(ev.starts), (role, run.start_steps())
+            hit = ev.how == how and (faulty or kills)
+            assert steps == ([table.AT] if hit else []), (role, kind, steps)
+        assert run.start_steps() == starts, (role, run.start_steps())
+
+
+def check_server_killed(root: str, column: str, event: str) -> None:
+    """A server target the event kills (a ParameterServerStrategy worker) died of SIGKILL."""
+    spec = table.COLUMNS[column]
+    if table.EVENTS[event].how == "kill" and spec.target in spec.servers:
+        server = Run(runs.role_dir(root, column, event, spec.target))
+        assert server.exits() == [-9], server.exits()
 
 
 # Seconds a restored step counter may run before the session's `start` record: the hook
@@ -198,6 +211,7 @@ def test_cell(cluster_root: tuple[str, dict[Any, str]], row: str, column: str, e
         assert run_key not in failures, failures[run_key]
     found = _runs(root, column, event)
     check_event(column, event, found)
+    check_server_killed(root, column, event)
     for role, run in found.items():
         check_times(row, column, event, run)
         assert observed(row, event, run) == expected(row, column, event, role, run, root), role
