@@ -103,13 +103,14 @@ class Interrupt(monsession.SessionRunHook):
         if step != self._at or self._done:
             return
         self._done = True
+        if self._how == "kill":
+            if isinstance(self._checkpoint, tf.train.Checkpoint):
+                self._checkpoint.sync()
         if self._how == "kill" and self._victim is not None:
             record("killed", step=step, pid=self._victim)
             os.kill(self._victim, signal.SIGKILL)
             return
         if self._how == "kill":
-            if isinstance(self._checkpoint, tf.train.Checkpoint):
-                self._checkpoint.sync()
             record("killed", step=step)
             os.kill(os.getpid(), signal.SIGKILL)
         if self._how == "sigterm":

@@ -69,20 +69,31 @@ def run(server: ForkServer, root: str, column: str, event: str) -> None:
                 plans[role] = {**_plan(root, column, event, role, ports), "last_step": last_step}
                 if job == 0 and ev.how and _faulty(column, event, role):
                     plans[role][f"{ev.how}_at"] = table.AT
-                if job == 0 and ev.how == "kill" and kills_server(spec, role):
-                    plans[role].update(kill_at=table.AT, kill_pid=processes.pid(f"{spec.target}-0"))
+                victim = victim_server(column, event)
+                if job == 0 and victim is not None and role == spec.roles[0]:
+                    plans[role].update(kill_at=table.AT, kill_pid=processes.pid(f"{victim}-0"))
                 processes.start(f"{role}-{job}", plans[role])
             _wait(processes, spec, plans, job)
-            if job == 0 and ev.how == "kill" and spec.target in servers:
-                status = processes.wait(f"{spec.target}-0", 1.0)  # Never restarted.
-                record_in(servers[spec.target]["dir"], "exit", status=status)
+            victim = victim_server(column, event)
+            if job == 0 and victim is not None:
+                status = processes.wait(f"{victim}-0", 1.0)  # Never restarted alone.
+                record_in(servers[victim]["dir"], "exit", status=status)
             for name in spec.servers:
                 processes.kill(f"{name}-{job}")
 
 
-def kills_server(spec: table.Column, role: str) -> bool:
-    """Whether `role` kills the column's target, a server (the chief does, after its step)."""
-    return spec.target in spec.servers and role == spec.roles[0]
+def victim_server(column: str, event: str) -> str | None:
+    """The server the event's kill hits (the chief kills it after its step), if any."""
+    spec, ev = table.COLUMNS[column], table.EVENTS[event]
+    if ev.how != "kill":
+        return None
+    victim = ev.victim or spec.target
+    return victim if victim in spec.servers else None
+
+
+def kills_server(column: str, event: str, role: str) -> bool:
+    """Whether `role` kills a server in this event (the chief does, after its step)."""
+    return victim_server(column, event) is not None and role == table.COLUMNS[column].roles[0]
 
 
 def _cluster(spec: table.Column) -> dict[str, Any]:

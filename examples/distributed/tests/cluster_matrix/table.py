@@ -98,6 +98,7 @@ class Event:
     last_steps: tuple[int, ...]
     how: str | None = None
     starts: tuple[int, ...] = (0,)  # The step each session of every worker starts at.
+    victim: str | None = None  # The server a kill hits instead of the column's target.
 
 
 EVENTS = {
@@ -120,6 +121,14 @@ EVENTS = {
         (RESTART_FIRST, LAST_STEP),
         starts=(0, RESTART_FIRST),
     ),
+    "ps-kill": Event(
+        "SIGKILL to the parameter server after step 17: the coordinator fails fast naming it, "
+        "and the whole job is restarted from checkpoint 15",
+        (LAST_STEP,),
+        how="kill",
+        starts=(0, 15),
+        victim="ps",
+    ),
     "aborted": Event(
         "a real AbortedError after step 17: recovered in the process from checkpoint 15, or "
         "(where it ends the job) the job restarted",
@@ -134,7 +143,7 @@ def restarted(column: str, event: str) -> bool:
     """Whether the event's fault ends the job, which is then restarted to the last step."""
     spec, how = COLUMNS[column], EVENTS[event].how
     if how == "kill":
-        return spec.restart == "job"
+        return spec.restart == "job" or EVENTS[event].victim is not None
     return how == "sigterm" or (how == "abort" and spec.abort_ends_job)
 
 
@@ -161,6 +170,9 @@ def not_applicable(row: str, column: str, event: str) -> str | None:
         if row not in ("model", "stop"):
             return "the reference of every column's fresh run (model and stop: against the plan)"
         return None
+    victim = EVENTS[event].victim
+    if victim is not None and victim not in spec.servers:
+        return f"no {victim} process: only ParameterServerStrategy has parameter servers"
     if how in ("kill", "sigterm") and spec.target is None:
         return "one process: no worker to kill or signal apart from the chief"
     if how == "abort" and not spec.abort_on:

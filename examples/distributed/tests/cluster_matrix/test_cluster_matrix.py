@@ -25,6 +25,8 @@ from cluster_matrix import runs, table
 from cluster_matrix.forks import ForkServer
 
 PEER_FAILED = "a worker of the job failed"
+PS_LOST = "parameter server /job:ps/replica:0/task:0 was lost"
+PS_LOST_WITHIN_SECS = 30
 ABORTED_ENDS_JOB = "Restart every worker of the job"
 PARALLEL = 2
 
@@ -64,11 +66,13 @@ def check_event(column: str, event: str, found: dict[str, Run]) -> None:
         faulty = role in spec.abort_on if ev.how == "abort" else role == spec.target
         # A server target (a ParameterServerStrategy worker) is killed by the chief, whose
         # session goes on: it records the kill, exits 0, and starts once.
-        kills = ev.how == "kill" and runs.kills_server(spec, role)
-        starts = [0] if kills else list(ev.starts)
+        kills = runs.kills_server(column, event, role)
+        starts = [0] if kills and not restarted else list(ev.starts)
         exits, errors = [0] * len(table.jobs(column, event)), []
-        if ev.how == "kill" and faulty:
+        if ev.how == "kill" and faulty and ev.victim is None:
             exits = [-9, 0]  # Then restarted, with its job or alone.
+        elif kills and restarted:
+            exits, errors = [1, 0], [PS_LOST]  # The coordinator fails fast.
         elif ev.how == "kill" and restarted:
             exits, errors = [1, 0], [PEER_FAILED]  # A collective job's survivors fail fast.
         if ev.how == "sigterm":
@@ -84,13 +88,16 @@ def check_event(column: str, event: str, found: dict[str, Run]) -> None:
             hit = ev.how == how and (faulty or kills)
             assert steps == ([table.AT] if hit else []), (role, kind, steps)
         assert run.start_steps() == starts, (role, run.start_steps())
+        if kills and restarted:  # ARCHITECTURE.md §7: a dead ps ends the job within 30 s.
+            (killed,), (failed,) = run.kinds("killed"), run.kinds("error")
+            assert failed["t"] - killed["t"] < PS_LOST_WITHIN_SECS, (killed, failed)
 
 
 def check_server_killed(root: str, column: str, event: str) -> None:
-    """A server target the event kills (a ParameterServerStrategy worker) died of SIGKILL."""
-    spec = table.COLUMNS[column]
-    if table.EVENTS[event].how == "kill" and spec.target in spec.servers:
-        server = Run(runs.role_dir(root, column, event, spec.target))
+    """A server the event kills (a ParameterServerStrategy worker or ps) died of SIGKILL."""
+    victim = runs.victim_server(column, event)
+    if victim is not None:
+        server = Run(runs.role_dir(root, column, event, victim))
         assert server.exits() == [-9], server.exits()
 
 
