@@ -40,6 +40,16 @@ def addresses(ports: list[int]) -> list[str]:
     return [f"{LOOPBACK}:{port}" for port in ports]
 
 
+def accepts_connections(address: str) -> bool:
+    """Whether a server listens at `address` (``host:port``) now."""
+    host, port = address.rsplit(":", 1)
+    try:
+        with socket.create_connection((host, int(port)), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
 def tf_config(workers: list[str], index: int) -> str:
     """A ``TF_CONFIG`` for `MultiWorkerMirroredStrategy`: workers only, worker 0 is chief."""
     return json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}})

@@ -1,8 +1,9 @@
 """Child of test_parameter_server_failure.py: one process of a ParameterServerStrategy job.
 
-``ps_job_child.py server CLUSTER JOB TASK``
+``ps_job_child.py server CLUSTER JOB TASK [WORKDIR]``
     A `tf.distribute.Server` for task ``JOB:TASK`` (``ps`` or ``worker``) of
-    the cluster ``CLUSTER`` (JSON); runs until killed.
+    the cluster ``CLUSTER`` (JSON); runs until killed. With ``WORKDIR`` it
+    runs there: the relative paths that closures write on this task land in it.
 
 ``ps_job_child.py coordinator CLUSTER CHECKPOINT_DIR LAST_STEP REPORT [GATE_STEP GATE_DIR]``
     The coordinator: the documented recipe (`MonitoredTrainingSession`
@@ -28,8 +29,13 @@ SAVE_STEPS = 10
 GATE_LIMIT_SECS = 120
 
 
-def serve(cluster: dict[str, list[str]], job: str, task: int) -> None:
+def serve(cluster: dict[str, list[str]], job: str, task: int, workdir: str | None) -> None:
+    import os
+
     import tensorflow as tf
+
+    if workdir is not None:
+        os.chdir(workdir)
 
     server = tf.distribute.Server(
         tf.train.ClusterSpec(cluster), job_name=job, task_index=task, protocol="grpc"
@@ -124,7 +130,7 @@ def coordinate(
 def main(argv: list[str]) -> None:
     role, cluster = argv[0], json.loads(argv[1])
     if role == "server":
-        serve(cluster, argv[2], int(argv[3]))
+        serve(cluster, argv[2], int(argv[3]), argv[4] if len(argv) > 4 else None)
         return
     gate = (int(argv[5]), Path(argv[6])) if len(argv) > 5 else None
     coordinate(cluster, argv[2], int(argv[3]), argv[4], gate)

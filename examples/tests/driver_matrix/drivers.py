@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import glob
 import os
-from collections.abc import Callable
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -59,6 +59,24 @@ def _outputs(w: Any, step: Any) -> dict[str, Any]:
     return {"loss": loss, "w": w, "step": step, "probe": probe}
 
 
+class _RemoteOutputs(Mapping):
+    """A scheduled closure's outputs by name (`ClusterCoordinator.schedule` gives one
+    `RemoteValue` for the whole mapping): fetched, waiting for the closure, when a hook
+    asks for one."""
+
+    def __init__(self, remote: Any) -> None:
+        self._remote = remote
+
+    def __getitem__(self, name: str) -> Any:
+        return self._remote.fetch()[name]
+
+    def __iter__(self) -> Any:
+        return iter(("loss", "w", "step", "probe"))
+
+    def __len__(self) -> int:
+        return 4
+
+
 def _new_table() -> Any:
     return tf.fill([TABLE_ROWS, 4], tf.constant(-1, tf.int64))
 
@@ -87,10 +105,10 @@ def _ids_of(global_step: Any) -> Any:
     return tf.gather(tf.constant(order()), tf.cast(global_step, tf.int64))
 
 
-def _interrupt(plan: dict[str, Any]) -> tuple[int, str] | None:
+def _interrupt(plan: dict[str, Any]) -> tuple[int, str, int | None] | None:
     for how in ("kill", "sigterm", "abort"):
         if plan.get(f"{how}_at"):
-            return plan[f"{how}_at"], how
+            return plan[f"{how}_at"], how, plan.get("kill_pid")
     return None
 
 
@@ -200,10 +218,15 @@ def _line_model(fit: bool) -> Any:
 
 
 def run_eager(
-    spec: table.Driver, plan: dict[str, Any], last_step: int, strategy: Any = None
+    spec: table.Driver,
+    plan: dict[str, Any],
+    last_step: int,
+    strategy: Any = None,
+    coordinator: Any = None,
 ) -> None:
     """Eager mode; under `strategy` if given (the cluster matrix's), else a one-replica
-    `MirroredStrategy` for the `mirrored` column."""
+    `MirroredStrategy` for the `mirrored` column. With a `ClusterCoordinator` each step
+    schedules its closure and returns its `RemoteValue`s."""
     tf.compat.v1.reset_default_graph()
     if strategy is None and spec.mirrored:
         strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
@@ -228,8 +251,14 @@ def run_eager(
             ids = _ids_of(global_step) if ids is None else ids
             return _update(model, global_step, ids)
 
-        if strategy is not None:
-            step: Callable[..., Any] = tf.function(lambda: strategy.run(replica_step))
+        if coordinator is not None:
+            closure = tf.function(replica_step)
+
+            def step() -> Any:
+                return _RemoteOutputs(coordinator.schedule(closure))
+
+        elif strategy is not None:
+            step = tf.function(lambda: strategy.run(replica_step))
         elif spec.epochs:
             step = tf.function(lambda ids: replica_step(ids))
         else:

@@ -72,6 +72,9 @@ class Trace(monsession.SessionRunHook):
 class Interrupt(monsession.SessionRunHook):
     """After the step that reaches `at` (first time only): SIGKILL, SIGTERM or a real AbortedError.
 
+    With a `victim` pid, the SIGKILL hits that process (a `ParameterServerStrategy`
+    worker, which runs no session) and the session goes on.
+
     `how` is `"kill"`, `"sigterm"` or `"abort"`. Each is recorded just before
     it happens. A hard kill loses at most the save in flight; the matrix
     kills once the background checkpoint write is complete (the checkpoint's
@@ -81,10 +84,11 @@ class Interrupt(monsession.SessionRunHook):
     session stops on it at this step boundary (`stop_on_signals`).
     """
 
-    def __init__(self, program: Program, at: int, how: str) -> None:
+    def __init__(self, program: Program, at: int, how: str, victim: int | None = None) -> None:
         if how not in ("kill", "sigterm", "abort"):
             raise ValueError(f"Interrupt: how must be 'kill', 'sigterm' or 'abort', got {how!r}")
         self._fetch, self._at, self._how, self._done = program.fetch["step"], at, how, False
+        self._victim = victim  # The pid a kill hits, if not this process's (a ps worker).
         self._checkpoint = program.saver or getattr(program.scaffold, "saver", None)
 
     def next_action(self, global_step):
@@ -102,6 +106,11 @@ class Interrupt(monsession.SessionRunHook):
         if self._how == "kill":
             if isinstance(self._checkpoint, tf.train.Checkpoint):
                 self._checkpoint.sync()
+        if self._how == "kill" and self._victim is not None:
+            record("killed", step=step, pid=self._victim)
+            os.kill(self._victim, signal.SIGKILL)
+            return
+        if self._how == "kill":
             record("killed", step=step)
             os.kill(os.getpid(), signal.SIGKILL)
         if self._how == "sigterm":
@@ -158,7 +167,7 @@ def build_hooks(
     tf_hooks: bool = False,
     keras_callbacks: bool = False,
     mode: str = "eager",
-    interrupt: tuple[int, str] | None = None,
+    interrupt: tuple[int, str, int | None] | None = None,
     earlystop_only: bool = False,
 ) -> tuple[list[Any], Any]:
     """The hooks of one session, and the step wrapper (`NanTensorHook.watch`) or None."""

@@ -243,6 +243,7 @@ class EagerSession:
         self._side_caller = _StepCaller(self.traces)  # Advances nothing.
         self._closed = False
         self._coordinator = _current_coordinator()
+        self._after_join: Callable[[], None] | None = None
 
     @property
     def owned_global_step(self) -> Any:
@@ -258,6 +259,12 @@ class EagerSession:
         """Waits until the closures scheduled so far have run (see `monsession.plugins.settle`)."""
         if self._coordinator is not None:
             self._coordinator.join()
+            if self._after_join is not None:
+                self._after_join()
+
+    def call_after_join(self, check: Callable[[], None]) -> None:
+        """Has `settle` call `check` after each join (the backend compares the global step)."""
+        self._after_join = check
 
     def run(
         self, fetches: Any, feed_dict: Any = None, options: Any = None, run_metadata: Any = None

@@ -18,7 +18,8 @@ advance the global step does not shift the count.
 Under a `ClusterCoordinator` (`ParameterServerStrategy`) a step schedules
 closures and returns before they run, so the variable lags behind the
 count: it is not compared after a run, and it is read only once the
-coordinator is joined (`EagerSession.settle`).
+coordinator is joined (`EagerSession.settle`). Then, if it is ahead of the
+count, a closure that advances it ran twice (`_closure_steps`).
 """
 
 from __future__ import annotations
@@ -32,11 +33,13 @@ import tensorflow as tf
 
 from monsession._api._global_step import get_global_step
 from monsession._backends._called_step import check_value_run, only_values
+from monsession._backends._closure_steps import ClosureSteps, step_names
 from monsession._backends._eager import (
     _CONTAINERS,
     BoundStep,
     EagerSession,
     PullingStep,
+    _describe,
     _is_step_callable,
     _map_structure,
     to_numpy,
@@ -108,6 +111,14 @@ class EagerBackend:
         if self._variable is not None:
             self._counter.refresh()
             self._counter.before = self._counter.after
+        self._stepped: Any = None  # The fetches of the last run that called a step.
+        if self._in_flight and self._variable is not None:
+            closure_steps = ClosureSteps(
+                self._counter,
+                lambda: int(to_numpy(self._variable)),
+                lambda: step_names(self._stepped, _is_step_callable, _describe),
+            )
+            sess.call_after_join(closure_steps.after_join)
 
     def _calls_a_step(self, fetches: Any) -> bool:
         """Whether running `fetches` calls a step (remembered for the last step object)."""
@@ -219,6 +230,8 @@ class EagerBackend:
             self._check_value_run(fetches)
         outputs = self._sess.call(fetches, feed_dict, feed_owners, advance=counted)
         counter.end_run(calls)
+        if calls:
+            self._stepped = fetches
         if not hook_fetches:
             if counter.drifted:
                 counter.refresh()

@@ -16,9 +16,12 @@ def settle(session: Any) -> None:
     """Waits until every step run so far has executed (joins the coordinator).
 
     For hooks that save or read state that the global step must describe,
-    e.g. `CheckpointSaverHook` before each save and in `end()`. In graph
-    mode, and in eager mode without a `ClusterCoordinator`, steps are done
-    when `run()` returns: it returns at once.
+    e.g. `CheckpointSaverHook` before each save and in `end()`. After the
+    join the session compares the global step with the steps it ran, and
+    warns once if a closure advanced it more than once (run again after its
+    worker died). In graph mode, and in eager mode without a
+    `ClusterCoordinator`, steps are done when `run()` returns: it returns at
+    once.
 
     Args:
       session: The session a hook was given (`after_create_session`,

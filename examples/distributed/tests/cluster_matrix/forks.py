@@ -124,6 +124,9 @@ class Cluster:
     def start(self, name: str, plan: dict[str, Any]) -> None:
         self._pids[name] = self._server.start(plan, self._log_dir / f"{name}.log")
 
+    def pid(self, name: str) -> int:
+        return self._pids[name]
+
     def wait(self, name: str, timeout: float) -> int:
         """Waits for the process to exit; fails with its log if it takes too long."""
         status = self._server.wait(self._pids[name], timeout)

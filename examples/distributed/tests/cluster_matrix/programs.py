@@ -68,6 +68,29 @@ def tf1_cluster(plan: dict[str, Any]) -> None:
     drivers.run_graph(GRAPH, plan, plan["last_step"], cluster=cluster)
 
 
+def pss(plan: dict[str, Any]) -> None:
+    """ParameterServerStrategy: the ps and the workers serve (`tf.distribute.Server`); the
+    chief is the coordinator, whose steps schedule one closure each."""
+    import tensorflow as tf
+
+    jobs = {"ps": ["ps"], "worker": [s for s in plan["servers"] if s != "ps"]}
+    address = dict(zip(plan["servers"], addresses(plan["ports"]), strict=False))
+    cluster = tf.train.ClusterSpec(
+        {job: [address[s] for s in names] for job, names in jobs.items()}
+    )
+    if plan["role"] in plan["servers"]:
+        job = "ps" if plan["role"] == "ps" else "worker"
+        tf.distribute.Server(
+            cluster, job_name=job, task_index=jobs[job].index(plan["role"]), protocol="grpc"
+        ).join()
+        return
+    resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(cluster, rpc_layer="grpc")
+    strategy = tf.distribute.experimental.ParameterServerStrategy(resolver)
+    coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
+    drivers.order()
+    drivers.run_eager(EAGER, plan, plan["last_step"], strategy=strategy, coordinator=coordinator)
+
+
 PROGRAMS: dict[str, Callable[[dict[str, Any]], None]] = {
     "single": single,
     "mwms": mwms,
@@ -75,4 +98,5 @@ PROGRAMS: dict[str, Callable[[dict[str, Any]], None]] = {
     "tf1-cluster": tf1_cluster,
     "mwms-auto": lambda plan: mwms(plan, EAGER_AUTO),
     "mirrored2-auto": lambda plan: mirrored2(plan, EAGER_AUTO),
+    "pss": pss,
 }

@@ -61,19 +61,39 @@ def run(server: ForkServer, root: str, column: str, event: str) -> None:
         for job, last_step in enumerate(table.jobs(column, event)):
             if job:
                 time.sleep(DOWNTIME)
-            for name in spec.servers:
-                plan = {"column": column, "role": name, "ports": ports, **_cluster(spec)}
-                plan["dir"] = os.path.join(run_dir(root, column, event), name)
+            servers = {name: _plan(root, column, event, name, ports) for name in spec.servers}
+            for name, plan in servers.items():
                 processes.start(f"{name}-{job}", plan)
             plans = {}
             for role in spec.roles:
                 plans[role] = {**_plan(root, column, event, role, ports), "last_step": last_step}
                 if job == 0 and ev.how and _faulty(column, event, role):
                     plans[role][f"{ev.how}_at"] = table.AT
+                victim = victim_server(column, event)
+                if job == 0 and victim is not None and role == spec.roles[0]:
+                    plans[role].update(kill_at=table.AT, kill_pid=processes.pid(f"{victim}-0"))
                 processes.start(f"{role}-{job}", plans[role])
             _wait(processes, spec, plans, job)
+            victim = victim_server(column, event)
+            if job == 0 and victim is not None:
+                status = processes.wait(f"{victim}-0", 1.0)  # Never restarted alone.
+                record_in(servers[victim]["dir"], "exit", status=status)
             for name in spec.servers:
                 processes.kill(f"{name}-{job}")
+
+
+def victim_server(column: str, event: str) -> str | None:
+    """The server the event's kill hits (the chief kills it after its step), if any."""
+    spec, ev = table.COLUMNS[column], table.EVENTS[event]
+    if ev.how != "kill":
+        return None
+    victim = ev.victim or spec.target
+    return victim if victim in spec.servers else None
+
+
+def kills_server(column: str, event: str, role: str) -> bool:
+    """Whether `role` kills a server in this event (the chief does, after its step)."""
+    return victim_server(column, event) is not None and role == table.COLUMNS[column].roles[0]
 
 
 def _cluster(spec: table.Column) -> dict[str, Any]:

@@ -31,7 +31,12 @@ class Column:
     SIGTERM hits; `abort_on` the processes an `AbortedError` is raised in.
     `restart` is what follows a worker's death: `"job"` (the survivors fail
     fast and every process is restarted) or `"worker"` (only the dead worker
-    is restarted, on its port). `abort_ends_job`: an `AbortedError` ends
+    is restarted, on its port) or `"none"`. A `target` among the `servers` (a
+    ParameterServerStrategy worker) is killed by the chief after its step,
+    and the chief's session goes on on the other workers; it is never
+    restarted (`"none"`: restarting it on its port while the session runs is
+    tested in test_parameter_server_worker_death.py, where a closure holds
+    until the kill). `abort_ends_job`: an `AbortedError` ends
     every worker (monsession does not re-create a session whose collective
     ops TensorFlow aborted) and the job is restarted, instead of an
     in-process recovery.
@@ -62,6 +67,15 @@ COLUMNS = {
         target="worker1",
         abort_on=("chief", "worker1"),
         abort_ends_job=True,
+    ),
+    "pss": Column(
+        "ParameterServerStrategy with a ClusterCoordinator: the chief is the coordinator "
+        "(its steps schedule one closure each); 1 ps and 2 workers serve",
+        roles=("chief",),
+        servers=("ps", "worker0", "worker1"),
+        target="worker1",
+        abort_on=("chief",),
+        restart="none",
     ),
     "mirrored2": Column(
         "MirroredStrategy with 2 replicas (2 logical CPUs) in one process, eager single steps",
@@ -112,6 +126,7 @@ class Event:
     last_steps: tuple[int, ...]
     how: str | None = None
     starts: tuple[int, ...] = (0,)  # The step each session of every worker starts at.
+    victim: str | None = None  # The server a kill hits instead of the column's target.
 
 
 EVENTS = {
@@ -121,12 +136,6 @@ EVENTS = {
         (LAST_STEP,),
         how="kill",
         starts=(0, 15),
-    ),
-    "ps-kill": Event(
-        "SIGKILL to the ps after step 17: every worker fails; then the whole job restarted "
-        "from the newest checkpoint",
-        (LAST_STEP,),
-        how="ps-kill",
     ),
     "sigterm": Event(
         "SIGTERM to a worker after step 17: every worker stops after that step and the chief "
@@ -139,6 +148,14 @@ EVENTS = {
         "a whole-job restart: a job to step 20, a new job to the last step",
         (RESTART_FIRST, LAST_STEP),
         starts=(0, RESTART_FIRST),
+    ),
+    "ps-kill": Event(
+        "SIGKILL to the parameter server after step 17: the coordinator fails fast naming it, "
+        "and the whole job is restarted from checkpoint 15",
+        (LAST_STEP,),
+        how="kill",
+        starts=(0, 15),
+        victim="ps",
     ),
     "aborted": Event(
         "a real AbortedError after step 17: recovered in the process from checkpoint 15, or "
@@ -154,8 +171,8 @@ def restarted(column: str, event: str) -> bool:
     """Whether the event's fault ends the job, which is then restarted to the last step."""
     spec, how = COLUMNS[column], EVENTS[event].how
     if how == "kill":
-        return spec.restart == "job"
-    return how in ("sigterm", "ps-kill") or (how == "abort" and spec.abort_ends_job)
+        return spec.restart == "job" or EVENTS[event].victim is not None
+    return how == "sigterm" or (how == "abort" and spec.abort_ends_job)
 
 
 def jobs(column: str, event: str) -> tuple[int, ...]:
@@ -194,8 +211,9 @@ def not_applicable(row: str, column: str, event: str) -> str | None:
         if row not in ("model", "stop"):
             return "the reference of every column's fresh run (model and stop: against the plan)"
         return None
-    if how == "ps-kill" and not spec.servers:
-        return "no parameter server"
+    victim = EVENTS[event].victim
+    if victim is not None and victim not in spec.servers:
+        return f"no {victim} process in this column"
     if how in ("kill", "sigterm") and spec.target is None:
         return "one process: no worker to kill or signal apart from the chief"
     if how == "abort" and not spec.abort_on:
@@ -216,6 +234,13 @@ NOT_APPLICABLE: dict[tuple[str, str, str], str] = {
         "timeout): after the ps's SIGKILL both workers hang in tf.compat.v1.Session.close, "
         "called by the recovery that follows the UnavailableError, for minutes with no error "
         "(core's _RecoverableSession._recover; TensorFlow's own close waits on the dead task)"
+        for row in ROWS
+    },
+    **{
+        (row, "pss", "sigterm"): (
+            "a ParameterServerStrategy worker runs no session (a tf.distribute.Server): a "
+            "signal ends it as the worker-kill event's SIGKILL does, and the coordinator goes on"
+        )
         for row in ROWS
     },
 }

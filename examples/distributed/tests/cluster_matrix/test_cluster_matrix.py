@@ -25,6 +25,8 @@ from cluster_matrix import between_graph_expect, runs, table
 from cluster_matrix.forks import ForkServer
 
 PEER_FAILED = "a worker of the job failed"
+PS_LOST = "parameter server /job:ps/replica:0/task:0 was lost"
+PS_LOST_WITHIN_SECS = 30
 ABORTED_ENDS_JOB = "Restart every worker of the job"
 PARALLEL = 2
 
@@ -62,9 +64,15 @@ def check_event(column: str, event: str, found: dict[str, Run]) -> None:
     restarted = table.restarted(column, event)
     for role, run in found.items():
         faulty = role in spec.abort_on if ev.how == "abort" else role == spec.target
+        # A server target (a ParameterServerStrategy worker) is killed by the chief, whose
+        # session goes on: it records the kill, exits 0, and starts once.
+        kills = runs.kills_server(column, event, role)
+        starts = [0] if kills and not restarted else list(table.starts(column, event, role))
         exits, errors = [0] * len(table.jobs(column, event)), []
-        if ev.how == "kill" and faulty:
+        if ev.how == "kill" and faulty and ev.victim is None:
             exits = [-9, 0]  # Then restarted, with its job or alone.
+        elif kills and restarted:
+            exits, errors = [1, 0], [PS_LOST]  # The coordinator fails fast.
         elif ev.how == "kill" and restarted:
             exits, errors = [1, 0], [PEER_FAILED]  # A collective job's survivors fail fast.
         if ev.how == "sigterm":
@@ -77,9 +85,20 @@ def check_event(column: str, event: str, found: dict[str, Run]) -> None:
         assert all(want in got for want, got in pairs), (role, run.errors)
         for how, kind in (("kill", "killed"), ("sigterm", "sigterm"), ("abort", "aborted")):
             steps = [r["step"] for r in run.kinds(kind)]
-            assert steps == ([table.AT] if ev.how == how and faulty else []), (role, kind, steps)
-        want = list(table.starts(column, event, role))
-        assert run.start_steps() == want, (role, run.start_steps())
+            hit = ev.how == how and (faulty or kills)
+            assert steps == ([table.AT] if hit else []), (role, kind, steps)
+        assert run.start_steps() == starts, (role, run.start_steps())
+        if kills and restarted:  # ARCHITECTURE.md §7: a dead ps ends the job within 30 s.
+            (killed,), (failed,) = run.kinds("killed"), run.kinds("error")
+            assert failed["t"] - killed["t"] < PS_LOST_WITHIN_SECS, (killed, failed)
+
+
+def check_server_killed(root: str, column: str, event: str) -> None:
+    """A server the event kills (a ParameterServerStrategy worker or ps) died of SIGKILL."""
+    victim = runs.victim_server(column, event)
+    if victim is not None:
+        server = Run(runs.role_dir(root, column, event, victim))
+        assert server.exits() == [-9], server.exits()
 
 
 def check_fused(column: str, found: dict[str, Run]) -> None:
@@ -209,6 +228,7 @@ def test_cell(cluster_root: tuple[str, dict[Any, str]], row: str, column: str, e
         assert run_key not in failures, failures[run_key]
     found = _runs(root, column, event)
     check_event(column, event, found)
+    check_server_killed(root, column, event)
     check_fused(column, found)
     if column == "tf1-cluster":  # Asynchronous workers: each its own steps (between_graph.py).
         for role, run in found.items():
