@@ -10,6 +10,11 @@ session in the same process fails again and again, for minutes with the
 default retries, so such an error is raised at once, naming the parameter
 server. A dead worker is another matter: the coordinator runs its closures
 on the other workers, and that error never reaches the session.
+
+In a TF1 cluster (graph mode, between-graph replication) a parameter server
+restarted at once can be recovered from: the chief restores the latest
+checkpoint into it. There the lost ps is waited for, a short time only
+(`_retry`), and `why_lost_server_not_retried` says why the job ends.
 """
 
 from __future__ import annotations
@@ -68,6 +73,15 @@ def why_not_retried(error: Exception) -> str | None:
         "was lost, and the variables it held with it; TensorFlow cannot reconnect this "
         "coordinator to it. Restart the whole job (parameter servers, workers and this "
         "coordinator): it resumes from the latest checkpoint"
+    )
+
+
+def why_lost_server_not_retried(lost: list[str], secs: float) -> str:
+    """Why the session is not created again after parameter servers `lost` stayed away `secs`."""
+    return (
+        f"parameter server {', '.join(lost)} was lost and did not answer again within "
+        f"{secs:g} s; the variables it held were lost with it. Restart the whole job "
+        "(parameter servers and workers): it resumes from the latest checkpoint"
     )
 
 

@@ -8,6 +8,14 @@ consecutive failures, or once failures have lasted longer than the session
 creator's `max_wait_secs`, the session gives up and raises. A step that runs
 ends the streak. Every retry is logged at WARNING. An error that a retry
 cannot cure (the policy's `cannot_retry` says why) raises at once.
+
+An error naming a lost parameter server of a TF1 cluster (graph mode,
+between-graph replication) is retried only while the ps may come back: a
+streak of them lasts at most `lost_server_secs` (20 s) from the first
+error, spent waiting for the ps to answer (`_lost_tasks.answers_within`).
+A ps restarted at once answers, and the session is created again from
+the latest checkpoint; one that stays dead ends the job with an error
+naming it, well within 30 s of its death.
 """
 
 from __future__ import annotations
@@ -16,15 +24,24 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
-from monsession._durability._preemption_errors import in_current_strategy
+from monsession._durability._preemption_errors import (
+    in_current_strategy,
+    lost_parameter_servers,
+    why_lost_server_not_retried,
+)
 
 logger = logging.getLogger("monsession")
 
 MAX_ATTEMPTS = 10
 INITIAL_BACKOFF_SECS = 1.0
 MAX_BACKOFF_SECS = 30.0
+LOST_SERVER_SECS = 20.0
+
+# Asks whether a lost task answers again, waiting at most the seconds given:
+# True or False, or None where the session cannot ask (no TF1 cluster).
+Answers = Callable[[str, float], "bool | None"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,6 +57,9 @@ class RetryPolicy:
       cannot_retry: Given a preemption error, why re-creating the session
         cannot succeed after it (for the error message), or `None` when it
         may; such an error raises at once, whatever the other bounds.
+      lost_server_secs: How long a streak of errors naming a lost parameter
+        server may last, from the first of them, or `None` for no bound
+        other than the others.
     """
 
     max_attempts: int = MAX_ATTEMPTS
@@ -48,6 +68,7 @@ class RetryPolicy:
     max_backoff_secs: float = MAX_BACKOFF_SECS
     no_retry_reason: str = ""
     cannot_retry: Callable[[Exception], str | None] | None = None
+    lost_server_secs: float | None = LOST_SERVER_SECS
 
 
 def policy_for(session_creator: Any) -> RetryPolicy:
@@ -72,30 +93,37 @@ class RetryBudget:
     Args:
       policy: The bounds.
       owner: The session's class name, for messages.
+      answers: Asks a lost parameter server whether it answers again (see
+        `Answers`), or `None`.
     """
 
-    def __init__(self, policy: RetryPolicy, owner: str) -> None:
+    def __init__(self, policy: RetryPolicy, owner: str, answers: Answers | None = None) -> None:
         self._policy = policy
         self._owner = owner
+        self._answers = answers
         self._failures = 0
         self._first_failure = 0.0
+        self._first_lost_server: float | None = None
 
     def succeeded(self) -> None:
         """A step ran: the streak is over."""
         self._failures = 0
+        self._first_lost_server = None
 
-    def failed(self, error: Exception, while_doing: str) -> None:
+    def failed(self, error: Exception, while_doing: str, since: float | None = None) -> None:
         """Records a failure, then waits before the retry, or raises if there is none.
 
         Args:
           error: The preemption error.
           while_doing: ``"creating the session"`` or ``"running a step"``.
+          since: When the failure happened (`time.monotonic()`), if before
+            this call (e.g. before closing the broken session).
 
         Raises:
           The type of `error`, with a message saying why there is no retry, if
           the policy's bounds are reached.
         """
-        now = time.monotonic()
+        now = time.monotonic() if since is None else since
         if self._failures == 0:
             self._first_failure = now
         self._failures += 1
@@ -119,6 +147,7 @@ class RetryBudget:
                 f"failures lasted {elapsed:.1f} s, longer than max_wait_secs="
                 f"{policy.deadline_secs:g}",
             )
+        lost_server_wait = self._lost_servers_back(error, while_doing, now)
         backoff = 0.0
         if self._failures > 1:
             backoff = min(
@@ -126,6 +155,8 @@ class RetryBudget:
             )
             if policy.deadline_secs is not None:
                 backoff = min(backoff, max(0.0, policy.deadline_secs - elapsed))
+            if lost_server_wait is not None:
+                backoff = min(backoff, lost_server_wait)
         logger.warning(
             "%s: %s failed with %s (%s); creating the session again from the latest "
             "checkpoint in %.1f s (retry %d of at most %d).",
@@ -140,7 +171,50 @@ class RetryBudget:
         if backoff:
             time.sleep(backoff)
 
-    def _give_up(self, error: Exception, while_doing: str, reason: str) -> None:
+    def _lost_servers_back(self, error: Exception, while_doing: str, now: float) -> float | None:
+        """For an error naming a lost parameter server: waits, within the policy's bound,
+        for it to answer again.
+
+        Returns:
+          `None` if the error names no parameter server (or the policy has no
+          bound for it); else the longest wait before the retry: 0 once every
+          named server answered, the rest of the bound where the session
+          cannot ask.
+
+        Raises:
+          The type of `error`, once the bound is spent or a server did not
+          answer within it.
+        """
+        lost, bound = lost_parameter_servers(error), self._policy.lost_server_secs
+        if not lost or bound is None:
+            return None
+        if self._first_lost_server is None:
+            self._first_lost_server = now
+        for task in lost:
+            left = bound - (time.monotonic() - self._first_lost_server)
+            if left <= 0:
+                break
+            if task == lost[0]:
+                logger.warning(
+                    "%s: %s failed with %s: parameter server %s did not answer (%s); waiting "
+                    "at most %.1f s for it to come back.",
+                    self._owner,
+                    while_doing,
+                    type(error).__name__,
+                    ", ".join(lost),
+                    error_summary(error),
+                    left,
+                )
+            answered = None if self._answers is None else self._answers(task, left)
+            if answered is None:
+                return left  # No cluster to ask: the bound is the only rule.
+            if not answered:
+                break
+        else:
+            return 0.0
+        self._give_up(error, while_doing, why_lost_server_not_retried(lost, bound))
+
+    def _give_up(self, error: Exception, while_doing: str, reason: str) -> NoReturn:
         message = (
             f"{self._owner}: {while_doing} failed with {type(error).__name__} "
             f"({error_summary(error)}), and the session is not created again: {reason}."

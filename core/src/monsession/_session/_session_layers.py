@@ -2,8 +2,10 @@
 
 From the inside out: `_HookedSession` runs the hooks around each step,
 `_CoordinatedSession` stops threads through a coordinator, and
-`_RecoverableSession` re-creates everything after a preemption error. They
-work the same on a graph-mode `tf.compat.v1.Session` and on the eager
+`_RecoverableSession` re-creates everything after a preemption error. A
+session that a preemption error went through is closed within a bound
+(`_lost_tasks.close_within`): TensorFlow's close can wait for ever on a
+task that died. They work the same on a graph-mode `tf.compat.v1.Session` and on the eager
 backend's `EagerSession`: `_HookedSession` speaks only to the `Backend`
 protocol (see `_backend`).
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -28,6 +31,7 @@ from monsession._api._step_context import StepContext
 from monsession._backends._backend import make_backend
 from monsession._backends._eager import PullingStep, retried
 from monsession._durability._file_errors import file_error_behind
+from monsession._durability._lost_tasks import answers_within, close_within
 from monsession._durability._preemption_errors import PREEMPTION_ERRORS
 from monsession._durability._retry import RetryBudget, RetryPolicy, policy_for
 
@@ -82,7 +86,9 @@ class _RecoverableSession(_WrappedSession):
 
     Retries are bounded and back off (see `_retry`): a streak of consecutive
     failures ends in the preemption error once the policy's bounds are
-    reached; under a policy without retries the first one raises.
+    reached; under a policy without retries the first one raises. A lost
+    parameter server of the session's cluster is asked, within the bound,
+    whether it answers again.
 
     Args:
       sess_creator: A `SessionCreator` whose `create_session()` gives the
@@ -95,23 +101,36 @@ class _RecoverableSession(_WrappedSession):
         self, sess_creator: Any, policy: RetryPolicy | None = None, owner: str = "MonitoredSession"
     ) -> None:
         self._sess_creator = sess_creator
-        self._budget = RetryBudget(policy or policy_for(sess_creator), owner)
+        self._target = ""  # The master of the session's TF1 cluster, if any.
+        self._budget = RetryBudget(
+            policy or policy_for(sess_creator), owner, self._lost_task_answers
+        )
         self.recoveries = 0  # How many times a preemption error re-created the session.
         super().__init__(self._create_session())
 
     def _create_session(self) -> Any:
         while True:
             try:
-                return self._sess_creator.create_session()
+                session = self._sess_creator.create_session()
             except PREEMPTION_ERRORS as error:
                 self._budget.failed(error, "creating the session")
+            else:
+                self._target = session.sess_str
+                return session
+
+    def _lost_task_answers(self, task: str, secs: float) -> bool | None:
+        """Whether `task` of the session's cluster answers within `secs`; None: no cluster."""
+        if not self._target:
+            return None
+        return answers_within(self._target, task, secs)
 
     def _recover(self, error: Exception) -> None:
+        failed_at = time.monotonic()
         try:
             self.close()
         finally:
             self._sess = None
-        self._budget.failed(error, "running a step")
+        self._budget.failed(error, "running a step", since=failed_at)
         self.recoveries += 1
 
     def _check_stop(self) -> bool:
@@ -170,16 +189,35 @@ class _CoordinatedSession(_WrappedSession):
         super().__init__(sess)
         self._coord = coord
         self._stop_grace_period_secs = stop_grace_period_secs
+        self._broken_by: Exception | None = None  # The preemption error that went through.
 
     def _check_stop(self) -> bool:
         # A coordinator asked to stop with an error has its stop event set
         # too, so the lock of raise_requested_exception() is taken only then.
         if not self._coord.should_stop():
             return False
-        self._coord.raise_requested_exception()
+        with self._breaking():
+            self._coord.raise_requested_exception()
         return True
 
+    @contextlib.contextmanager
+    def _breaking(self) -> Iterator[None]:
+        """Notes a preemption error raised in the block: the session is broken."""
+        try:
+            yield
+        except PREEMPTION_ERRORS as error:
+            self._broken_by = error
+            raise
+
     def close(self) -> None:
+        """Closes the session; within `_lost_tasks.CLOSE_SECS` once a preemption error broke it."""
+        if self._broken_by is None:
+            self._close_now()
+            return
+        what = f"the session after {type(self._broken_by).__name__}"
+        close_within(self._close_now, what)
+
+    def _close_now(self) -> None:
         self._coord.request_stop()
         try:
             self._coord.join(
@@ -194,20 +232,25 @@ class _CoordinatedSession(_WrappedSession):
     def run(
         self, fetches: Any, feed_dict: Any = None, options: Any = None, run_metadata: Any = None
     ) -> Any:
-        try:
-            return self._sess.run(fetches, feed_dict, options, run_metadata)
-        except PREEMPTION_ERRORS:
-            raise
-        except Exception as step_error:
-            # A thread's error explains a failed step better than the step's
-            # own error, unless the thread's error is itself not recoverable.
+        with self._breaking():
             try:
-                self._coord.raise_requested_exception()
+                return self._sess.run(fetches, feed_dict, options, run_metadata)
             except PREEMPTION_ERRORS:
                 raise
-            except Exception:
-                raise step_error from None
-            raise
+            except Exception as step_error:
+                # A thread's error explains a failed step better than the step's
+                # own error, unless the thread's error is itself not recoverable.
+                try:
+                    self._coord.raise_requested_exception()
+                except PREEMPTION_ERRORS:
+                    raise
+                except Exception:
+                    raise step_error from None
+                raise
+
+    def run_step_fn(self, step_fn: Any, raw_session: Any, run_with_hooks: Any) -> Any:
+        with self._breaking():  # The step may run the raw session itself.
+            return super().run_step_fn(step_fn, raw_session, run_with_hooks)
 
 
 def _is_run_args(value: Any) -> bool:
