@@ -167,3 +167,40 @@ def test_cluster_recovers_when_the_parameter_server_restarts(tmp_path: Path) -> 
     assert latest is not None and latest >= last_step
     files = files_under(out)
     assert all(CHIEF_FILE.match(name) for name in files), files
+
+
+def test_a_dead_parameter_server_ends_every_worker_with_an_error_naming_it(
+    tmp_path: Path,
+) -> None:
+    """SIGKILL the ps and never restart it: TensorFlow's own Session.close() waits for
+    ever on it (tensorflow#21745). Every worker raises an error naming the ps within the
+    session's bound, and its process ends with status 1 through the interpreter's own
+    exit, although the close of its broken session is still stuck in a daemon thread."""
+    out = tmp_path / "out"
+    with hard_timeout(150), Processes(tmp_path / "logs") as processes:
+        _start_cluster(processes, tmp_path, _cluster(free_ports(3)), 100_000, step_delay=0.02)
+        wait_for(
+            lambda: (latest_checkpoint_step(out) or 0) >= 20,
+            timeout=90,
+            what="the chief's checkpoint of step 20",
+        )
+        for name in ("worker0", "worker1"):
+            wait_for(
+                lambda name=name: _steps_run(tmp_path / f"{name}.json") >= 10,
+                timeout=90,
+                what=f"{name}'s first 10 steps",
+            )
+        processes.kill("ps")
+        saved_before = latest_checkpoint_step(out)
+        codes = [processes.wait(name, timeout=50) for name in ("worker0", "worker1")]
+        logs = [processes.log(name).read_text(errors="replace") for name in ("worker0", "worker1")]
+    assert codes == [1, 1], [log[-3000:] for log in logs]
+    for log in logs:
+        assert "Closing the session after UnavailableError did not end within 5 s" in log
+        assert (
+            "UnavailableError: MonitoredSession: running a step failed with UnavailableError"
+        ) in log
+        assert "parameter server /job:ps/replica:0/task:0 was lost" in log
+        assert "Restart the whole job (parameter servers and workers)" in log
+    # The chief saved nothing after the death: the newest checkpoint is the one before it.
+    assert latest_checkpoint_step(out) == saved_before
