@@ -156,29 +156,35 @@ def serve(run: Callable[[dict[str, Any]], None]) -> None:
     A request per stdin line, one fork each, running `run(plan)`; prints
     `started NAME PID` and, once reaped, `exited PID STATUS`. Single-threaded,
     so that a fork copies no lock held by another thread. Ends when stdin
-    closes, killing the processes still running.
+    closes, killing the processes still running. Stdin is read unbuffered:
+    two requests that arrive together are both served at once (a buffered
+    `readline` would keep the second in its buffer, unseen by `select`,
+    until a third arrived).
     """
     import select
 
     running: set[int] = set()
     closed = False
+    pending = b""
     while not closed or running:
         if not closed and select.select([sys.stdin], [], [], 0.05)[0]:
-            line = sys.stdin.readline()
-            if not line:
+            chunk = os.read(sys.stdin.fileno(), 1 << 16)
+            if not chunk:
                 closed = True
                 for pid in running:
                     _kill(pid)
                 continue
-            request = json.loads(line)
-            pid = os.fork()
-            if pid == 0:
-                log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-                os.dup2(log, 1)
-                os.dup2(log, 2)
-                run(request["plan"])  # Ends the process.
-            running.add(pid)
-            print("started", request["name"], pid, flush=True)
+            *lines, pending = (pending + chunk).split(b"\n")
+            for line in lines:
+                request = json.loads(line)
+                pid = os.fork()
+                if pid == 0:
+                    log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+                    os.dup2(log, 1)
+                    os.dup2(log, 2)
+                    run(request["plan"])  # Ends the process.
+                running.add(pid)
+                print("started", request["name"], pid, flush=True)
         elif closed:
             time.sleep(0.05)
         while running:
