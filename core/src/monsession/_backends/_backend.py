@@ -61,6 +61,13 @@ class Backend(Protocol):
     def counts_steps(self) -> bool:
         """Whether the global step is known on the host without device reads."""
 
+    def schedules_steps(self) -> bool:
+        """Whether steps run later, as closures on workers (a `ClusterCoordinator`).
+
+        Silent steps are then one closure of exactly the steps asked for,
+        counted when it is scheduled (`run_silent` with `timed=False`).
+        """
+
     def fusable_step(self, fetches: Any, feed_dict: Any) -> tuple[Any, str | None, int | None]:
         """The `tf.function` to fuse before `run(fetches, feed_dict)` (see `_fusion`).
 

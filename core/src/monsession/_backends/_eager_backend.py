@@ -44,7 +44,7 @@ from monsession._backends._eager import (
     _map_structure,
     to_numpy,
 )
-from monsession._backends._fused_loop import fusable_step, loop_for
+from monsession._backends._fused_loop import FUSED_STEP_ATTRIBUTE, fusable_step, loop_for
 from monsession._backends._fusion import MAX_SECONDS_PER_CALL
 from monsession._backends._per_replica import host_value, is_per_replica
 from monsession._backends._step_counter import StepCounter
@@ -152,16 +152,30 @@ class EagerBackend:
     def counts_steps(self) -> bool:
         return self._counter.after is not None and not self._counter.drifted
 
+    def schedules_steps(self) -> bool:
+        return self._in_flight
+
     def fusable_step(self, fetches: Any, feed_dict: Any) -> tuple[Any, str | None, int | None]:
         limit = fetches.silent_limit if isinstance(fetches, PullingStep) else None
-        step = None if feed_dict else fusable_step(fetches, self._sess.owned_global_step)
+        # A scheduled closure never advances an owned global step: `_schedule_silent` does.
+        owned = None if self._in_flight else self._sess.owned_global_step
+        step = None if feed_dict else fusable_step(fetches, owned)
         if step is not None or not (limit is not None or self._calls_a_step(fetches)):
             return step, None, limit
+        inside = "to fuse, read the batch inside the tf.function (next(iterator)) and call "
+        inside += "sess.run(step)"
         if feed_dict:
-            return None, "it is given a feed_dict", None
-        if isinstance(fetches, BoundStep):
-            return None, "it is called with arguments (sess.call(step, *args))", None
-        return None, "it is not a tf.function", None
+            why = f"it is given a feed_dict; {inside}"
+        elif isinstance(fetches, BoundStep):
+            why = f"it is called with arguments (sess.call(step, *args)); {inside}"
+        elif self._in_flight:
+            why = (
+                "it schedules its closure itself; to fuse, name the tf.function it schedules "
+                f"in the step's {FUSED_STEP_ATTRIBUTE} attribute"
+            )
+        else:
+            why = f"it is not a tf.function; {inside}"
+        return None, why, None
 
     def run_silent(
         self,
@@ -179,6 +193,8 @@ class EagerBackend:
         """
         assert self._variable is not None
         loop = loop_for(step, keep, self._variable)  # Traced before the clock starts.
+        if self._in_flight:
+            return self._schedule_silent(loop, keep, max_steps)
         deadline = time.time() + MAX_SECONDS_PER_CALL if timed else math.inf
         if at_time is not None:
             deadline = min(deadline, at_time)
@@ -203,6 +219,27 @@ class EagerBackend:
             )
         counter.after = after
         return done, kept
+
+    def _schedule_silent(
+        self, loop: Any, keep: tuple[str, ...], steps: int
+    ) -> tuple[int, Mapping[str, Any]]:
+        """Schedules `steps` silent steps as one closure, counted now (the closure runs later).
+
+        An owned global step is advanced here, once, on the coordinator:
+        never in the closure, which may run again on another worker. Kept
+        entries wait for the closure.
+        """
+        remote = self._sess.coordinator.schedule(
+            loop, args=(tf.constant(steps, tf.int64), tf.constant(math.inf, tf.float64))
+        )
+        owned = self._sess.owned_global_step
+        if owned is not None:
+            owned.assign_add(steps)
+        assert self._counter.after is not None
+        self._counter.after += steps
+        if not keep:
+            return steps, {}
+        return steps, _map_structure(tf.convert_to_tensor, remote.fetch()[1])
 
     def empty_run_protos(self) -> tuple[Any, Any]:
         if self._protos is None:

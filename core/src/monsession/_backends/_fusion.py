@@ -17,6 +17,12 @@ next one (`Fusion.next_silent_steps`), the workers agree on the fewest
 stop signals), and the next run fuses exactly that many
 (`Fusion.agreed`), with no clock inside the loop. A worker's time budget
 and time-based schedules become a step count at the pace of its last runs.
+
+Under a `ClusterCoordinator` (`ParameterServerStrategy`) the silent steps
+are one closure, scheduled on a worker and counted on the host when
+scheduled (`Backend.schedules_steps`): their number is decided on the host
+in the same way, from the pace of the session's runs, never by a clock in
+the loop.
 """
 
 from __future__ import annotations
@@ -38,6 +44,10 @@ MAX_SECONDS_PER_CALL = 0.5
 
 # The step count of "auto": no cap but time.
 _UNCAPPED = 2**62
+
+# The most silent steps of one run counted before it (under collective ops, or
+# scheduled as one closure): a stop signal waits for the end of the run.
+MAX_COUNTED_SILENT_STEPS = 500
 
 
 def _hook_name(hook: Any) -> str:
@@ -142,8 +152,10 @@ class Fusion:
         """
         if not self._enabled:
             return 0, {}
-        if self._peers:
-            return self._run_agreed_steps(fetches, feed_dict, backend)
+        if self._peers or backend.schedules_steps():
+            counted = self._agreed if self._peers else self.next_silent_steps()
+            self._agreed = 0
+            return self._run_counted_steps(fetches, feed_dict, backend, counted)
         step, why_not, limit = backend.fusable_step(fetches, feed_dict)
         if step is None:
             if why_not is not None:
@@ -208,12 +220,12 @@ class Fusion:
         """The silent steps every worker agreed on for the next run."""
         self._agreed = silent_steps
 
-    def _run_agreed_steps(
-        self, fetches: Any, feed_dict: Any, backend: Backend
+    def _run_counted_steps(
+        self, fetches: Any, feed_dict: Any, backend: Backend, counted: int
     ) -> tuple[int, Mapping[str, Any]]:
-        """`run_silent_steps` under collective ops: exactly the steps agreed (no clock)."""
-        agreed, self._agreed = self._agreed, 0
-        if agreed < 1:
+        """Exactly `counted` silent steps, no clock: agreed by the workers, or one closure."""
+        counted = min(counted, MAX_COUNTED_SILENT_STEPS)
+        if counted < 1:
             return 0, {}
         # Whether the call fuses is the same on every worker (the same program).
         step, why_not, limit = backend.fusable_step(fetches, feed_dict)
@@ -221,10 +233,10 @@ class Fusion:
             if why_not is not None:
                 self._explain(why_not)
             return 0, {}
-        silent = agreed if limit is None else min(agreed, limit)
+        silent = counted if limit is None else min(counted, limit)
         started = time.perf_counter()
         done, kept = backend.run_silent(step, self._agreed_keep, silent, None, timed=False)
-        if done:
+        if done and not backend.schedules_steps():  # A closure is scheduled, not yet run.
             self._loop_pace = (time.perf_counter() - started) / done
         if not backend.counts_steps():
             self._stop_fusing(logging.WARNING, "the global step did not advance once per step")
@@ -289,9 +301,7 @@ class Fusion:
             return
         self._explained = True
         logger.warning(
-            "%s: steps_per_execution runs this step one step per call: %s, and fused steps "
-            "run a tf.function without arguments from the host. To fuse, read the batch "
-            "inside the tf.function (next(iterator)) and call sess.run(step).",
+            "%s: steps_per_execution runs this step one step per call: %s.",
             self._owner,
             why_not,
         )

@@ -327,6 +327,9 @@ class GraphBackend:
     def counts_steps(self) -> bool:
         return self._counter.after is not None and not self._counter.drifted
 
+    def schedules_steps(self) -> bool:
+        return False
+
     def fusable_step(self, fetches: Any, feed_dict: Any) -> tuple[Any, str | None, int | None]:
         return None, None, None  # Each Session.run is one step.
 

@@ -86,6 +86,11 @@ def uses_collectives(strategy: Any) -> bool:
     return isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
 
 
+def schedules_closures(strategy: Any) -> bool:
+    """Whether steps under `strategy` schedule closures (`ParameterServerStrategy`)."""
+    return isinstance(strategy, tf.distribute.experimental.ParameterServerStrategy)
+
+
 def describe(strategy: Any) -> str:
     """``"MultiWorkerMirroredStrategy worker:1"`` for messages."""
     resolver = strategy.cluster_resolver

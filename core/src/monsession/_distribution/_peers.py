@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from monsession._backends._fusion import MAX_COUNTED_SILENT_STEPS
 from monsession._distribution._distributed import describe
 from monsession._durability._retry import error_summary
 from monsession._session._session_layers import PREEMPTION_ERRORS
@@ -61,10 +62,6 @@ def wait_for_workers(strategy: Any, max_wait_secs: float) -> None:
 # Each strategy's agreement: every session of a worker reuses its traced all-reduce.
 _AGREEMENTS: weakref.WeakKeyDictionary[Any, StepAgreement] = weakref.WeakKeyDictionary()
 
-# The most silent steps one fused run may agree on under collective ops: a
-# stop signal waits for the end of the run it arrives in (see `StepAgreement`).
-MAX_AGREED_SILENT_STEPS = 500
-
 
 class StepAgreement:
     """Agrees, at each step boundary, on a stop signal and on the next run's fused steps.
@@ -78,7 +75,7 @@ class StepAgreement:
     silent steps (which no worker's hook acts on).
 
     The vector holds one slot per signal number, then one slot per count of
-    silent steps from 0 to `MAX_AGREED_SILENT_STEPS` (collective all-reduces
+    silent steps from 0 to `MAX_COUNTED_SILENT_STEPS` (collective all-reduces
     only sum: the fewest is the first count some worker voted for).
 
     Build it with `StepAgreement.of(strategy)`: one per strategy, traced once.
@@ -98,7 +95,7 @@ class StepAgreement:
     def __init__(self, strategy: Any) -> None:
         self._strategy = strategy
         self._signal_slots = int(signal.NSIG)
-        slots = self._signal_slots + MAX_AGREED_SILENT_STEPS + 1
+        slots = self._signal_slots + MAX_COUNTED_SILENT_STEPS + 1
 
         @tf.function(autograph=False)
         def all_reduce(votes: Any) -> Any:
@@ -116,7 +113,7 @@ class StepAgreement:
         Args:
           received: The signal this worker received, or `None`.
           silent_steps: How many silent steps this worker's hooks allow in the
-            next run (0: none; at most `MAX_AGREED_SILENT_STEPS` count).
+            next run (0: none; at most `MAX_COUNTED_SILENT_STEPS` count).
 
         Returns:
           `(signal, silent_steps)`: the lowest-numbered signal some worker
@@ -125,7 +122,7 @@ class StepAgreement:
         votes = np.zeros(self._slots, np.int32)
         if received:
             votes[received] = 1  # Slot 0 is no signal number.
-        votes[self._signal_slots + max(0, min(silent_steps, MAX_AGREED_SILENT_STEPS))] = 1
+        votes[self._signal_slots + max(0, min(silent_steps, MAX_COUNTED_SILENT_STEPS))] = 1
         try:
             result = self._all_reduce(tf.constant(votes))
         except PREEMPTION_ERRORS as error:

@@ -13,7 +13,12 @@ from collections.abc import Iterable
 from typing import Any
 
 from monsession._api._hook_api import SessionRunHook
-from monsession._distribution._distributed import describe, is_chief, uses_collectives
+from monsession._distribution._distributed import (
+    describe,
+    is_chief,
+    schedules_closures,
+    uses_collectives,
+)
 from monsession._distribution._peers import StepAgreement
 from monsession._distribution._replicas import EagerReplicaSessionCreator
 from monsession._durability._signal_stop import resolve_stop_signals
@@ -30,15 +35,15 @@ def steps_per_execution_in_strategy(strategy: Any, steps_per_execution: int | st
     """`steps_per_execution` on a worker of `strategy`.
 
     Under collective ops the workers fuse the steps they agree on after each
-    run (`StepAgreement`). Other multi-worker strategies (a
-    `ParameterServerStrategy` step schedules closures) run single steps,
-    with a warning.
+    run (`StepAgreement`). Under `ParameterServerStrategy` the coordinator
+    schedules the silent steps as one closure (`_backends._fusion`). Other
+    multi-worker strategies run single steps, with a warning.
     """
-    if steps_per_execution == 1 or uses_collectives(strategy):
+    if steps_per_execution == 1 or uses_collectives(strategy) or schedules_closures(strategy):
         return steps_per_execution
     logger.warning(
-        "MonitoredTrainingSession: steps_per_execution=%r is not used under %s: "
-        "its steps schedule closures on the workers; running single steps.",
+        "MonitoredTrainingSession: steps_per_execution=%r is not used under %s; "
+        "running single steps.",
         steps_per_execution,
         describe(strategy),
     )
