@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import os
+import select
 import signal
 from typing import Any
 
@@ -73,7 +74,8 @@ class Interrupt(monsession.SessionRunHook):
     """After the step that reaches `at` (first time only): SIGKILL, SIGTERM or a real AbortedError.
 
     With a `victim` pid, the SIGKILL hits that process (a `ParameterServerStrategy`
-    worker, which runs no session) and the session goes on.
+    worker, which runs no session, or a ps) and the hook returns once it is dead
+    (`kill_and_wait`): the next op that needs it fails, whichever it is.
 
     `how` is `"kill"`, `"sigterm"` or `"abort"`. Each is recorded just before
     it happens. A hard kill loses at most the save in flight; the matrix
@@ -108,7 +110,7 @@ class Interrupt(monsession.SessionRunHook):
                 self._checkpoint.sync()
         if self._how == "kill" and self._victim is not None:
             record("killed", step=step, pid=self._victim)
-            os.kill(self._victim, signal.SIGKILL)
+            kill_and_wait(self._victim)
             return
         if self._how == "kill":
             record("killed", step=step)
@@ -119,6 +121,22 @@ class Interrupt(monsession.SessionRunHook):
             return
         record("aborted", step=step)
         raise tf.errors.AbortedError(None, None, "driver matrix: injected preemption")
+
+
+# Seconds a SIGKILLed process may take to end (its threads exit, its sockets close).
+DEATH_SECS = 30.0
+
+
+def kill_and_wait(pid: int) -> None:
+    """SIGKILL to `pid`, another process than this one; returns once it has ended (a
+    zombie: every file and socket it held is closed), or raises after `DEATH_SECS`."""
+    handle = os.pidfd_open(pid)  # Readable once the process has ended.
+    try:
+        signal.pidfd_send_signal(handle, signal.SIGKILL)
+        if not select.select([handle], [], [], DEATH_SECS)[0]:
+            raise RuntimeError(f"Interrupt: process {pid} did not end within {DEATH_SECS} s")
+    finally:
+        os.close(handle)
 
 
 class Fused(monsession.SessionRunHook):

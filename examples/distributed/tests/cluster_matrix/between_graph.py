@@ -12,8 +12,9 @@ Asynchronous workers race on the global step and on the weights. To make
 every record of the column deterministic, the two workers take turns
 (`Turn`): a worker runs a step only when it holds the turn, a variable on
 the ps, and hands it over once every hook has acted on the step (the last
-`after_run`). Worker 1 moves first, so it runs the steps that end on odd
-global steps (17: where the faults happen), the chief the even ones. The
+`after_run`, but a kill of the ps: see `TfCluster.place`). Worker 1 moves
+first, so it runs the steps that end on odd global steps (17: where the
+faults happen), the chief the even ones. The
 job is still a real between-graph cluster: two sessions on two servers,
 whose steps update the same ps variables, and a worker that dies leaves
 the other waiting for it, as a synchronous replica would.
@@ -21,14 +22,12 @@ the other waiting for it, as a synchronous replica would.
 
 from __future__ import annotations
 
-import os
-import signal
 import time
 from typing import Any
 
 import tensorflow as tf
 from distributed_testing import addresses
-from driver_matrix import records, rows
+from driver_matrix import rows
 
 import monsession
 
@@ -130,31 +129,14 @@ class TurnHandOver(monsession.SessionRunHook):
         self._turn.pass_turn(run_context.session)
 
 
-class KillPs(monsession.SessionRunHook):
-    """After the step that reaches `at`: SIGKILL to the ps (its pid from its `begin` record)."""
-
-    def __init__(self, fetch: Any, at: int, ps_dir: str) -> None:
-        self._fetch, self._at, self._ps_dir, self._done = fetch, at, ps_dir, False
-
-    def before_run(self, run_context):
-        return monsession.SessionRunArgs(self._fetch)
-
-    def after_run(self, run_context, run_values):
-        if self._done or int(run_values.results) != self._at:
-            return
-        self._done = True
-        pid = [r["pid"] for r in records.read(self._ps_dir) if r["kind"] == "begin"][-1]
-        records.record("ps-killed", step=self._at, pid=pid)
-        os.kill(pid, signal.SIGKILL)
-
-
 class TfCluster:
     """What `driver_matrix.drivers.run_graph` needs for one worker of the cluster.
 
     `device` places the variables on the ps; `session_args` connect the
     session to this worker's server; `place` splits the hooks into the
     chief's (the savers, as TensorFlow's defaults) and every worker's, and
-    adds the turn-taking (and, in the ps-kill event, the ps's killer).
+    adds the turn-taking: a worker's own fault (`rows.Interrupt`) after its
+    hand-over, the ps's kill (ps-kill) before it.
     """
 
     CHIEF_ONLY = ("CheckpointSaverHook", "SummarySaverHook")
@@ -187,12 +169,12 @@ class TfCluster:
         every = [h for h in hooks if type(h).__name__ not in self.CHIEF_ONLY]
         faults = [h for h in every if isinstance(h, rows.Interrupt)]
         every = [h for h in every if not isinstance(h, rows.Interrupt)]
-        every.append(turn.hand_over())
-        if self._plan.get("ps-kill_at"):
-            step = tf.compat.v1.get_default_graph().get_tensor_by_name("step_out:0")
-            ps_dir = os.path.join(os.path.dirname(self._plan["checkpoint_dir"]), "ps")
-            faults.append(KillPs(step, self._plan["ps-kill_at"], ps_dir))
-        every += faults
+        if self._plan.get("kill_pid"):
+            # The ps's kill, before the hand-over: no peer's step runs after it.
+            every += [*faults, turn.hand_over()]
+        else:
+            # The worker's own fault, after it: the peer runs on meanwhile.
+            every += [turn.hand_over(), *faults]
         if self.index == 0:
             return [turn, *chief], every
         return [], [turn, *every]

@@ -73,6 +73,40 @@ def fresh(row: str, role: str) -> Any:
     }
 
 
+def new_worker(row: str, role: str, kept: int, first: int) -> Any:
+    """A worker's row when what it recorded up to global step `kept` stays and a new process
+    of it (no hook state: its timers start afresh) trains from global step `first` on."""
+    want = fresh(row, role)
+    steps = seen(role, first, FINAL)
+    if row == "step-counter":
+        return [step for step in want if step <= kept] + triggers(steps, RATE_STEPS)[1:]
+    if row == "logging":  # A new process: its first line has no time.
+        restarted = [[s, _w(s), i > 0] for i, s in enumerate(steps[::LOG_ITERS])]
+        return [line for line in want if line[0] <= kept] + restarted
+    return want
+
+
+def ps_kill(row: str, role: str) -> Any:
+    """The ps-kill event's observation of a row on a worker.
+
+    Worker 1 kills the ps after its step 17, before it hands the turn over:
+    the chief's last step was 16. Both fail; the whole job restarts from the
+    chief's checkpoint of 12, worker 1 first, and ends at 26; what the first
+    job recorded after 12 is superseded. The chief's hooks restore their
+    state with the checkpoint: its rows are as without the fault, but the
+    new session's first log line, which has no time. Worker 1 saves no
+    state: its timers start afresh at 13, as after its own death.
+    """
+    restored = table.TF1_RESUMED
+    if role != "chief":
+        return new_worker(row, role, restored, restored)
+    want = fresh(row, role)
+    if row == "logging":
+        first = next(line[0] for line in want if line[0] > restored)
+        want = [[step, w, timed and step != first] for step, w, timed in want]
+    return want
+
+
 def _increasing(items: list[Any]) -> bool:
     return all(a < b for a, b in itertools.pairwise(items))
 
@@ -95,15 +129,14 @@ def cell(row: str, event: str, role: str, run: Any) -> None:
         assert got == fresh(row, role), (got, fresh(row, role))
         return
     if event == "worker-kill":  # Worker 1, killed after step 17, restarted at 18.
-        want = fresh(row, role)
+        want = new_worker(row, role, table.AT, table.AT + 1)
         if row == "step-counter":  # SIGKILL lost what its writer had not flushed.
-            got = [step for step in got if step > table.AT + 1]
-            want = triggers(seen(role, table.AT + 1, FINAL), RATE_STEPS)[1:]
-        if row == "logging":  # A new process: its first line has no time.
-            restarted = seen(role, table.AT + 1, FINAL)[::LOG_ITERS]
-            want = [line for line in want if line[0] <= table.AT]
-            want += [[s, _w(s), i > 0] for i, s in enumerate(restarted)]
+            got, want = ([step for step in steps if step > table.AT + 1] for steps in (got, want))
         assert got == want, (got, want)
+        return
+    if event == "ps-kill":
+        # Every process failed naming the ps, with its writers flushed: all is kept to 12.
+        assert got == ps_kill(row, role), (got, ps_kill(row, role))
         return
     assert event == "restart", event
     # Job 1 stops at 20 on the chief's step; worker 1 runs one more (asynchronous

@@ -47,8 +47,13 @@ def _plan(root: str, column: str, event: str, role: str, ports: list[int]) -> di
 
 
 def _faulty(column: str, event: str, role: str) -> bool:
+    """Whether the event's fault happens in `role`'s process (a server's kill: its killer)."""
     spec, how = table.COLUMNS[column], table.EVENTS[event].how
-    return role in spec.abort_on if how == "abort" else role == spec.target
+    if how == "abort":
+        return role in spec.abort_on
+    if victim_server(column, event) is not None:
+        return kills_server(column, event, role)
+    return role == spec.target
 
 
 def run(server: ForkServer, root: str, column: str, event: str) -> None:
@@ -57,6 +62,7 @@ def run(server: ForkServer, root: str, column: str, event: str) -> None:
     logs = Path(run_dir(root, column, event)) / "logs"
     # The ports of the processes that serve (first), then of the training roles.
     ports = free_ports(len(spec.servers) + len(spec.roles))
+    victim = victim_server(column, event)
     with Cluster(server, logs) as processes:
         for job, last_step in enumerate(table.jobs(column, event)):
             if job:
@@ -69,12 +75,10 @@ def run(server: ForkServer, root: str, column: str, event: str) -> None:
                 plans[role] = {**_plan(root, column, event, role, ports), "last_step": last_step}
                 if job == 0 and ev.how and _faulty(column, event, role):
                     plans[role][f"{ev.how}_at"] = table.AT
-                victim = victim_server(column, event)
-                if job == 0 and victim is not None and role == spec.roles[0]:
-                    plans[role].update(kill_at=table.AT, kill_pid=processes.pid(f"{victim}-0"))
+                    if victim is not None:
+                        plans[role]["kill_pid"] = processes.pid(f"{victim}-0")
                 processes.start(f"{role}-{job}", plans[role])
             _wait(processes, spec, plans, job)
-            victim = victim_server(column, event)
             if job == 0 and victim is not None:
                 status = processes.wait(f"{victim}-0", 1.0)  # Never restarted alone.
                 record_in(servers[victim]["dir"], "exit", status=status)
@@ -83,7 +87,7 @@ def run(server: ForkServer, root: str, column: str, event: str) -> None:
 
 
 def victim_server(column: str, event: str) -> str | None:
-    """The server the event's kill hits (the chief kills it after its step), if any."""
+    """The server the event's kill hits (`kills_server` kills it after step AT), if any."""
     spec, ev = table.COLUMNS[column], table.EVENTS[event]
     if ev.how != "kill":
         return None
@@ -92,8 +96,12 @@ def victim_server(column: str, event: str) -> str | None:
 
 
 def kills_server(column: str, event: str, role: str) -> bool:
-    """Whether `role` kills a server in this event (the chief does, after its step)."""
-    return victim_server(column, event) is not None and role == table.COLUMNS[column].roles[0]
+    """Whether `role` kills the event's server after its step AT: the process that runs that
+    step, the column's target where it trains (a between-graph worker), else the chief."""
+    if victim_server(column, event) is None:
+        return False
+    spec = table.COLUMNS[column]
+    return role == (spec.target if spec.target in spec.roles else spec.roles[0])
 
 
 def _cluster(spec: table.Column) -> dict[str, Any]:

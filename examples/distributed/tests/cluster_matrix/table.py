@@ -36,7 +36,9 @@ class Column:
     and the chief's session goes on on the other workers; it is never
     restarted (`"none"`: restarting it on its port while the session runs is
     tested in test_parameter_server_worker_death.py, where a closure holds
-    until the kill). `abort_ends_job`: an `AbortedError` ends
+    until the kill). The ps of the ps-kill event is killed by the process that
+    runs step `AT`: the `target` where it trains (a between-graph worker),
+    else the chief. `abort_ends_job`: an `AbortedError` ends
     every worker (monsession does not re-create a session whose collective
     ops TensorFlow aborted) and the job is restarted, instead of an
     in-process recovery.
@@ -150,8 +152,8 @@ EVENTS = {
         starts=(0, RESTART_FIRST),
     ),
     "ps-kill": Event(
-        "SIGKILL to the parameter server after step 17: the coordinator fails fast naming it, "
-        "and the whole job is restarted from checkpoint 15",
+        "SIGKILL to the parameter server after step 17: every training process fails naming "
+        "it, and the whole job is restarted from the newest checkpoint (15; the TF1 chief's: 12)",
         (LAST_STEP,),
         how="kill",
         starts=(0, 15),
@@ -187,11 +189,14 @@ def starts(column: str, event: str, role: str) -> tuple[int, ...]:
 
 
 # Between-graph workers (between_graph.py): a peer's fault leaves the chief's one session
-# alone; worker 1 comes back at its next turn, 18; job 1 of a restart ends at 21.
+# alone; worker 1 comes back at its next turn, 18; job 1 of a restart ends at 21. The chief
+# runs the even steps: it saves 0, 6, 12, 18, ..., so a job that dies at 17 resumes from 12.
+TF1_RESUMED = 12
 STARTS: dict[tuple[str, str, str], tuple[int, ...]] = {
     **{("tf1-cluster", event, "chief"): (0,) for event in ("worker-kill", "aborted")},
     **{("tf1-cluster", event, "worker1"): (0, AT + 1) for event in ("worker-kill", "aborted")},
     **{("tf1-cluster", "restart", role): (0, RESTART_FIRST + 1) for role in ("chief", "worker1")},
+    **{("tf1-cluster", "ps-kill", role): (0, TF1_RESUMED) for role in ("chief", "worker1")},
 }
 
 REFERENCE = ("single", "fresh")
@@ -227,13 +232,6 @@ NOT_APPLICABLE: dict[tuple[str, str, str], str] = {
         (row, "tf1-cluster", "sigterm"): "between-graph workers are independent: a SIGTERM "
         "stops only the worker it hits, which saves nothing (the chief saves); its restart is "
         "the worker-kill event"
-        for row in ROWS
-    },
-    **{
-        (row, "tf1-cluster", "ps-kill"): "not ported to this event yet: a TF1 cluster's ps "
-        "death is tested in test_distributed_graph.py (both workers of train_cluster.py exit "
-        "1 within 30 s naming the ps, the stuck Session.close left to a thread; the restarted "
-        "job resumes from the newest checkpoint as after any restart)"
         for row in ROWS
     },
     **{

@@ -1,6 +1,7 @@
 """The multi-process driver matrix: standard hooks x strategies x cluster events.
 
-One session fixture runs every (column, event) of table.py as loopback
+One session fixture runs every (column, event) of table.py that the selected
+cells observe (all of them, unless `-k` selects some) as loopback
 clusters of real processes (runs.py; forked from one server that imported
 TensorFlow once, forks.py), two runs at a time (CI has 2 cores),
 then one test per cell compares what a user sees of one row on every
@@ -31,11 +32,29 @@ ABORTED_ENDS_JOB = "Restart every worker of the job"
 PARALLEL = 2
 
 
+def _selected_runs(session: pytest.Session) -> set[tuple[str, str]]:
+    """The runs the selected cells observe: each cell's own, and the one it is compared with."""
+    needed = set()
+    for item in session.items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if "column" in params:
+            run = (params["column"], params["event"])
+            needed |= {run, table.reference(*run)}
+    return needed
+
+
 @pytest.fixture(scope="session")
-def cluster_root(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[Any, str]]:
-    """Every run of the matrix, the longest first; a run's harness failure fails its cells."""
+def cluster_root(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[str, dict[Any, str]]:
+    """Every run the selected cells observe, the longest first; a run's harness failure
+    fails its cells."""
     root = str(tmp_path_factory.mktemp("cluster_matrix"))
-    order = sorted(table.runs(), key=lambda run: -len(table.EVENTS[run[1]].last_steps))
+    needed = _selected_runs(request.session)
+    order = sorted(
+        (run for run in table.runs() if run in needed),
+        key=lambda run: -len(table.EVENTS[run[1]].last_steps),
+    )
     failures: dict[Any, str] = {}
 
     with ForkServer() as server:
@@ -62,6 +81,7 @@ def check_event(column: str, event: str, found: dict[str, Run]) -> None:
     the durability contract says."""
     spec, ev = table.COLUMNS[column], table.EVENTS[event]
     restarted = table.restarted(column, event)
+    killers = [role for role in found if runs.kills_server(column, event, role)]
     for role, run in found.items():
         faulty = role in spec.abort_on if ev.how == "abort" else role == spec.target
         # A server target (a ParameterServerStrategy worker) is killed by the chief, whose
@@ -71,8 +91,8 @@ def check_event(column: str, event: str, found: dict[str, Run]) -> None:
         exits, errors = [0] * len(table.jobs(column, event)), []
         if ev.how == "kill" and faulty and ev.victim is None:
             exits = [-9, 0]  # Then restarted, with its job or alone.
-        elif kills and restarted:
-            exits, errors = [1, 0], [PS_LOST]  # The coordinator fails fast.
+        elif ev.victim == "ps" and restarted:
+            exits, errors = [1, 0], [PS_LOST]  # Every training process fails naming the ps.
         elif ev.how == "kill" and restarted:
             exits, errors = [1, 0], [PEER_FAILED]  # A collective job's survivors fail fast.
         if ev.how == "sigterm":
@@ -88,9 +108,10 @@ def check_event(column: str, event: str, found: dict[str, Run]) -> None:
             hit = ev.how == how and (faulty or kills)
             assert steps == ([table.AT] if hit else []), (role, kind, steps)
         assert run.start_steps() == starts, (role, run.start_steps())
-        if kills and restarted:  # ARCHITECTURE.md §7: a dead ps ends the job within 30 s.
-            (killed,), (failed,) = run.kinds("killed"), run.kinds("error")
-            assert failed["t"] - killed["t"] < PS_LOST_WITHIN_SECS, (killed, failed)
+        if ev.victim == "ps" and restarted:
+            # ARCHITECTURE.md §7: a dead ps ends the job within 30 s, on every process.
+            (killed,), (failed,) = found[killers[0]].kinds("killed"), run.kinds("error")
+            assert failed["t"] - killed["t"] < PS_LOST_WITHIN_SECS, (role, killed, failed)
 
 
 def check_server_killed(root: str, column: str, event: str) -> None:
