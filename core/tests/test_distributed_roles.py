@@ -74,3 +74,23 @@ def test_is_chief_without_a_chief_task_is_worker_0(monkeypatch):
         assert monsession.is_chief() is expected
     monkeypatch.delenv("TF_CONFIG")
     assert monsession.is_chief() is True
+
+
+def test_worker_output_dir_is_the_directory_on_the_chief_a_subdirectory_elsewhere(
+    monkeypatch, tmp_path
+):
+    directory = str(tmp_path / "profile")
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    assert monsession.plugins.worker_output_dir(directory) == directory  # No cluster.
+    config = {"cluster": {"worker": ["127.0.0.1:2", "127.0.0.1:3"]}}
+    for task, expected in ((0, directory), (1, str(tmp_path / "profile" / "worker-1"))):
+        config["task"] = {"type": "worker", "index": task}
+        monkeypatch.setenv("TF_CONFIG", json.dumps(config))
+        assert monsession.plugins.worker_output_dir(directory) == expected
+    config = {"cluster": {"chief": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"]}}
+    for task_type, expected in (("chief", directory), ("worker", f"{directory}/worker-0")):
+        config["task"] = {"type": task_type, "index": 0}
+        monkeypatch.setenv("TF_CONFIG", json.dumps(config))
+        assert monsession.plugins.worker_output_dir(directory) == expected
+    # The current directory, as the hooks' default output_dir "".
+    assert monsession.plugins.worker_output_dir("") == "worker-0"

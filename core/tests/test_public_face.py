@@ -45,7 +45,7 @@ MOVED = (
 # The names of `monsession.plugins` whose modules import TensorFlow.
 NEED_TENSORFLOW = {
     "event_file_writer", "resolve_fetch", "check_scalar", "TensorNotFoundError",
-    "read_global_step", "require_global_step", "replica_value",
+    "read_global_step", "require_global_step", "replica_value", "worker_output_dir",
 }  # fmt: skip
 
 

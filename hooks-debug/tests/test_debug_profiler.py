@@ -175,6 +175,10 @@ def test_eager_captures_a_tensorboard_profile(tmp_path):
     space.ParseFromString(xplane.read_bytes())
     names = {metadata.name for plane in space.planes for metadata in plane.event_metadata.values()}
     assert "train_step" in names
+    # An event file without values: TensorBoard lists the directory as a run.
+    (events,) = tmp_path.glob("events.out.tfevents.*")
+    records = tf.compat.v1.train.summary_iterator(str(events))
+    assert [event.WhichOneof("what") for event in records] == ["file_version"]
 
 
 def test_eager_first_step_is_not_traced_and_end_stops_an_open_trace(tmp_path):

@@ -30,6 +30,8 @@ that provides hooks (and its tests) needs is here:
   per-replica fetches (`replica_value`);
 * background checkpoint writes that every restore waits for
   (`register_writer`, `unregister_writer`, `wait_for_writes`);
+* the directory of this worker's own files in a multi-worker job
+  (`worker_output_dir`);
 * `lazy_attributes`, for a package whose import must not import TensorFlow.
 
 Every name is loaded on first use: importing this module never imports
@@ -110,6 +112,7 @@ _NAMES = {
     ),
     "error_cause": "monsession._durability._error_text",
     "lazy_attributes": "monsession._lazy",
+    "worker_output_dir": "monsession._distribution._distributed",
 }
 
 if TYPE_CHECKING:
@@ -140,6 +143,9 @@ if TYPE_CHECKING:
     )
     from monsession._backends._per_replica import (
         replica_value,
+    )
+    from monsession._distribution._distributed import (
+        worker_output_dir,
     )
     from monsession._durability._directory_lock import (
         DirectoryLockedError,
@@ -252,4 +258,5 @@ __all__ = [
     "training_argument_owners",
     "unregister_writer",
     "wait_for_writes",
+    "worker_output_dir",
 ]

@@ -6,7 +6,8 @@ for TensorBoard, as TensorFlow does. Eager mode has no `RunOptions`; it runs
 the TF2 profiler (`tf.profiler.experimental.start/stop`) around a window of
 steps and writes what TensorBoard's profile tab reads:
 ``<output_dir>/plugins/profile/<run>/<host>.xplane.pb``. How each mode
-traces lives in `_tracers`; this hook only decides when.
+traces lives in `_tracers`; this hook only decides when, and where each
+worker of a cluster writes (`monsession.plugins.worker_output_dir`).
 """
 
 from __future__ import annotations
@@ -40,6 +41,13 @@ class ProfilerHook(TimedHook):
     Eager mode: captures a TF2 profiler trace of `trace_steps` steps into
     `output_dir`, viewable in TensorBoard's profile tab. `show_dataflow` and
     `show_memory` apply to graph-mode timelines only.
+
+    In a multi-worker job (a `tf.distribute` strategy, or a cluster in
+    ``TF_CONFIG``), the chief writes into `output_dir` with TensorFlow's
+    names, and every other task into ``<output_dir>/<task type>-<task id>``
+    (e.g. ``worker-1``): workers sharing `output_dir` never overwrite each
+    other's traces (the TF2 profiler names its files after the host and the
+    second), and TensorBoard lists each worker's profile as a run of its own.
 
     As in TensorFlow, the first step is never traced: the timer starts there.
     On steps it does not trace the hook asks for nothing. Its timer is saved
@@ -95,11 +103,14 @@ class ProfilerHook(TimedHook):
         monsession.plugins.require_global_step(_HOOK)
         self._started = False
         self._timer.reset()  # A restored state is loaded after begin().
+        # Workers other than the chief of a cluster write into their own
+        # subdirectory: their traces would otherwise be named as the chief's.
+        output_dir = monsession.plugins.worker_output_dir(self._output_dir)
         # The one mode choice: how to trace differs by nature.
         self._tracer = (
-            ProfilerTracer(self._output_dir, self._trace_steps)
+            ProfilerTracer(output_dir, self._trace_steps)
             if tf.executing_eagerly()
-            else TimelineTracer(self._output_dir, self._show_dataflow, self._show_memory)
+            else TimelineTracer(output_dir, self._show_dataflow, self._show_memory)
         )
 
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:

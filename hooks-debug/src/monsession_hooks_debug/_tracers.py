@@ -106,8 +106,10 @@ class ProfilerTracer:
     """Eager mode: the TF2 profiler around `trace_steps` consecutive runs.
 
     Writes ``<output_dir>/plugins/profile/<run>/<host>.xplane.pb`` for
-    TensorBoard's profile tab. The profiler names runs by the second, so a
-    trace never starts in the second the previous one was saved.
+    TensorBoard's profile tab, and an event file without values if
+    `output_dir` has none, so that TensorBoard lists it as a run. The
+    profiler names runs by the second, so a trace never starts in the second
+    the previous one was saved.
 
     Args:
       output_dir: Where to write (the current directory if empty).
@@ -120,6 +122,7 @@ class ProfilerTracer:
         self._left = 0
         self._first_step = 0
         self._last_export_second = -1
+        self._has_event_file = False
         self.tracing = False
 
     def ready(self) -> bool:
@@ -167,3 +170,19 @@ class ProfilerTracer:
             last_step,
             os.path.join(self._output_dir, "plugins", "profile"),
         )
+        self._make_tensorboard_run()
+
+    def _make_tensorboard_run(self) -> None:
+        """Gives the directory an event file if it has none, once.
+
+        TensorBoard's profile tab lists the traces of its log directory and
+        of its runs, the subdirectories that hold an event file: with one,
+        a directory of traces (a worker's ``<output_dir>/worker-1``) is
+        listed wherever TensorBoard is pointed above it, as graph mode's
+        `RunMetadata` event file does. The file holds no values.
+        """
+        if self._has_event_file:
+            return
+        self._has_event_file = True
+        if not tf.io.gfile.glob(os.path.join(self._output_dir, "events.out.tfevents.*")):
+            tf.summary.create_file_writer(self._output_dir).close()

@@ -11,6 +11,7 @@ the cluster has no chief task (TensorFlow's rule for
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import tensorflow as tf
@@ -51,13 +52,49 @@ def is_chief(strategy: Any = None) -> bool:
     Returns:
       `True` on the chief.
     """
+    return _resolver_is_chief(_cluster_resolver(strategy))
+
+
+def _cluster_resolver(strategy: Any) -> Any:
+    """The cluster resolver of `strategy`, the current strategy, or ``TF_CONFIG``."""
     if strategy is None and tf.distribute.has_strategy():
         strategy = tf.distribute.get_strategy()
     if strategy is None:
-        resolver: Any = tf.distribute.cluster_resolver.TFConfigClusterResolver()
-    else:
-        resolver = getattr(strategy, "cluster_resolver", None)
-    return _resolver_is_chief(resolver)
+        return tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    return getattr(strategy, "cluster_resolver", None)
+
+
+def worker_output_dir(directory: str, strategy: Any = None) -> str:
+    """Where this process writes files that another worker of its job would name alike.
+
+    Some of TensorFlow's files are named after the host and the second they
+    are written (the TF2 profiler's ``plugins/profile/<time>/<host>.xplane.pb``)
+    or after the global step (``timeline-<step>.json``): workers on one
+    host, or asynchronous workers, would overwrite each other's files in a
+    directory they share. The chief, and a process outside any cluster, write
+    into `directory` itself, with TensorFlow's names; every other task of a
+    cluster writes into its own subdirectory, ``<directory>/<task type>-<task
+    id>`` (``worker-1``), a run of its own in TensorBoard once it holds an
+    event file.
+
+    ```python
+    profile_dir = monsession.plugins.worker_output_dir(self._output_dir)
+    ```
+
+    Args:
+      directory: The directory the user gave.
+      strategy: A `tf.distribute.Strategy`. By default the current one (inside
+        `strategy.scope()`); outside any scope, the cluster described by the
+        ``TF_CONFIG`` environment variable (graph-mode clusters), as
+        `monsession.is_chief`.
+
+    Returns:
+      `directory`, or the subdirectory of this task.
+    """
+    resolver = _cluster_resolver(strategy)
+    if _resolver_is_chief(resolver):
+        return directory
+    return os.path.join(directory, f"{resolver.task_type}-{resolver.task_id}")
 
 
 def multi_worker_strategy() -> Any:
