@@ -257,6 +257,8 @@ def run_eager(
             def step() -> Any:
                 return _RemoteOutputs(coordinator.schedule(closure))
 
+            step.monsession_fused_step = closure  # type: ignore[attr-defined]
+
         elif strategy is not None:
             step = tf.function(lambda: strategy.run(replica_step))
         elif spec.epochs:

@@ -160,7 +160,8 @@ class Recording:
         go there.
         """
         step = getattr(fetches, "step", fetches)  # The step of `MonitoredSession.call`.
-        step = getattr(step, "monsession_fused_step", step)
+        while getattr(step, "monsession_fused_step", step) is not step:  # Wrappers of wrappers.
+            step = step.monsession_fused_step
         tracing_count = getattr(step, "experimental_get_tracing_count", None)
         if not callable(tracing_count):
             return

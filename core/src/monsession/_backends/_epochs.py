@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from monsession._api._hook_api import hook_overrides
 from monsession._backends._eager import BoundStep, PullingStep
-from monsession._backends._fused_loop import FUSED_STEP_ATTRIBUTE
+from monsession._backends._fused_loop import FUSED_STEP_ATTRIBUTE, fused_target
 
 _OWNER = "Epochs"
 
@@ -191,7 +191,7 @@ class Epochs(tf.Module):
         `monsession_fused_step` attribute (`NanTensorHook.watch`) fuses that
         function: the wrapper has nothing to do on silent steps.
         """
-        step = getattr(step, FUSED_STEP_ATTRIBUTE, step)
+        step = fused_target(step)
         if not isinstance(step, tf.types.experimental.PolymorphicFunction):
             return None
         fused = _FUSED.setdefault(self, weakref.WeakKeyDictionary())

@@ -49,10 +49,24 @@ def _fusable(fetches: Any) -> Any:
         fetches = fetches.step  # sess.call(step): the step itself.
     elif isinstance(fetches, PullingStep):
         fetches = fetches.fused
-    step = getattr(fetches, FUSED_STEP_ATTRIBUTE, fetches)
+    step = fused_target(fetches)
     if isinstance(step, tf.types.experimental.PolymorphicFunction):
         return step
     return None
+
+
+def fused_target(step: Any) -> Any:
+    """What `step` names in its `monsession_fused_step` attribute, through wrappers of wrappers.
+
+    E.g. `NanTensorHook.watch` of a step that schedules a closure names that step,
+    which names the `tf.function` it schedules.
+    """
+    for _ in range(8):  # Wrappers nest a few deep; a cycle ends here.
+        inner = getattr(step, FUSED_STEP_ATTRIBUTE, None)
+        if inner is None or inner is step:
+            break
+        step = inner
+    return step
 
 
 # Each step's loops, by the entries they keep: traced once per step and

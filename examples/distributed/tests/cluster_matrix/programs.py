@@ -68,7 +68,7 @@ def tf1_cluster(plan: dict[str, Any]) -> None:
     drivers.run_graph(GRAPH, plan, plan["last_step"], cluster=cluster)
 
 
-def pss(plan: dict[str, Any]) -> None:
+def pss(plan: dict[str, Any], driver: Any = EAGER) -> None:
     """ParameterServerStrategy: the ps and the workers serve (`tf.distribute.Server`); the
     chief is the coordinator, whose steps schedule one closure each."""
     import tensorflow as tf
@@ -88,7 +88,7 @@ def pss(plan: dict[str, Any]) -> None:
     strategy = tf.distribute.experimental.ParameterServerStrategy(resolver)
     coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
     drivers.order()
-    drivers.run_eager(EAGER, plan, plan["last_step"], strategy=strategy, coordinator=coordinator)
+    drivers.run_eager(driver, plan, plan["last_step"], strategy=strategy, coordinator=coordinator)
 
 
 PROGRAMS: dict[str, Callable[[dict[str, Any]], None]] = {
@@ -99,4 +99,5 @@ PROGRAMS: dict[str, Callable[[dict[str, Any]], None]] = {
     "mwms-auto": lambda plan: mwms(plan, EAGER_AUTO),
     "mirrored2-auto": lambda plan: mirrored2(plan, EAGER_AUTO),
     "pss": pss,
+    "pss-auto": lambda plan: pss(plan, EAGER_AUTO),
 }
