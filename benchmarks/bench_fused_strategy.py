@@ -3,9 +3,11 @@
 A small linear model under `MirroredStrategy` over 2 logical CPUs (one
 process), or under `MultiWorkerMirroredStrategy` with 2 worker processes on
 loopback (`--multiworker`: this script starts them; worker 0 writes the
-results). Its batches come from a distributed `tf.data` dataset, read inside
-the step (`strategy.run(replica_fn, args=(next(iterator),))`). Per-step
-time, variants interleaved:
+results). Its batches come from a distributed `tf.data` dataset, read
+inside the step (`strategy.run(replica_fn, args=(next(iterator),))`).
+`--parameter-server` measures `ParameterServerStrategy` with a
+`ClusterCoordinator` instead (bench_fused_ps.py says how). Per-step time,
+variants interleaved:
 
 * `raw`: a Python loop calling the `tf.function` step;
 * `fused100+duties`, the reference: a hand-written `tf.function` running a
@@ -21,14 +23,16 @@ time, variants interleaved:
   looping `sess.run(step)`.
 
 Target: `monsession/auto` ≤ 1.15 x `fused100+duties` under `MirroredStrategy`
-(the `MultiWorkerMirroredStrategy` figure is written beside it). Ratios are
+(the `MultiWorkerMirroredStrategy` and `ParameterServerStrategy` figures
+are written beside it). Ratios are
 medians over rounds of two samples taken in the same round (wall time, and
 the process's CPU time in `cpu_ratios`).
 
-    python benchmarks/bench_fused_strategy.py [--steps 1000] [--rounds 11] [--multiworker]
+    python benchmarks/bench_fused_strategy.py [--steps 1000] [--rounds 11]
+        [--multiworker | --parameter-server]
 
 Writes benchmarks/results/fused_strategy.json (`--multiworker`:
-fused_multiworker.json).
+fused_multiworker.json; `--parameter-server`: fused_ps.json).
 """
 
 from __future__ import annotations
@@ -257,11 +261,14 @@ def run(steps: int, rounds: int, multiworker: bool = False) -> dict[str, Any]:
     }
 
 
-def measure(steps: int, rounds: int, multiworker: bool = False) -> dict[str, Any]:
+def measure(
+    steps: int, rounds: int, multiworker: bool = False, parameter_server: bool = False
+) -> dict[str, Any]:
     """`run` in fresh processes (the logical CPUs are set before TensorFlow starts).
 
-    One process for `MirroredStrategy`; 2 workers on loopback for
-    `MultiWorkerMirroredStrategy`. Returns the results of the (chief) process.
+    One process for `MirroredStrategy`, and for `ParameterServerStrategy` (its
+    servers in-process); 2 workers on loopback for `MultiWorkerMirroredStrategy`.
+    Returns the results of the (chief) process.
     """
     env: dict[str, str] = {}
     configs: list[dict[str, str]] = [{}]
@@ -286,6 +293,8 @@ def measure(steps: int, rounds: int, multiworker: bool = False) -> dict[str, Any
         arguments = ["--in-process", output, "--steps", str(steps), "--rounds", str(rounds)]
         if multiworker:
             arguments.append("--multiworker")
+        if parameter_server:
+            arguments.append("--parameter-server")
         children = []
         try:
             for config in configs:
@@ -309,17 +318,30 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=1000, help="steps per sample")
     parser.add_argument("--rounds", type=int, default=11, help="interleaved rounds")
-    parser.add_argument("--multiworker", action="store_true", help="2 worker processes")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--multiworker", action="store_true", help="2 worker processes")
+    mode.add_argument(
+        "--parameter-server", action="store_true", help="1 ps, 1 worker and the coordinator"
+    )
     parser.add_argument("--in-process", help=argparse.SUPPRESS)  # Internal: the output file.
     args = parser.parse_args()
+    if args.in_process and args.parameter_server:
+        import bench_fused_ps
+
+        result = bench_fused_ps.run(args.steps, args.rounds, os.environ["BENCH_ROOT"])
+        with open(args.in_process, "w") as file:
+            json.dump(result, file)
+        os._exit(0)  # The in-process servers can hold up the shutdown.
     if args.in_process:
         result = run(args.steps, args.rounds, multiworker=args.multiworker)
         if monsession.is_chief():
             with open(args.in_process, "w") as file:
                 json.dump(result, file)
         return
-    result = measure(args.steps, args.rounds, args.multiworker)
-    path = "fused_multiworker.json" if args.multiworker else "fused_strategy.json"
+    result = measure(args.steps, args.rounds, args.multiworker, args.parameter_server)
+    path = "fused_strategy.json"
+    if args.multiworker or args.parameter_server:
+        path = "fused_multiworker.json" if args.multiworker else "fused_ps.json"
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / path).write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
