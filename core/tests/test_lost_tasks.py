@@ -11,6 +11,7 @@ period) as it waits for a dead task.
 import gc
 import logging
 import os
+import socket
 import subprocess
 import sys
 import textwrap
@@ -21,7 +22,7 @@ import pytest
 import tensorflow as tf
 
 import monsession
-from monsession._durability import _lost_tasks
+from monsession._durability import _lost_tasks, _preemption_errors
 from monsession._durability._lost_tasks import close_within
 from monsession._durability._retry import RetryBudget, RetryPolicy
 
@@ -241,3 +242,47 @@ def test_a_lost_parameter_server_of_a_real_cluster_is_asked():
         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
     )
     assert done.stdout.split() == ["True", "False"], done.stderr[-2000:]
+
+
+def _closed_port() -> str:
+    """The address of a port nothing listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{sock.getsockname()[1]}"
+
+
+def test_a_listening_address_is_not_gone_and_a_closed_port_is() -> None:
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        assert not _lost_tasks.refuses_connections(f"127.0.0.1:{server.getsockname()[1]}")
+    assert _lost_tasks.refuses_connections(_closed_port())
+
+
+def test_waiting_for_closures_ends_naming_a_parameter_server_that_is_gone() -> None:
+    """TensorFlow's coordinator can wait for the workers for an hour once the ps died (they
+    die with it): the wait ends once the ps refused connections for PS_REFUSED_SECS."""
+    waited: list[float] = []
+
+    def never_done(secs: float) -> bool:  # Closures that wait for a dead cluster.
+        waited.append(secs)
+        return False
+
+    task = "/job:ps/replica:0/task:1"
+    with pytest.raises(tf.errors.UnavailableError) as raised:
+        _lost_tasks.join_unless_lost(never_done, {task: _closed_port()})
+    assert f"parameter server {task}" in str(raised.value)
+    assert "refuses connections" in str(raised.value)
+    assert _preemption_errors.lost_parameter_servers(raised.value) == [task]
+    assert _preemption_errors.why_not_retried(raised.value) is not None
+    assert sum(waited) >= _lost_tasks.PS_REFUSED_SECS
+
+
+def test_waiting_for_closures_goes_on_while_the_parameter_server_listens() -> None:
+    slices = iter([False] * 6 + [True])
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        address = f"127.0.0.1:{server.getsockname()[1]}"
+        _lost_tasks.join_unless_lost(lambda secs: next(slices), {PS: address})
+    assert next(slices, "all used") == "all used"

@@ -180,6 +180,12 @@ def check_cluster_coordinator() -> None:
         assert _tf_compat.cluster_coordinator(strategy) is None
         coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
         assert _tf_compat.cluster_coordinator(strategy) is coordinator
+        assert _tf_compat.cluster_spec_of(strategy).as_dict() == cluster.as_dict()
+        with strategy.scope():
+            counter = tf.Variable(0)
+        coordinator.schedule(tf.function(lambda: counter.assign_add(1)))
+        assert _tf_compat.wait_for_closures(coordinator, 60.0)
+        assert int(counter.numpy()) == 1
         print("ok", flush=True)
         # The in-process servers and the coordinator's threads can keep the
         # interpreter's shutdown waiting for minutes on a loaded machine.
@@ -234,7 +240,8 @@ CHECKS: dict[str, Callable[[], None]] = {
     "ops._EagerTensorBase._numpy": check_eager_tensor_base_class,
     "ResourceVariable._caching_device, raw_ops.ReadVariableOp": check_read_variable_to_host,
     "DistributedValues.values": check_local_replica_values,
-    "ParameterServerStrategy._cluster_coordinator": check_cluster_coordinator,
+    "ParameterServerStrategy._cluster_coordinator, _cluster_resolver, "
+    "ClusterCoordinator._cluster.closure_queue": check_cluster_coordinator,
     "cluster_coordinator.PSUnavailableError": check_parameter_server_unavailable_error,
 }
 

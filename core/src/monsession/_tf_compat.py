@@ -271,6 +271,26 @@ def cluster_coordinator(strategy: Any) -> Any:
     return getattr(strategy, "_cluster_coordinator", None)
 
 
+def cluster_spec_of(strategy: Any) -> Any:
+    """The `ClusterSpec` of a `ParameterServerStrategy`.
+
+    Its public `cluster_resolver` is `None` (TensorFlow 2.16 to 2.21); the
+    strategy keeps the resolver it was given in `_cluster_resolver`.
+    """
+    resolver = strategy.cluster_resolver or getattr(strategy, "_cluster_resolver", None)
+    return resolver.cluster_spec()
+
+
+def wait_for_closures(coordinator: Any, secs: float) -> bool:
+    """`coordinator.join()` that gives up after `secs`; whether every closure scheduled ran.
+
+    `ClusterCoordinator.join` has no timeout. Its closure queue's `wait`
+    (`coordinator._cluster.closure_queue.wait(timeout)`) has one, and raises
+    the closures' first error as `join` does.
+    """
+    return bool(coordinator._cluster.closure_queue.wait(timeout=secs))
+
+
 def parameter_server_unavailable_error() -> type:
     """`cluster_coordinator.PSUnavailableError`, an `UnavailableError` subclass.
 

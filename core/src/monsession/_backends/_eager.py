@@ -11,13 +11,15 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 import tensorflow as tf
 
 from monsession._backends._owned_step import advancing, owned_global_step
 from monsession._backends._traces import Traces
-from monsession._tf_compat import cluster_coordinator, read_variable_to_host
+from monsession._durability._lost_tasks import join_unless_lost, parameter_server_tasks
+from monsession._tf_compat import cluster_coordinator, read_variable_to_host, wait_for_closures
 
 logger = logging.getLogger("monsession")
 
@@ -215,14 +217,16 @@ def to_numpy(value: Any) -> Any:
     return value
 
 
-def _current_coordinator() -> Any:
-    """The `ClusterCoordinator` of the current `ParameterServerStrategy`, if any."""
+def _current_coordinator() -> tuple[Any, dict[str, str]]:
+    """The `ClusterCoordinator` of the current `ParameterServerStrategy`, if any, and
+    the addresses of its parameter servers."""
     if not tf.distribute.has_strategy():
-        return None
+        return None, {}
     strategy = tf.distribute.get_strategy()
     if not isinstance(strategy, tf.distribute.experimental.ParameterServerStrategy):
-        return None
-    return cluster_coordinator(strategy)
+        return None, {}
+    coordinator = cluster_coordinator(strategy)
+    return coordinator, parameter_server_tasks(strategy) if coordinator else {}
 
 
 class EagerSession:
@@ -242,7 +246,7 @@ class EagerSession:
         self._caller = _StepCaller(self.traces, owned_global_step())
         self._side_caller = _StepCaller(self.traces)  # Advances nothing.
         self._closed = False
-        self._coordinator = _current_coordinator()
+        self._coordinator, self._parameter_servers = _current_coordinator()
         self._after_join: Callable[[], None] | None = None
 
     @property
@@ -258,9 +262,13 @@ class EagerSession:
     def settle(self) -> None:
         """Waits until the closures scheduled so far have run (see `monsession.plugins.settle`)."""
         if self._coordinator is not None:
-            self._coordinator.join()
+            self.wait_for_closures()
             if self._after_join is not None:
                 self._after_join()
+
+    def wait_for_closures(self) -> None:
+        """Joins the coordinator; raises once a parameter server is gone (`join_unless_lost`)."""
+        join_unless_lost(partial(wait_for_closures, self._coordinator), self._parameter_servers)
 
     def call_after_join(self, check: Callable[[], None]) -> None:
         """Has `settle` call `check` after each join (the backend compares the global step)."""

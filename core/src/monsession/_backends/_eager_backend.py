@@ -239,6 +239,7 @@ class EagerBackend:
         self._counter.after += steps
         if not keep:
             return steps, {}
+        self._sess.wait_for_closures()
         return steps, _map_structure(tf.convert_to_tensor, remote.fetch()[1])
 
     def empty_run_protos(self) -> tuple[Any, Any]:
@@ -273,6 +274,8 @@ class EagerBackend:
             if counter.drifted:
                 counter.refresh()
             return outputs, {}
+        if self._in_flight:  # Hooks' values may wait for closures: a bounded wait first.
+            self._sess.wait_for_closures()
         read: dict[int, Any] = {}  # id of a variable or tensor -> its value, this step.
         hook_results = {
             hook: self._evaluate(hook, requested, outputs, read)

@@ -9,21 +9,36 @@ parameter server restarted at once is recovered from, and why one that
 stays dead hangs the retry. Here both waits get a bound:
 `close_within` closes in a daemon thread and leaves it there after a few
 seconds; `answers_within` asks a task for a no-op, with a deadline.
+
+Under `ParameterServerStrategy` the coordinator's waits for closures (its
+`join`, a `RemoteValue`'s `fetch`) have no bound either. When the parameter
+server dies its workers' servers may end too, and the coordinator then
+waits for the workers to come back, for up to an hour, instead of raising.
+`join_unless_lost` waits in short slices and raises once a parameter
+server refuses connections (nothing listens at its address any more).
 """
 
 from __future__ import annotations
 
 import logging
+import socket
 import threading
+import time
 from collections.abc import Callable
+from typing import Any
 
 import tensorflow as tf
+
+from monsession._tf_compat import cluster_spec_of, parameter_server_unavailable_error
 
 logger = logging.getLogger("monsession")
 
 # How long closing a session broken by a preemption error may take. A session
 # whose tasks answer closes in milliseconds, its threads stopped.
 CLOSE_SECS = 5.0
+
+# How long a parameter server may refuse connections while closures wait.
+PS_REFUSED_SECS = 3.0
 
 
 def close_within(close: Callable[[], None], what: str, secs: float | None = None) -> bool:
@@ -96,3 +111,61 @@ def answers_within(target: str, task: str, secs: float) -> bool:
     finally:
         close_within(session.close, f"the session that asked {task} for a no-op")
     return True
+
+
+def refuses_connections(address: str, secs: float = 1.0) -> bool:
+    """Whether nothing listens at `address` (``"host:port"``): a task that is gone.
+
+    Only a refused connection says so; a timeout or another error says
+    nothing for sure (False).
+    """
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=secs):
+            return False
+    except ConnectionRefusedError:
+        return True
+    except OSError:
+        return False
+
+
+def join_unless_lost(wait: Callable[[float], bool], parameter_servers: dict[str, str]) -> None:
+    """Calls `wait(secs)` until it returns True, checking the parameter servers meanwhile.
+
+    Args:
+      wait: Waits at most `secs` for the closures scheduled so far; whether
+        they all ran (it raises their error).
+      parameter_servers: The address of each parameter server task, by its
+        name (``"/job:ps/replica:0/task:0"``).
+
+    Raises:
+      UnavailableError: TensorFlow's `PSUnavailableError`, naming the
+        parameter server, once one refused connections for `PS_REFUSED_SECS`.
+    """
+    refused_since: dict[str, float] = {}
+    while not wait(1.0):
+        now = time.monotonic()
+        for task, address in parameter_servers.items():
+            if not refuses_connections(address):
+                refused_since.pop(task, None)
+            elif now - refused_since.setdefault(task, now) >= PS_REFUSED_SECS:
+                raise parameter_server_unavailable_error()(
+                    tf.errors.UnavailableError(
+                        None,
+                        None,
+                        f"parameter server {task} ({address}) refuses connections: it is gone, "
+                        "and the closures scheduled wait for it (TensorFlow's coordinator "
+                        "waits for the workers to come back instead of raising)",
+                    )
+                )
+
+
+def parameter_server_tasks(strategy: Any) -> dict[str, str]:
+    """The address of each parameter server task of `strategy`'s cluster, by task name."""
+    spec = cluster_spec_of(strategy)
+    if "ps" not in spec.jobs:
+        return {}
+    return {
+        f"/job:ps/replica:0/task:{index}": spec.task_address("ps", index)
+        for index in spec.task_indices("ps")
+    }

@@ -42,6 +42,9 @@ _FROM_PARAMETER_SERVER = re.compile(
     r"GRPC error information from remote target (/job:ps/replica:\d+/task:\d+)"
 )
 
+# A parameter server task named in the text of a `PSUnavailableError`.
+_PARAMETER_SERVER_TASK = re.compile(r"/job:ps/replica:\d+/task:\d+")
+
 
 def lost_parameter_servers(error: Exception) -> list[str]:
     """The parameter server tasks that a preemption error says did not answer.
@@ -51,15 +54,15 @@ def lost_parameter_servers(error: Exception) -> list[str]:
 
     Returns:
       Sorted task names such as ``"/job:ps/replica:0/task:0"``; the job,
-      ``"/job:ps"``, when TensorFlow's coordination service reported a
-      parameter server failure without naming the task; empty for any other
-      error.
+      ``"/job:ps"``, when a `PSUnavailableError` names no task (TensorFlow's
+      coordination service reports a parameter server failure so); empty
+      for any other error.
     """
     if not isinstance(error, PREEMPTION_ERRORS):
         return []
     names = sorted(set(_FROM_PARAMETER_SERVER.findall(str(error))))
     if not names and isinstance(error, parameter_server_unavailable_error()):
-        return ["/job:ps"]
+        return sorted(set(_PARAMETER_SERVER_TASK.findall(str(error)))) or ["/job:ps"]
     return names
 
 

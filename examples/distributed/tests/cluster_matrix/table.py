@@ -253,16 +253,6 @@ NOT_APPLICABLE: dict[tuple[str, str, str], str] = {
         for row in ROWS
         for column in ("pss", "pss-auto")
     },
-    **{
-        (row, "pss-auto", "ps-kill"): (
-            "open: the workers' servers end soon after the ps (seen on loopback, TensorFlow "
-            "2.21), and when a fused "
-            "closure fails first on the dead ps and then on a dead worker, TensorFlow's "
-            "coordinator waits for the workers to come back (up to an hour) instead of raising; "
-            "single steps fail on the ps three times first and end in 0.2 s (the pss column)"
-        )
-        for row in ROWS
-    },
 }
 
 # Cells that fail on a known, open finding: {(row, column, event): finding}. Strict xfail.
