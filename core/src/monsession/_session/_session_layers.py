@@ -232,21 +232,23 @@ class _CoordinatedSession(_WrappedSession):
     def run(
         self, fetches: Any, feed_dict: Any = None, options: Any = None, run_metadata: Any = None
     ) -> Any:
-        with self._breaking():
+        # Plain handlers, not `_breaking()`: this is every step's path.
+        try:
+            return self._sess.run(fetches, feed_dict, options, run_metadata)
+        except PREEMPTION_ERRORS as error:
+            self._broken_by = error
+            raise
+        except Exception as step_error:
+            # A thread's error explains a failed step better than the step's
+            # own error, unless the thread's error is itself not recoverable.
             try:
-                return self._sess.run(fetches, feed_dict, options, run_metadata)
-            except PREEMPTION_ERRORS:
+                self._coord.raise_requested_exception()
+            except PREEMPTION_ERRORS as error:
+                self._broken_by = error
                 raise
-            except Exception as step_error:
-                # A thread's error explains a failed step better than the step's
-                # own error, unless the thread's error is itself not recoverable.
-                try:
-                    self._coord.raise_requested_exception()
-                except PREEMPTION_ERRORS:
-                    raise
-                except Exception:
-                    raise step_error from None
-                raise
+            except Exception:
+                raise step_error from None
+            raise
 
     def run_step_fn(self, step_fn: Any, raw_session: Any, run_with_hooks: Any) -> Any:
         with self._breaking():  # The step may run the raw session itself.
