@@ -172,10 +172,11 @@ def test_cluster_recovers_when_the_parameter_server_restarts(tmp_path: Path) -> 
 def test_a_dead_parameter_server_ends_every_worker_with_an_error_naming_it(
     tmp_path: Path,
 ) -> None:
-    """SIGKILL the ps and never restart it: TensorFlow's own Session.close() waits for
-    ever on it (tensorflow#21745). Every worker raises an error naming the ps within the
-    session's bound, and its process ends with status 1 through the interpreter's own
-    exit, although the close of its broken session is still stuck in a daemon thread."""
+    """SIGKILL the ps and never restart it: TensorFlow's own Session.close() can wait for
+    ever on it (tensorflow#21745; most runs, not every one). Every worker raises an error
+    naming the ps within the session's bound, and its process ends with status 1 through
+    the interpreter's own exit, even when the close of its broken session is stuck in a
+    daemon thread (then a WARNING says so)."""
     out = tmp_path / "out"
     with hard_timeout(150), Processes(tmp_path / "logs") as processes:
         _start_cluster(processes, tmp_path, _cluster(free_ports(3)), 100_000, step_delay=0.02)
@@ -196,7 +197,6 @@ def test_a_dead_parameter_server_ends_every_worker_with_an_error_naming_it(
         logs = [processes.log(name).read_text(errors="replace") for name in ("worker0", "worker1")]
     assert codes == [1, 1], [log[-3000:] for log in logs]
     for log in logs:
-        assert "Closing the session after UnavailableError did not end within 5 s" in log
         assert (
             "UnavailableError: MonitoredSession: running a step failed with UnavailableError"
         ) in log
