@@ -274,10 +274,10 @@ def cluster_coordinator(strategy: Any) -> Any:
 def cluster_spec_of(strategy: Any) -> Any:
     """The `ClusterSpec` of a `ParameterServerStrategy`.
 
-    Its public `cluster_resolver` is `None` (TensorFlow 2.16 to 2.21); the
-    strategy keeps the resolver it was given in `_cluster_resolver`.
+    Its public `cluster_resolver` is `None` (TensorFlow 2.21); the strategy
+    keeps the resolver it was given in `_cluster_resolver`.
     """
-    resolver = strategy.cluster_resolver or getattr(strategy, "_cluster_resolver", None)
+    resolver: Any = strategy.cluster_resolver or strategy._cluster_resolver
     return resolver.cluster_spec()
 
 
