@@ -15,7 +15,7 @@ import pytest
 import tensorflow as tf
 
 import monsession
-from monsession._durability._hook_state import HookStates
+from monsession._api._dispatcher import HookDispatcher
 
 OPTIONAL = (
     "next_action",
@@ -51,6 +51,16 @@ def test_the_base_declares_every_method_monsession_calls_with_no_op_defaults():
     assert hook.epoch_end(0) is None
     for name in monsession.plugins.HOOK_METHOD_NAMES:
         assert getattr(monsession.SessionRunHook, name).__doc__, name
+
+
+def test_tensorflows_five_methods_are_published_once_in_their_calling_order():
+    theirs = tuple(
+        name
+        for name, value in vars(tf.compat.v1.train.SessionRunHook).items()
+        if callable(value) and not name.startswith("_")
+    )
+    assert monsession.plugins.TF_HOOK_METHOD_NAMES == theirs
+    assert monsession.plugins.HOOK_METHOD_NAMES[: len(theirs)] == theirs
 
 
 class Ours(monsession.SessionRunHook):
@@ -128,7 +138,19 @@ def test_only_hooks_with_their_own_state_methods_have_saved_state():
         Duck(),
         tf.compat.v1.train.StopAtStepHook(last_step=3),
     ]
-    assert HookStates(hooks, "MonitoredSession").keys == ["Stateful[0]", "Duck[0]"]
+    assert HookDispatcher(hooks, "MonitoredSession").state_keys == ["Stateful[0]", "Duck[0]"]
+
+
+def test_state_key_is_declared_on_the_base_and_names_the_saved_state():
+    assert monsession.SessionRunHook.state_key is None
+    assert "state_key" not in monsession.plugins.HOOK_METHOD_NAMES
+
+    class Keyed(Stateful):
+        state_key = "mine"
+
+    hooks = [Stateful(), Keyed(), Stateful()]
+    keys = HookDispatcher(hooks, "MonitoredSession").state_keys
+    assert keys == ["Stateful[0]", "mine", "Stateful[1]"]
 
 
 def test_on_failure_and_epoch_end_reach_a_hook_that_derives_from_no_base():

@@ -16,7 +16,8 @@ that provides hooks (and its tests) needs is here:
   provide to their distributions (for install hints);
 * what a family's hookimpls return: `DefaultHook`, `TrainingSettings` and
   the `ORDER_*` positions of default hooks;
-* the hook contract: `as_run_context`, `hook_overrides`, `HOOK_METHOD_NAMES`;
+* the hook contract: `as_run_context`, `hook_overrides`, `HOOK_METHOD_NAMES`,
+  `TF_HOOK_METHOD_NAMES` (TensorFlow's five, which every hook has);
 * argument checks with errors that name the hook: `check_schedule`,
   `check_interval`, `check_flag`, `check_directory`;
 * the global step inside hooks: `require_global_step`, `read_global_step`;
@@ -94,7 +95,10 @@ _NAMES = {
     **dict.fromkeys(
         ("check_directory", "check_flag", "check_interval", "check_schedule"), _ARGUMENTS
     ),
-    **dict.fromkeys(("HOOK_METHOD_NAMES", "as_run_context", "hook_overrides"), _HOOK_API),
+    **dict.fromkeys(
+        ("HOOK_METHOD_NAMES", "TF_HOOK_METHOD_NAMES", "as_run_context", "hook_overrides"),
+        _HOOK_API,
+    ),
     **dict.fromkeys(("read_global_step", "require_global_step"), _GLOBAL_STEP),
     **dict.fromkeys(("TensorNotFoundError", "check_scalar"), _FETCHES),
     "resolve_fetch": "monsession._backends._mode",
@@ -128,6 +132,7 @@ if TYPE_CHECKING:
     )
     from monsession._api._hook_api import (
         HOOK_METHOD_NAMES,
+        TF_HOOK_METHOD_NAMES,
         as_run_context,
         hook_overrides,
     )
@@ -214,6 +219,7 @@ __all__ = [
     "ORDER_OTHER",
     "ORDER_STEP_COUNTER",
     "ORDER_SUMMARY_SAVER",
+    "TF_HOOK_METHOD_NAMES",
     "DefaultHook",
     "DirectoryLockHandle",
     "DirectoryLockedError",

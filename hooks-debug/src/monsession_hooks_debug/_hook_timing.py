@@ -29,7 +29,7 @@ from monsession import (
 )
 
 _HOOK = "HookTimingHook"
-METHODS = ("begin", "after_create_session", "before_run", "after_run", "end")
+METHODS = monsession.plugins.TF_HOOK_METHOD_NAMES  # Timed: TensorFlow's five.
 # monsession's optional hook methods: forwarded untimed when the hook has them.
 _FORWARDED = tuple(name for name in monsession.plugins.HOOK_METHOD_NAMES if name not in METHODS)
 
@@ -74,6 +74,8 @@ class _TimedHook(SessionRunHook):
         self._hook = hook
         self._timings = timings
         self._label = label
+        # Its saved state keeps the wrapped hook's key (`SessionRunHook.state_key`).
+        self.state_key = getattr(hook, "state_key", None)
         if monsession.plugins.hook_overrides(hook, "before_run"):
             setattr(self, "before_run", self._timed_before_run)
         if monsession.plugins.hook_overrides(hook, "after_run"):

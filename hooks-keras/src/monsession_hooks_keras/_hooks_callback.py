@@ -10,13 +10,17 @@ from typing import Any
 import keras
 
 from monsession import EagerSession, SessionRunHook, SessionRunValues
-from monsession.plugins import attach_hook_state, check_directory, load_hook_state
+from monsession.plugins import (
+    TF_HOOK_METHOD_NAMES,
+    attach_hook_state,
+    check_directory,
+    load_hook_state,
+)
 from monsession_hooks_keras._fit_steps import FitRunContext, FitSteps, evaluate_fetches
 from monsession_hooks_keras._global_step import fit_checkpoint, fit_global_step
 from monsession_hooks_keras._resume import checkpoint_directory, checkpoint_of_step
 
 _NAME = "HooksCallback"
-_HOOK_METHODS = ("begin", "after_create_session", "before_run", "after_run", "end")
 
 
 def _check_hooks(hooks: Iterable[Any]) -> list[Any]:
@@ -24,7 +28,7 @@ def _check_hooks(hooks: Iterable[Any]) -> list[Any]:
         hooks = [hooks]
     checked = list(hooks)
     for index, hook in enumerate(checked):
-        missing = [name for name in _HOOK_METHODS if not callable(getattr(hook, name, None))]
+        missing = [name for name in TF_HOOK_METHOD_NAMES if not callable(getattr(hook, name, None))]
         if missing:
             raise TypeError(
                 f"{_NAME}: hooks[{index}] is {hook!r}, which lacks {', '.join(missing)}; "

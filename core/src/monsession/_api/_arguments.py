@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
-HOOK_METHODS = ("begin", "after_create_session", "before_run", "after_run", "end")
+from monsession._api._hook_api import TF_HOOK_METHOD_NAMES
 
 _UNITS = {"steps": "int number of steps", "secs": "number of seconds"}
 
@@ -251,7 +251,7 @@ def check_hooks(owner: str, name: str, hooks: Iterable[Any] | None) -> list[Any]
     if hooks is None:
         return []
     if isinstance(hooks, (str, bytes, Mapping)) or not isinstance(hooks, Iterable):
-        single = all(callable(getattr(hooks, method, None)) for method in HOOK_METHODS)
+        single = all(callable(getattr(hooks, method, None)) for method in TF_HOOK_METHOD_NAMES)
         hint = f"; did you mean {name}=[{type(hooks).__name__}(...)]?" if single else "."
         raise TypeError(
             f"{owner}: {name} must be a list of SessionRunHook instances, got "
@@ -259,7 +259,9 @@ def check_hooks(owner: str, name: str, hooks: Iterable[Any] | None) -> list[Any]
         )
     checked = list(hooks)
     for index, hook in enumerate(checked):
-        missing = [method for method in HOOK_METHODS if not callable(getattr(hook, method, None))]
+        missing = [
+            method for method in TF_HOOK_METHOD_NAMES if not callable(getattr(hook, method, None))
+        ]
         where = f"{owner}: {name}[{index}] is"
         if isinstance(hook, type) and not missing:
             raise TypeError(
@@ -274,6 +276,6 @@ def check_hooks(owner: str, name: str, hooks: Iterable[Any] | None) -> list[Any]
             )
             raise TypeError(
                 f"{where} {_describe(hook)}{lacks}; expected a SessionRunHook instance (or an "
-                f"object with the methods {', '.join(HOOK_METHODS)})."
+                f"object with the methods {', '.join(TF_HOOK_METHOD_NAMES)})."
             )
     return checked

@@ -65,6 +65,15 @@ class SessionRunHook:
     Hooks are written once and run unchanged in graph and eager mode.
     """
 
+    state_key: str | None = None
+    """The key of the hook's saved state (see `StatefulHook`), or `None`.
+
+    Not part of TensorFlow's hook API. `None` (the default): the state is
+    saved under the hook's class name and its index among the stateful
+    hooks of that class (``"StepCounterHook[0]"``). Set a non-empty string
+    for a hook whose class or position in the hook list may change.
+    """
+
     def begin(self) -> None:
         """Called once before using the session."""
 
@@ -221,7 +230,7 @@ class StatefulHook(Protocol):
     include the step that was saved, hooks after it (user hooks of
     `MonitoredTrainingSession`) the step before.
 
-    A hook is found under its `state_key` attribute if it has one (a
+    A hook is found under its `SessionRunHook.state_key` if it sets one (a
     string, for a hook whose class or position may change), else under its
     class name and its index among the stateful hooks of that class
     (``"StepCounterHook[0]"``). A hook with no saved state, or whose
@@ -568,3 +577,10 @@ HOOK_METHOD_NAMES = tuple(
     if callable(value) and not name.startswith("_")
 )
 """Every method of `SessionRunHook`, in declaration order."""
+
+TF_HOOK_METHOD_NAMES = ("begin", "after_create_session", "before_run", "after_run", "end")
+"""The five methods of TensorFlow's `SessionRunHook`, in the order a session calls them.
+
+Every hook has them: a hook list may hold any object that does (the others
+of `HOOK_METHOD_NAMES` are optional).
+"""

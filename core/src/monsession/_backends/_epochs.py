@@ -8,7 +8,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from monsession._api._hook_api import hook_overrides
+from monsession._api._dispatcher import HookDispatcher
 from monsession._backends._eager import BoundStep, PullingStep
 from monsession._backends._fused_loop import FUSED_STEP_ATTRIBUTE, fused_target
 
@@ -131,7 +131,7 @@ class Epochs(tf.Module):
         Yields:
           The number of each epoch that completed (0 for the first).
         """
-        hooks = list(session.hooks)
+        hooks: HookDispatcher = session.dispatcher
         progress = _Progress(self.epoch, session)
         while self._num_epochs is None or progress.epoch < self._num_epochs:
             if session.should_stop():
@@ -139,13 +139,13 @@ class Epochs(tf.Module):
             if not progress.recovered():
                 self._step(session, step, hooks, progress)
             for epoch in progress.completed():
-                stop = _notify(hooks, "epoch_end", epoch)
+                stop = hooks.epoch_end(epoch)
                 yield epoch
                 if stop:
                     return
 
     def _step(
-        self, session: Any, step: Callable[..., Any], hooks: list[Any], progress: _Progress
+        self, session: Any, step: Callable[..., Any], hooks: HookDispatcher, progress: _Progress
     ) -> None:
         """Runs `step` on the next batch with the hooks (after silent steps, when fused)."""
         if progress.next_index == 0:
@@ -155,7 +155,7 @@ class Epochs(tf.Module):
         if not progress.recovered() and pulled.ended is not None:
             progress.epoch = pulled.ended + 1
 
-    def _pull(self, hooks: list[Any], progress: _Progress) -> tuple[Any, int | None]:
+    def _pull(self, hooks: HookDispatcher, progress: _Progress) -> tuple[Any, int | None]:
         """Takes the next batch on the host.
 
         Returns:
@@ -237,7 +237,7 @@ class _EpochStep(PullingStep):
         self,
         epochs: Epochs,
         step: Callable[..., Any],
-        hooks: list[Any],
+        hooks: HookDispatcher,
         progress: _Progress,
         fuses: bool,
     ) -> None:
@@ -296,24 +296,15 @@ class _Progress:
         self.next_index = None
         return True
 
-    def begin(self, hooks: list[Any]) -> None:
+    def begin(self, hooks: HookDispatcher) -> None:
         """At an epoch's first batch: calls `epoch_begin` unless this run already did."""
         self.epoch = int(self._counter.numpy())
         if self.epoch > self._begun:
             self._begun = self.epoch
-            _notify(hooks, "epoch_begin", self.epoch)
+            hooks.epoch_begin(self.epoch)
 
     def completed(self) -> range:
         """The epochs to end now: the completed ones this run has not ended."""
         done = range(self._ended + 1, self.epoch)
         self._ended = max(self._ended, self.epoch - 1)
         return done
-
-
-def _notify(hooks: list[Any], method: str, epoch: int) -> bool:
-    """Calls `method(epoch)` of the hooks that override it; returns whether one returned True."""
-    stop = False
-    for hook in hooks:
-        if hook_overrides(hook, method):
-            stop = getattr(hook, method)(epoch) is True or stop
-    return stop

@@ -32,7 +32,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from monsession._api._hook_api import NextAction, hook_overrides
+from monsession._api._dispatcher import HookDispatcher
 from monsession._backends._backend import Backend
 
 logger = logging.getLogger("monsession")
@@ -48,10 +48,6 @@ _UNCAPPED = 2**62
 # The most silent steps of one run counted before it (under collective ops, or
 # scheduled as one closure): a stop signal waits for the end of the run.
 MAX_COUNTED_SILENT_STEPS = 500
-
-
-def _hook_name(hook: Any) -> str:
-    return type(hook).__name__
 
 
 def check_steps_per_execution(owner: str, value: Any, fuses_steps: bool) -> int | None:
@@ -100,28 +96,21 @@ class _Plan(NamedTuple):
         return self.steps <= 1 or (self.at_time is not None and self.at_time <= time.time())
 
 
-def _plans_ahead(hook: Any) -> bool:
-    """Whether `hook` has a `next_action()` of its own (not the base class's)."""
-    return hook_overrides(hook, "next_action")
-
-
 class Fusion:
     """Plans and runs the silent steps of one monitored session.
 
     Args:
       owner: The session's class name, for log lines.
       cap: The most steps per call (silent ones plus the last), or `None`.
-      hooks: The session's hooks.
+      hooks: The session's `HookDispatcher`: its hooks that run per step all
+        plan ahead (`next_action`), or fusion is off.
     """
 
-    def __init__(self, owner: str, cap: int | None, hooks: list[Any]) -> None:
+    def __init__(self, owner: str, cap: int | None, hooks: HookDispatcher) -> None:
         self._owner = owner
         self._cap = _UNCAPPED if cap is None else cap
-        per_run = [
-            h for h in hooks if hook_overrides(h, "before_run") or hook_overrides(h, "after_run")
-        ]
-        self._hooks = [h for h in per_run if _plans_ahead(h)]
-        blocking = [_hook_name(h) for h in per_run if not _plans_ahead(h)]
+        self._hooks = hooks
+        blocking = [type(hook).__name__ for hook in hooks.every_step]
         self._enabled = self._cap > 1
         self._explained = False  # Whether a call that cannot be fused was explained.
         # Single steps run without calling the hooks while none acts (`quiet`).
@@ -281,13 +270,7 @@ class Fusion:
         steps = cap
         deadline: float | None = None
         keep: list[str] = []
-        for hook in self._hooks:
-            action = hook.next_action(global_step)
-            if not isinstance(action, NextAction):
-                raise TypeError(
-                    f"{_hook_name(hook)}.next_action() returned {action!r}; expected a "
-                    "monsession.NextAction."
-                )
+        for action in self._hooks.next_actions(global_step):
             if action.steps is not None:
                 steps = min(steps, action.steps)
             if action.at_time is not None:

@@ -30,18 +30,13 @@ import weakref
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from monsession._api._hook_api import hook_overrides
+from monsession._api._dispatcher import HookDispatcher
 
 logger = logging.getLogger("monsession")
 
 STATE_SUFFIX = ".hooks.json"
 _FORMAT = 1
 _INDEX_SUFFIX = ".index"
-
-
-def has_state(hook: Any) -> bool:
-    """Whether `hook` has its own `state_dict` and `load_state_dict` (not the base's "no state")."""
-    return hook_overrides(hook, "state_dict") and hook_overrides(hook, "load_state_dict")
 
 
 def _strict_json(value: Any, where: str) -> str:
@@ -59,49 +54,23 @@ def _strict_json(value: Any, where: str) -> str:
 class HookStates:
     """The stateful hooks of one monitored session, each under a stable key.
 
-    A hook's key is its `state_key` attribute when it has one (a string),
-    else its class name and its index among the stateful hooks of that class:
-    ``"StepCounterHook[0]"``.
+    The session's `HookDispatcher` names the hooks with state and their keys
+    (`HookDispatcher.state_keys`) and calls their state methods.
 
     Args:
-      hooks: The session's hooks, in order.
-      owner: The session's class name, for error messages.
-
-    Raises:
-      TypeError: If a hook's `state_key` is not a non-empty string.
-      ValueError: If two hooks have the same key.
+      hooks: The session's `HookDispatcher`.
     """
 
-    def __init__(self, hooks: Iterable[Any], owner: str) -> None:
-        self._hooks: dict[str, Any] = {}
-        counts: dict[str, int] = {}
-        for hook in hooks:
-            if not has_state(hook):
-                continue
-            key = getattr(hook, "state_key", None)
-            if key is None:
-                name = type(hook).__name__
-                key = f"{name}[{counts.get(name, 0)}]"
-                counts[name] = counts.get(name, 0) + 1
-            elif not isinstance(key, str) or not key:
-                raise TypeError(
-                    f"{owner}: {type(hook).__name__}.state_key must be a non-empty string "
-                    f"naming the hook's saved state, got {key!r}."
-                )
-            if key in self._hooks:
-                raise ValueError(
-                    f"{owner}: {type(hook).__name__} and {type(self._hooks[key]).__name__} "
-                    f"both save their state under the key {key!r}; give one of them another "
-                    "state_key."
-                )
-            self._hooks[key] = hook
+    def __init__(self, hooks: HookDispatcher) -> None:
+        self._dispatcher = hooks
+        self._keys = hooks.state_keys
         self._in_after_run = False
         self._written_in_step: str | None = None
 
     @property
     def keys(self) -> list[str]:
         """The keys of the stateful hooks, in the session's order."""
-        return list(self._hooks)
+        return list(self._keys)
 
     def collect(self) -> dict[str, Any]:
         """Every stateful hook's `state_dict()`, by key, checked to be plain JSON.
@@ -110,9 +79,9 @@ class HookStates:
           TypeError: If a hook returns something JSON cannot hold (names the hook).
         """
         states = {}
-        for key, hook in self._hooks.items():
-            state = hook.state_dict()
-            _strict_json(state, f"{type(hook).__name__}.state_dict() (key {key!r})")
+        for key in self._keys:
+            state = self._dispatcher.state_dict(key)
+            _strict_json(state, f"{self._dispatcher.state_owner(key)}.state_dict() (key {key!r})")
             states[key] = state
         return states
 
@@ -122,7 +91,7 @@ class HookStates:
         Also deletes the hook-state files of checkpoints whose index file is
         gone (deleted by the saver's `max_to_keep`).
         """
-        if not self._hooks:
+        if not self._keys:
             return None
         if self._in_after_run:
             self._written_in_step = prefix
@@ -159,7 +128,7 @@ class HookStates:
 
     def restore(self, prefix: str) -> None:
         """Loads ``<prefix>.hooks.json`` into the hooks; warns for each one it cannot."""
-        if not self._hooks:
+        if not self._keys:
             return
         import tensorflow as tf
 
@@ -170,7 +139,7 @@ class HookStates:
                 "written by a monsession CheckpointSaverHook); the hooks %s start fresh.",
                 prefix,
                 path,
-                ", ".join(self._hooks),
+                ", ".join(self._keys),
             )
             return
         try:
@@ -185,23 +154,22 @@ class HookStates:
                 path,
                 type(error).__name__,
                 error,
-                ", ".join(self._hooks),
+                ", ".join(self._keys),
             )
             return
-        for key, hook in self._hooks.items():
-            self._restore_one(key, hook, states, path)
+        for key in self._keys:
+            self._restore_one(key, states, path)
 
-    @staticmethod
-    def _restore_one(key: str, hook: Any, states: Mapping[str, Any], path: str) -> None:
-        name = type(hook).__name__
+    def _restore_one(self, key: str, states: Mapping[str, Any], path: str) -> None:
+        name = self._dispatcher.state_owner(key)
         if key not in states:
             logger.warning(
                 "%s (key %r) has no saved state in %s; it starts fresh.", name, key, path
             )
             return
-        before = hook.state_dict()
+        before = self._dispatcher.state_dict(key)
         try:
-            hook.load_state_dict(states[key])
+            self._dispatcher.load_state_dict(key, states[key])
         except Exception as error:
             logger.warning(
                 "%s (key %r) could not load its saved state from %s (%s: %s); it starts fresh.",
@@ -211,7 +179,7 @@ class HookStates:
                 type(error).__name__,
                 error,
             )
-            hook.load_state_dict(before)
+            self._dispatcher.load_state_dict(key, before)
             return
         logger.info("%s (key %r): state restored from %s.", name, key, path)
 
@@ -321,7 +289,7 @@ def attach_hook_state(session: Any, hooks: Iterable[Any], owner: str) -> None:
       TypeError: If a hook's `state_key` is not a non-empty string.
       ValueError: If two hooks have the same key.
     """
-    attach(session, HookStates(hooks, owner))
+    attach(session, HookStates(HookDispatcher(hooks, owner)))
 
 
 def load_hook_state(session: Any, checkpoint_prefix: str) -> bool:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import inspect
-import logging
 from collections.abc import Callable, Iterable
 from contextlib import ExitStack
 from typing import Any
@@ -11,7 +10,8 @@ from typing import Any
 import tensorflow as tf
 
 from monsession._api._arguments import check_hooks, check_interval
-from monsession._api._hook_api import SessionRunHook, hook_overrides
+from monsession._api._dispatcher import HookDispatcher
+from monsession._api._hook_api import SessionRunHook
 from monsession._backends._eager import BoundStep
 from monsession._backends._fusion import Fusion, check_steps_per_execution
 from monsession._backends._mode import Mode, current_mode
@@ -44,8 +44,6 @@ __all__ = [  # The private layers are importable from here, as in TensorFlow.
 from monsession._api._step_context import StepContext
 from monsession._api._step_context import StepContext as _StepContext
 
-logger = logging.getLogger("monsession")
-
 
 class _CoordinatedSessionCreator(SessionCreator):
     """Creates the raw session, starts queue runners and notifies the hooks."""
@@ -54,7 +52,7 @@ class _CoordinatedSessionCreator(SessionCreator):
         self,
         session_creator: SessionCreator,
         mode: Mode,
-        hooks: list[Any],
+        dispatcher: HookDispatcher,
         stop_grace_period_secs: float,
         fusion: Fusion | None = None,
         hook_states: HookStates | None = None,
@@ -62,7 +60,7 @@ class _CoordinatedSessionCreator(SessionCreator):
     ) -> None:
         self._session_creator = session_creator
         self._mode = mode
-        self._hooks = hooks
+        self._dispatcher = dispatcher
         self._stop_grace_period_secs = stop_grace_period_secs
         self._fusion = fusion
         self._hook_states = hook_states
@@ -81,11 +79,10 @@ class _CoordinatedSessionCreator(SessionCreator):
                 self._hook_states.restore(prefix)
         self.coord = tf.train.Coordinator(clean_stop_exception_types=[])
         self._mode.start_queue_runners(self.tf_sess, self.coord)
-        for hook in self._hooks:
-            hook.after_create_session(self.tf_sess, self.coord)
+        self._dispatcher.after_create_session(self.tf_sess, self.coord)
         return _CoordinatedSession(
             _HookedSession(
-                self.tf_sess, self._hooks, self._fusion, self._selection, self._hook_states
+                self.tf_sess, self._dispatcher, self._fusion, self._selection, self._hook_states
             ),
             self.coord,
             self._stop_grace_period_secs,
@@ -154,25 +151,25 @@ class _MonitoredSession:
         self._hooks = check_hooks(type(self).__name__, "hooks", hooks)
         check_session_arguments(type(self).__name__, session_creator, stop_grace_period_secs)
         self._mode.own_global_step()  # Before the hooks' begin(), which may need it.
-        self._hook_states = HookStates(self._hooks, type(self).__name__)
+        self._dispatcher = HookDispatcher(self._hooks, type(self).__name__)
+        self._hook_states = HookStates(self._dispatcher)
         self._selection = HookSelection()
         self._signals = SignalLayer(
-            stop_on_signals,
-            lambda: any(hook_overrides(hook, "end") for hook in self._hooks),
-            type(self).__name__,
+            stop_on_signals, lambda: self._dispatcher.has_end_work, type(self).__name__
         )
-        for hook in self._hooks:
-            hook.begin()
+        self._dispatcher.begin()
         self._mode.prepare_graph()
         if session_creator is None:
             session_creator = ChiefSessionCreator()
         # Eager mode: fused steps (a cap above 1) and quiet single steps.
-        fusion = Fusion(type(self).__name__, cap, self._hooks) if self._mode.fuses_steps else None
+        fusion = (
+            Fusion(type(self).__name__, cap, self._dispatcher) if self._mode.fuses_steps else None
+        )
         self._fusion = fusion
         self._coordinated_creator = _CoordinatedSessionCreator(
             session_creator,
             self._mode,
-            self._hooks,
+            self._dispatcher,
             stop_grace_period_secs,
             fusion,
             self._hook_states,
@@ -361,18 +358,7 @@ class _MonitoredSession:
         session = self._coordinated_creator.tf_sess
         if self._sess is None or session is None:
             return
-        for hook in self._hooks:
-            if not hook_overrides(hook, "on_failure"):
-                continue
-            try:
-                hook.on_failure(session, error)
-            except Exception:
-                logger.exception(
-                    "%s.on_failure() raised; the session's own error (%s: %s) propagates.",
-                    type(hook).__name__,
-                    type(error).__name__,
-                    error,
-                )
+        self._dispatcher.on_failure(session, error)
 
     def _check_open(self, method: str) -> None:
         if self._sess is None:
@@ -388,8 +374,7 @@ class _MonitoredSession:
             closing.callback(self._close_session)
             if not exception_type:
                 settle(self._coordinated_creator.tf_sess)  # Hooks end on the steps counted.
-                for hook in self._hooks:
-                    hook.end(self._coordinated_creator.tf_sess)
+                self._dispatcher.end(self._coordinated_creator.tf_sess)
 
     def _close_session(self) -> None:
         if self._sess is None:
@@ -425,8 +410,13 @@ class _MonitoredSession:
 
     @property
     def hooks(self) -> tuple[Any, ...]:
-        """The session's hooks, in order (for `Epochs.run`)."""
-        return tuple(self._hooks)
+        """The session's hooks, in order."""
+        return self._dispatcher.hooks
+
+    @property
+    def dispatcher(self) -> HookDispatcher:
+        """The `HookDispatcher` that calls the session's hooks (for `Epochs.run`)."""
+        return self._dispatcher
 
     def call_on_close(self, callback: Callable[[], None]) -> None:
         """Calls `callback()` once the session is closed, after every layer (last added first)."""

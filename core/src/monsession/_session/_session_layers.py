@@ -15,18 +15,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import tensorflow as tf
 
-from monsession._api._hook_api import (
-    SessionRunArgs,
-    SessionRunContext,
-    SessionRunValues,
-    finish_run,
-    hook_overrides,
-)
+from monsession._api._dispatcher import HookDispatcher
+from monsession._api._hook_api import SessionRunArgs, SessionRunContext, finish_run
 from monsession._api._step_context import StepContext
 from monsession._backends._backend import make_backend
 from monsession._backends._eager import PullingStep, retried
@@ -255,43 +250,6 @@ class _CoordinatedSession(_WrappedSession):
             return super().run_step_fn(step_fn, raw_session, run_with_hooks)
 
 
-def _is_run_args(value: Any) -> bool:
-    """Accepts ours and `tf.compat.v1.train.SessionRunArgs` (same fields)."""
-    return isinstance(value, tuple) and getattr(type(value), "_fields", None) == (
-        SessionRunArgs._fields
-    )
-
-
-def _raise_if_feeds_intersect(feeds1: Any, feeds2: Any, message: str) -> None:
-    conflicts = set(feeds1) & set(feeds2)
-    if conflicts:
-        raise RuntimeError(f"{message} Conflict(s): {list(conflicts)}")
-
-
-def _merge_run_options(options: Any, incoming: Any) -> None:
-    """Merges `incoming` into `options`: numbers take the larger, flags OR."""
-    options.trace_level = max(options.trace_level, incoming.trace_level)
-    options.timeout_in_ms = max(options.timeout_in_ms, incoming.timeout_in_ms)
-    options.inter_op_thread_pool = max(options.inter_op_thread_pool, incoming.inter_op_thread_pool)
-    options.output_partition_graphs = (
-        options.output_partition_graphs or incoming.output_partition_graphs
-    )
-    options.debug_options.debug_tensor_watch_opts.extend(
-        incoming.debug_options.debug_tensor_watch_opts
-    )
-    options.debug_options.reset_disk_byte_usage = (
-        options.debug_options.reset_disk_byte_usage or incoming.debug_options.reset_disk_byte_usage
-    )
-    options.report_tensor_allocations_upon_oom = (
-        options.report_tensor_allocations_upon_oom or incoming.report_tensor_allocations_upon_oom
-    )
-
-
-def _only(hooks: list[Any], chosen: frozenset[int] | None) -> list[Any]:
-    """`hooks`, or those of them whose ids are `chosen`."""
-    return hooks if chosen is None else [hook for hook in hooks if id(hook) in chosen]
-
-
 class HookSelection:
     """What the current `run()` is: the hooks it calls (`None`: all), and whether it trains.
 
@@ -318,12 +276,13 @@ class HookSelection:
 class _HookedSession(_WrappedSession):
     """Calls the hooks around each step and merges their requests into it.
 
-    Only hooks that override `before_run` (or `after_run`) are called for it:
-    a hook that overrides neither costs nothing per step.
+    The session's `HookDispatcher` calls the hooks: only those that
+    override `before_run` (or `after_run`) are called for it, so a hook that
+    overrides neither costs nothing per step.
 
     Args:
       sess: A `tf.compat.v1.Session`, an `EagerSession` or a wrapped session.
-      hooks: The `SessionRunHook`s, called in this order.
+      hooks: The session's `HookDispatcher` (or the hooks, in order, to build one).
       fusion: A `_fusion.Fusion` that runs the steps before the next hook
         action silently, or `None`.
       selection: A `HookSelection` naming the hooks of the current call, if any.
@@ -334,7 +293,7 @@ class _HookedSession(_WrappedSession):
     def __init__(
         self,
         sess: Any,
-        hooks: Any,
+        hooks: HookDispatcher | Iterable[Any],
         fusion: Any = None,
         selection: HookSelection | None = None,
         hook_states: Any = None,
@@ -343,11 +302,10 @@ class _HookedSession(_WrappedSession):
         self._fusion = fusion
         self._hook_states = hook_states
         self._selection = selection or HookSelection()
-        self._hooks = list(hooks)
-        self._before_hooks = [hook for hook in self._hooks if hook_overrides(hook, "before_run")]
-        self._after_hooks = [hook for hook in self._hooks if hook_overrides(hook, "after_run")]
+        self._dispatcher = hooks if isinstance(hooks, HookDispatcher) else HookDispatcher(hooks)
+        self._calls_after_run = bool(self._dispatcher.after_run_hooks)
         self._should_stop = False
-        self._backend = make_backend(sess, bool(self._before_hooks or self._after_hooks))
+        self._backend = make_backend(sess, bool(self._dispatcher.per_step))
         if fusion is not None:
             fusion.attach(self._backend)
 
@@ -383,7 +341,7 @@ class _HookedSession(_WrappedSession):
         run_context = SessionRunContext(
             SessionRunArgs(fetches, feed_dict), self._sess, self._backend, silent, kept
         )
-        hook_fetches, feed_dict, options, feed_owners = self._call_before_run(
+        hook_fetches, feed_dict, options, feed_owners = self._dispatcher.before_run(
             run_context, feed_dict, options, chosen
         )
         if options is not None and run_metadata is None:
@@ -392,7 +350,7 @@ class _HookedSession(_WrappedSession):
             fetches, hook_fetches, feed_dict, options, run_metadata, feed_owners
         )
         finish_run(run_context)
-        if self._after_hooks:
+        if self._calls_after_run:
             if self._hook_states is None:
                 self._call_after_run(run_context, hook_results, options, run_metadata, chosen)
             else:
@@ -429,72 +387,4 @@ class _HookedSession(_WrappedSession):
         empty_options, empty_metadata = self._backend.empty_run_protos()
         run_options = empty_options if options is None else options
         metadata = empty_metadata if run_metadata is None else run_metadata
-        no_results = SessionRunValues(None, run_options, metadata)
-        hook = None
-        try:
-            for hook in _only(self._after_hooks, chosen):
-                if hook in hook_results:
-                    hook.after_run(
-                        run_context, SessionRunValues(hook_results[hook], run_options, metadata)
-                    )
-                else:
-                    hook.after_run(run_context, no_results)
-        except (tf.errors.OutOfRangeError, StopIteration) as error:
-            # E.g. a checkpoint or event file write failing with EFBIG, which
-            # TensorFlow reports as OutOfRangeError: not the end of the data.
-            raise RuntimeError(
-                f"{type(hook).__name__}.after_run() failed with {type(error).__name__}: "
-                f"{error}. An error of a hook is not the end of the input data: training "
-                "stops with this error."
-            ) from error
-
-    def _call_before_run(
-        self,
-        run_context: SessionRunContext,
-        user_feeds: Any,
-        options: Any,
-        chosen: frozenset[int] | None = None,
-    ) -> tuple[dict[Any, Any], Any, Any, dict[Any, str]]:
-        """Collects the hooks' requests: fetches per hook, merged feeds and options.
-
-        Also returns which hook fed each key, for the runner's error messages.
-        """
-        hook_fetches: dict[Any, Any] = {}
-        hook_feeds: dict[Any, Any] = {}
-        feed_owners: dict[Any, str] = {}
-        merged_options = None
-        for hook in _only(self._before_hooks, chosen):
-            request = hook.before_run(run_context)
-            if request is None:
-                continue
-            if type(request) is not SessionRunArgs and not _is_run_args(request):
-                raise TypeError(
-                    f"{type(hook).__name__}.before_run() returned {request!r}; "
-                    "expected a SessionRunArgs or None."
-                )
-            fetches, feeds, request_options = request
-            if fetches is not None:
-                hook_fetches[hook] = fetches
-            if feeds:
-                _raise_if_feeds_intersect(hook_feeds, feeds, "Same tensor is fed by two hooks.")
-                hook_feeds.update(feeds)
-                feed_owners.update(dict.fromkeys(feeds, type(hook).__name__))
-            if request_options:
-                # Like TensorFlow, merge into the caller's options when given.
-                if merged_options is None:
-                    merged_options = tf.compat.v1.RunOptions() if options is None else options
-                _merge_run_options(merged_options, request_options)
-        feeds = self._merge_feeds(user_feeds, hook_feeds)
-        return hook_fetches, feeds, merged_options or options, feed_owners
-
-    @staticmethod
-    def _merge_feeds(user_feeds: Any, hook_feeds: dict[Any, Any]) -> Any:
-        if not hook_feeds:
-            return user_feeds
-        if not user_feeds:
-            return hook_feeds
-        _raise_if_feeds_intersect(
-            user_feeds, hook_feeds, "Same tensor is fed by a SessionRunHook and user."
-        )
-        hook_feeds.update(user_feeds)
-        return hook_feeds
+        self._dispatcher.after_run(run_context, hook_results, run_options, metadata, chosen)

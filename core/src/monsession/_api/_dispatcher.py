@@ -1,0 +1,341 @@
+"""`HookDispatcher`: the one place that calls a session's hooks.
+
+A monitored session builds one from its hook list when it is created (as
+Keras builds its `CallbackList`), and every layer, loop and service of the
+session calls the hooks through it. It sorts the hooks once by the methods
+they override (`hook_overrides`), so a hook that overrides neither
+`before_run` nor `after_run` costs nothing per step, and it names the
+hooks whose state is saved beside checkpoints. The per-step calls are plain
+loops over lists built here, in the hooks' order (pluggy never runs them).
+
+Nothing here imports TensorFlow until a hook asks for run options or an
+`after_run` raises.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from monsession._api._hook_api import (
+    NextAction,
+    SessionRunArgs,
+    SessionRunContext,
+    SessionRunHook,
+    SessionRunValues,
+    hook_overrides,
+)
+
+logger = logging.getLogger("monsession")
+
+
+def _name(hook: Any) -> str:
+    return type(hook).__name__
+
+
+def _only(hooks: tuple[Any, ...], chosen: frozenset[int] | None) -> tuple[Any, ...]:
+    """`hooks`, or those of them whose ids are `chosen`."""
+    return hooks if chosen is None else tuple(hook for hook in hooks if id(hook) in chosen)
+
+
+def _is_run_args(value: Any) -> bool:
+    """Accepts ours and `tf.compat.v1.train.SessionRunArgs` (same fields)."""
+    return isinstance(value, tuple) and getattr(type(value), "_fields", None) == (
+        SessionRunArgs._fields
+    )
+
+
+def _raise_if_feeds_intersect(feeds1: Any, feeds2: Any, message: str) -> None:
+    conflicts = set(feeds1) & set(feeds2)
+    if conflicts:
+        raise RuntimeError(f"{message} Conflict(s): {list(conflicts)}")
+
+
+def _merge_run_options(options: Any, incoming: Any) -> None:
+    """Merges `incoming` into `options`: numbers take the larger, flags OR."""
+    options.trace_level = max(options.trace_level, incoming.trace_level)
+    options.timeout_in_ms = max(options.timeout_in_ms, incoming.timeout_in_ms)
+    options.inter_op_thread_pool = max(options.inter_op_thread_pool, incoming.inter_op_thread_pool)
+    options.output_partition_graphs = (
+        options.output_partition_graphs or incoming.output_partition_graphs
+    )
+    options.debug_options.debug_tensor_watch_opts.extend(
+        incoming.debug_options.debug_tensor_watch_opts
+    )
+    options.debug_options.reset_disk_byte_usage = (
+        options.debug_options.reset_disk_byte_usage or incoming.debug_options.reset_disk_byte_usage
+    )
+    options.report_tensor_allocations_upon_oom = (
+        options.report_tensor_allocations_upon_oom or incoming.report_tensor_allocations_upon_oom
+    )
+
+
+def _new_run_options() -> Any:
+    import tensorflow as tf
+
+    return tf.compat.v1.RunOptions()
+
+
+def _ends_the_data(error: BaseException) -> bool:
+    """Whether `error` is an `OutOfRangeError` or `StopIteration` (the end of the input data)."""
+    if isinstance(error, StopIteration):
+        return True
+    import tensorflow as tf
+
+    return isinstance(error, tf.errors.OutOfRangeError)
+
+
+def _state_key(hook: Any) -> Any:
+    """`hook.state_key`; `None` for a hook of no monsession base that declares none."""
+    if isinstance(hook, SessionRunHook):
+        return hook.state_key
+    return getattr(hook, "state_key", None)
+
+
+def _keyed_states(hooks: Iterable[Any], owner: str) -> dict[str, Any]:
+    """The hooks with state (`state_dict` and `load_state_dict` their own), by key."""
+    keyed: dict[str, Any] = {}
+    counts: dict[str, int] = {}
+    for hook in hooks:
+        if not (hook_overrides(hook, "state_dict") and hook_overrides(hook, "load_state_dict")):
+            continue
+        key = _state_key(hook)
+        if key is None:
+            name = _name(hook)
+            key = f"{name}[{counts.get(name, 0)}]"
+            counts[name] = counts.get(name, 0) + 1
+        elif not isinstance(key, str) or not key:
+            raise TypeError(
+                f"{owner}: {_name(hook)}.state_key must be a non-empty string "
+                f"naming the hook's saved state, got {key!r}."
+            )
+        if key in keyed:
+            raise ValueError(
+                f"{owner}: {_name(hook)} and {_name(keyed[key])} "
+                f"both save their state under the key {key!r}; give one of them another "
+                "state_key."
+            )
+        keyed[key] = hook
+    return keyed
+
+
+class HookDispatcher:
+    """Calls every method of one session's hooks, in the hooks' order.
+
+    Built once per session; the hook list does not change afterwards. Each
+    method is called only on the hooks that override it (`hook_overrides`),
+    except the five of TensorFlow's API other than the per-step pair, which
+    every hook has and which are called on every hook, as TensorFlow does.
+
+    Args:
+      hooks: The session's hooks, in order.
+      owner: The session's class name (or the driver's), for messages.
+
+    Raises:
+      TypeError: If a stateful hook's `state_key` is not a non-empty string.
+      ValueError: If two stateful hooks have the same key.
+    """
+
+    def __init__(self, hooks: Iterable[Any], owner: str = "MonitoredSession") -> None:
+        self.hooks = tuple(hooks)
+        self.before_run_hooks = self._overriding("before_run")
+        self.after_run_hooks = self._overriding("after_run")
+        before, after = set(map(id, self.before_run_hooks)), set(map(id, self.after_run_hooks))
+        # Hooks that run per step, and of them those that plan ahead (`next_action`).
+        self.per_step = tuple(h for h in self.hooks if id(h) in before or id(h) in after)
+        self.planning = tuple(h for h in self.per_step if hook_overrides(h, "next_action"))
+        self.every_step = tuple(h for h in self.per_step if not hook_overrides(h, "next_action"))
+        self._ending = self._overriding("end")
+        self._failing = self._overriding("on_failure")
+        self._epoch_beginning = self._overriding("epoch_begin")
+        self._epoch_ending = self._overriding("epoch_end")
+        self._stateful = _keyed_states(self.hooks, owner)
+
+    def _overriding(self, name: str) -> tuple[Any, ...]:
+        return tuple(hook for hook in self.hooks if hook_overrides(hook, name))
+
+    @property
+    def has_end_work(self) -> bool:
+        """Whether some hook overrides `end()` (has work to do at a clean stop)."""
+        return bool(self._ending)
+
+    def begin(self) -> None:
+        """Calls every hook's `begin()`."""
+        for hook in self.hooks:
+            hook.begin()
+
+    def after_create_session(self, session: Any, coord: Any) -> None:
+        """Calls every hook's `after_create_session(session, coord)`."""
+        for hook in self.hooks:
+            hook.after_create_session(session, coord)
+
+    def before_run(
+        self,
+        run_context: SessionRunContext,
+        user_feeds: Any,
+        options: Any,
+        chosen: frozenset[int] | None = None,
+    ) -> tuple[dict[Any, Any], Any, Any, dict[Any, str]]:
+        """Calls `before_run` and merges the hooks' requests.
+
+        Args:
+          run_context: The context of the coming run.
+          user_feeds: The caller's `feed_dict`.
+          options: The caller's run options, or `None`.
+          chosen: The ids of the hooks of this call (`HookSelection`), or `None`: all.
+
+        Returns:
+          The fetches of each hook, the merged feeds, the merged options, and
+          which hook fed each key (for the runner's error messages).
+
+        Raises:
+          TypeError: If a hook returns something other than `SessionRunArgs` or `None`.
+          RuntimeError: If two hooks, or a hook and the caller, feed the same key.
+        """
+        hook_fetches: dict[Any, Any] = {}
+        hook_feeds: dict[Any, Any] = {}
+        feed_owners: dict[Any, str] = {}
+        merged_options = None
+        for hook in _only(self.before_run_hooks, chosen):
+            request = hook.before_run(run_context)
+            if request is None:
+                continue
+            if type(request) is not SessionRunArgs and not _is_run_args(request):
+                raise TypeError(
+                    f"{_name(hook)}.before_run() returned {request!r}; "
+                    "expected a SessionRunArgs or None."
+                )
+            fetches, feeds, request_options = request
+            if fetches is not None:
+                hook_fetches[hook] = fetches
+            if feeds:
+                _raise_if_feeds_intersect(hook_feeds, feeds, "Same tensor is fed by two hooks.")
+                hook_feeds.update(feeds)
+                feed_owners.update(dict.fromkeys(feeds, _name(hook)))
+            if request_options:
+                # Like TensorFlow, merge into the caller's options when given.
+                if merged_options is None:
+                    merged_options = _new_run_options() if options is None else options
+                _merge_run_options(merged_options, request_options)
+        feeds = _merge_feeds(user_feeds, hook_feeds)
+        return hook_fetches, feeds, merged_options or options, feed_owners
+
+    def after_run(
+        self,
+        run_context: SessionRunContext,
+        hook_results: Mapping[Any, Any],
+        run_options: Any,
+        run_metadata: Any,
+        chosen: frozenset[int] | None = None,
+    ) -> None:
+        """Calls `after_run` with each hook's results (`None` for a hook that asked for none).
+
+        Raises:
+          RuntimeError: If a hook raises `OutOfRangeError` or `StopIteration`,
+            which must not pass for the end of the input data.
+        """
+        no_results = SessionRunValues(None, run_options, run_metadata)
+        hook = None
+        try:
+            for hook in _only(self.after_run_hooks, chosen):
+                if hook in hook_results:
+                    hook.after_run(
+                        run_context, SessionRunValues(hook_results[hook], run_options, run_metadata)
+                    )
+                else:
+                    hook.after_run(run_context, no_results)
+        except Exception as error:
+            if not _ends_the_data(error):
+                raise
+            # E.g. a checkpoint or event file write failing with EFBIG, which
+            # TensorFlow reports as OutOfRangeError: not the end of the data.
+            raise RuntimeError(
+                f"{_name(hook)}.after_run() failed with {type(error).__name__}: "
+                f"{error}. An error of a hook is not the end of the input data: training "
+                "stops with this error."
+            ) from error
+
+    def end(self, session: Any) -> None:
+        """Calls every hook's `end(session)`."""
+        for hook in self.hooks:
+            hook.end(session)
+
+    def on_failure(self, session: Any, error: BaseException) -> None:
+        """Calls `on_failure(session, error)` of the hooks that override it, in order.
+
+        What one raises is logged, and the next hook is called.
+        """
+        for hook in self._failing:
+            try:
+                hook.on_failure(session, error)
+            except Exception:
+                logger.exception(
+                    "%s.on_failure() raised; the session's own error (%s: %s) propagates.",
+                    _name(hook),
+                    type(error).__name__,
+                    error,
+                )
+
+    def next_actions(self, global_step: int) -> list[NextAction]:
+        """Asks each hook that plans ahead when it next acts (`next_action`).
+
+        Raises:
+          TypeError: If a hook returns something other than a `NextAction`.
+        """
+        actions = []
+        for hook in self.planning:
+            action = hook.next_action(global_step)
+            if not isinstance(action, NextAction):
+                raise TypeError(
+                    f"{_name(hook)}.next_action() returned {action!r}; expected a "
+                    "monsession.NextAction."
+                )
+            actions.append(action)
+        return actions
+
+    def epoch_begin(self, epoch: int) -> None:
+        """Calls `epoch_begin(epoch)` of the hooks that override it."""
+        for hook in self._epoch_beginning:
+            hook.epoch_begin(epoch)
+
+    def epoch_end(self, epoch: int) -> bool:
+        """Calls `epoch_end(epoch)` of the hooks that override it; whether one returned True."""
+        stop = False
+        for hook in self._epoch_ending:
+            stop = hook.epoch_end(epoch) is True or stop
+        return stop
+
+    @property
+    def state_keys(self) -> list[str]:
+        """The keys of the hooks whose state is saved, in the hooks' order.
+
+        A hook's key is its `state_key` when it has one, else its class name
+        and its index among the stateful hooks of that class:
+        ``"StepCounterHook[0]"``.
+        """
+        return list(self._stateful)
+
+    def state_owner(self, key: str) -> str:
+        """The class name of the hook whose state is saved under `key`."""
+        return _name(self._stateful[key])
+
+    def state_dict(self, key: str) -> Any:
+        """`state_dict()` of the hook whose state is saved under `key`."""
+        return self._stateful[key].state_dict()
+
+    def load_state_dict(self, key: str, state: Any) -> None:
+        """`load_state_dict(state)` of the hook whose state is saved under `key`."""
+        self._stateful[key].load_state_dict(state)
+
+
+def _merge_feeds(user_feeds: Any, hook_feeds: dict[Any, Any]) -> Any:
+    if not hook_feeds:
+        return user_feeds
+    if not user_feeds:
+        return hook_feeds
+    _raise_if_feeds_intersect(
+        user_feeds, hook_feeds, "Same tensor is fed by a SessionRunHook and user."
+    )
+    hook_feeds.update(user_feeds)
+    return hook_feeds
