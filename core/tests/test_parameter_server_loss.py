@@ -2,8 +2,8 @@
 server is not retried: its variables are gone, the whole job must restart.
 
 The real failure (a parameter server SIGKILLed under a running coordinator)
-is tested in examples/distributed/tests/test_parameter_server_failure.py; the
-messages here are the ones TensorFlow 2.21 gave there.
+is the cluster matrix's `pss` x `ps-kill` cells (examples/distributed/tests/
+cluster_matrix); the messages here are the ones TensorFlow 2.21 gave there.
 """
 
 import logging
