@@ -331,7 +331,7 @@ class EpochEnds(Calls):
 
 @pytest.mark.parametrize(("setting", "host_pulls"), [("auto", 1), (1, 12)])
 def test_epochs_steps_with_hooks_pull_inside_the_step_when_fusing(monkeypatch, setting, host_pulls):
-    from monsession._backends._epochs import Epochs
+    from monsession._loops._epochs import Epochs
 
     pulls = []
     pull = Epochs._pull

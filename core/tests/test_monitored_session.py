@@ -107,10 +107,10 @@ def test_same_fetch_structure_is_prepared_once(ops):
         assert isinstance(hooked, _HookedSession)
         for _ in range(5):
             sess.run(total)
-        assert len(hooked._backend._runner._callables) == 1
+        assert len(hooked.backend._runner._callables) == 1
         hook.request = monsession.SessionRunArgs({"a": a, "b": b})
         sess.run(total)
-        assert len(hooked._backend._runner._callables) == 2
+        assert len(hooked.backend._runner._callables) == 2
         assert hook.values[-1].results == {"a": 1.0, "b": 2.0}
 
 

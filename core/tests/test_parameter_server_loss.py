@@ -93,7 +93,8 @@ def test_inside_parameter_server_strategy_every_creators_policy_gets_the_rule():
         import tensorflow as tf
         import monsession
         from monsession._durability._preemption_errors import why_not_retried
-        from monsession._durability._retry import RetryPolicy, policy_for
+        from monsession._durability._retry import RetryPolicy
+        from monsession._session._session_creators import retry_policy_of as policy_for
 
         def free_port():
             with socket.socket() as sock:
@@ -133,7 +134,7 @@ class LostParameterServerCreator(monsession.SessionCreator):
     def __init__(self, messages, policy):
         self.messages = list(messages)
         self.calls = 0
-        self._retry_policy = policy
+        self.retry_policy = policy
 
     def create_session(self):
         self.calls += 1

@@ -7,7 +7,8 @@ import pytest
 import tensorflow as tf
 
 import monsession
-from monsession._durability._retry import MAX_ATTEMPTS, RetryPolicy, policy_for
+from monsession._durability._retry import MAX_ATTEMPTS, RetryPolicy
+from monsession._session._session_creators import retry_policy_of
 
 
 class FlakyCreator(monsession.SessionCreator):
@@ -19,7 +20,7 @@ class FlakyCreator(monsession.SessionCreator):
         self.calls = []
         self.inner = inner or monsession.ChiefSessionCreator()
         if policy is not None:
-            self._retry_policy = policy
+            self.retry_policy = policy
 
     def create_session(self):
         self.calls.append(time.monotonic())
@@ -73,11 +74,15 @@ def test_creation_gives_up_once_failures_outlast_max_wait_secs():
 
 
 def test_the_default_policy_is_bounded_by_the_creators_max_wait_secs():
-    assert policy_for(monsession.ChiefSessionCreator()) == RetryPolicy()
+    assert retry_policy_of(monsession.ChiefSessionCreator()) == RetryPolicy()
     assert RetryPolicy().max_attempts == MAX_ATTEMPTS == 10
     worker = monsession.WorkerSessionCreator(max_wait_secs=42)
-    assert policy_for(worker).deadline_secs == 42
-    assert policy_for(FlakyCreator(0, policy=FAST)) is FAST
+    assert worker.retry_policy.deadline_secs == 42
+    assert retry_policy_of(worker).deadline_secs == 42
+    assert retry_policy_of(FlakyCreator(0, policy=FAST)) is FAST
+    # TensorFlow's own creators retry as the default policy says.
+    tf_worker = tf.compat.v1.train.WorkerSessionCreator(max_wait_secs=42)
+    assert retry_policy_of(tf_worker) == RetryPolicy()
 
 
 def test_a_step_that_runs_ends_the_streak_of_failures():

@@ -1,8 +1,8 @@
 """What the monitored session offers the rest of core: close callbacks, its hooks, its steps.
 
 `MonitoredTrainingSession` releases its directory lock through
-`call_on_close`, and `Epochs.run` runs its batches through `call_bound`
-with the session's `hooks`: these are the session's own methods, not its
+`call_on_close`, and `Epochs.run` runs its batches through `run`
+(`LoopSession`) with the session's `dispatcher`: these are the session's own methods, not its
 private attributes.
 """
 
@@ -53,17 +53,17 @@ def test_hooks_are_the_sessions_own_in_order(graph):
     monsession.get_or_create_global_step()
     first, second = Ender([]), Ender([])
     with monsession.MonitoredSession(hooks=[first, second]) as sess:
-        assert sess.hooks == (first, second)
+        assert sess.dispatcher.hooks == (first, second)
         assert sess.recoveries == 0
 
 
 class QuickRetries(monsession.ChiefSessionCreator):
     """Re-creates the session without waiting (the policy `test_retries` uses)."""
 
-    _retry_policy = RetryPolicy(initial_backoff_secs=0.01, max_backoff_secs=0.01)
+    retry_policy = RetryPolicy(initial_backoff_secs=0.01, max_backoff_secs=0.01)
 
 
-def test_call_bound_runs_a_bound_step_and_counts_recoveries():
+def test_a_bound_step_runs_and_one_not_to_rerun_returns_none_after_a_recovery():
     """`Epochs.run`'s contract: a step not to retry returns `None` after a recovery."""
     tf.compat.v1.reset_default_graph()
     global_step = monsession.get_or_create_global_step()
@@ -79,9 +79,9 @@ def test_call_bound_runs_a_bound_step_and_counts_recoveries():
 
     try:
         with monsession.MonitoredSession(QuickRetries(), hooks=[Ender(calls)]) as sess:
-            out = sess.call_bound(BoundStep(step, (tf.constant(2, tf.int64),), {}))
+            out = sess.run(BoundStep(step, (tf.constant(2, tf.int64),), {}))
             assert int(out["step"]) == 2
-            assert sess.call_bound(BoundStep(preempted, (1,), {}, retry=False)) is None
+            assert sess.run(BoundStep(preempted, (1,), {}, retry=False)) is None
             assert sess.recoveries == 1
         assert calls == ["preempted", "end"]  # Not retried.
     finally:

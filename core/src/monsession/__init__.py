@@ -42,7 +42,7 @@ _LAZY = {
     "ChiefSessionCreator": "monsession._session._session_creators",
     "WorkerSessionCreator": "monsession._session._session_creators",
     "EagerSession": "monsession._backends._eager",
-    "Epochs": "monsession._backends._epochs",
+    "Epochs": "monsession._loops._epochs",
     "get_or_create_global_step": "monsession._api._global_step",
     "get_global_step": "monsession._api._global_step",
     "testing": "monsession.testing",
@@ -107,10 +107,10 @@ if TYPE_CHECKING:
     from monsession import hooks, plugins, testing, tf_logging
     from monsession._api._global_step import get_global_step, get_or_create_global_step
     from monsession._backends._eager import EagerSession
-    from monsession._backends._epochs import Epochs
     from monsession._distribution._distributed import is_chief
     from monsession._durability._checkpoint_files import DamagedCheckpointError
     from monsession._factory._training_session import USE_DEFAULT, MonitoredTrainingSession
+    from monsession._loops._epochs import Epochs
     from monsession._session._monitored_session import MonitoredSession, SingularMonitoredSession
     from monsession._session._scaffold import Scaffold
     from monsession._session._session_creators import (

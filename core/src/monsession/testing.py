@@ -49,7 +49,7 @@ def hooked_session(session: Any, hooks: Iterable[SessionRunHook]) -> Any:
       An object with `run(fetches, feed_dict=None, options=None,
       run_metadata=None)` and `should_stop()`.
     """
-    from monsession._session._session_layers import _HookedSession
+    from monsession._session._hooked_session import _HookedSession
 
     return _HookedSession(session, list(hooks))
 

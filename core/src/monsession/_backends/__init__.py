@@ -1,1 +1,1 @@
-"""The execution backends: graph and eager steps, fusion, the owned step and epochs."""
+"""The execution backends: graph and eager steps, fusion and the owned step."""

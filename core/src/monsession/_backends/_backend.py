@@ -12,7 +12,35 @@ hooks read through `SessionRunContext.global_step` and
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    import tensorflow as tf
+
+HookResults = dict[object, object]
+"""What each hook that asked for something got for it, by hook."""
+
+
+class StepSource:
+    """Fetches that take their input just before they run (an `Epochs` loop's steps).
+
+    The hooked session calls `bind(silent)` after the silent steps of a run
+    (see `_fusion`), before the hooks' `before_run` (or, for a quiet step,
+    without the hooks): it takes the input and returns the fetches to run.
+    Silent steps pull their input inside `fused`, a `tf.function` without
+    arguments (`None` when the step cannot be fused), at most `silent_limit`
+    of them; a quiet step only while `silent_limit` is at least 1 (the step
+    after it may still take the last input the hooks must see). A step
+    source is not run again after a preemption error: its input was taken
+    before the restore.
+    """
+
+    fused: object = None
+    silent_limit = 0
+
+    def bind(self, silent: int) -> object:
+        """The fetches to run now, `silent` steps after the ones the last bind knew of."""
+        raise NotImplementedError
 
 
 class Backend(Protocol):
@@ -37,13 +65,13 @@ class Backend(Protocol):
 
     def run(
         self,
-        fetches: Any,
-        hook_fetches: dict[Any, Any],
-        feed_dict: Any,
-        options: Any,
-        run_metadata: Any,
-        feed_owners: Mapping[Any, str],
-    ) -> tuple[Any, dict[Any, Any]]:
+        fetches: object,
+        hook_fetches: Mapping[object, object],
+        feed_dict: Mapping[object, object] | None,
+        options: tf.compat.v1.RunOptions | None,
+        run_metadata: tf.compat.v1.RunMetadata | None,
+        feed_owners: Mapping[object, str],
+    ) -> tuple[object, HookResults]:
         """Runs one step with the hooks' fetches.
 
         Args:
@@ -68,7 +96,9 @@ class Backend(Protocol):
         counted when it is scheduled (`run_silent` with `timed=False`).
         """
 
-    def fusable_step(self, fetches: Any, feed_dict: Any) -> tuple[Any, str | None, int | None]:
+    def fusable_step(
+        self, fetches: object, feed_dict: Mapping[object, object] | None
+    ) -> tuple[tf.types.experimental.PolymorphicFunction | None, str | None, int | None]:
         """The `tf.function` to fuse before `run(fetches, feed_dict)` (see `_fusion`).
 
         Returns:
@@ -80,12 +110,12 @@ class Backend(Protocol):
 
     def run_silent(
         self,
-        step: Any,
+        step: tf.types.experimental.PolymorphicFunction,
         keep: tuple[str, ...],
         max_steps: int,
         at_time: float | None,
         timed: bool = True,
-    ) -> tuple[int, Mapping[str, Any]]:
+    ) -> tuple[int, Mapping[str, tf.Tensor]]:
         """Runs up to `max_steps` silent steps of `step`, before `at_time` if given.
 
         `timed`: whether the steps also end once the call has run for its
@@ -96,41 +126,11 @@ class Backend(Protocol):
           How many ran, and the entries named by `keep`, stacked over them.
         """
 
-    def empty_run_protos(self) -> tuple[Any, Any]:
+    def empty_run_protos(self) -> tuple[tf.compat.v1.RunOptions, tf.compat.v1.RunMetadata]:
         """The empty `(RunOptions, RunMetadata)` shown to hooks that asked for none.
 
         Allocated once per backend, on first use.
         """
 
-    def new_run_metadata(self) -> Any:
+    def new_run_metadata(self) -> tf.compat.v1.RunMetadata:
         """A fresh `RunMetadata` for a run with options."""
-
-
-def prepare_graph(graph: Any) -> None:
-    """Adds what the graph backend fetches to `graph`, before it is finalized.
-
-    Called by the monitored session in graph mode, after the hooks' `begin()`.
-    """
-    from monsession._backends._graph_backend import global_step_fetch
-
-    if not graph.finalized:
-        global_step_fetch(graph)
-
-
-def make_backend(sess: Any, follow_step: bool) -> Backend:
-    """Returns the backend for `sess`: eager for an `EagerSession`, else graph.
-
-    Args:
-      sess: The session.
-      follow_step: Whether hooks are called per step (they may ask for the
-        global step on every run).
-    """
-    from monsession._backends._eager import EagerSession
-
-    if isinstance(sess, EagerSession):
-        from monsession._backends._eager_backend import EagerBackend
-
-        return EagerBackend(sess)
-    from monsession._backends._graph_backend import GraphBackend
-
-    return GraphBackend(sess, follow_step)

@@ -100,35 +100,6 @@ class BoundStep:
         return _describe(self.step)
 
 
-class PullingStep:
-    """A step that takes its input from an iterator, bound to it just before it runs.
-
-    `MonitoredSession.run` calls `bind(silent)` after the silent steps of the
-    run (see `_fusion`), before the hooks' `before_run` (or for a quiet step,
-    without the hooks): it takes the input and returns the `BoundStep` to
-    run. Silent steps pull their input inside `fused`, a `tf.function`
-    without arguments (`None` when the step cannot be fused), at most
-    `silent_limit` of them; a quiet step only while `silent_limit` is at
-    least 1 (the step after it may still take the last input the hooks must
-    see). Not retried after a preemption error, like a `BoundStep` with
-    `retry=False`.
-    """
-
-    fused: Any = None
-    silent_limit = 0
-
-    def bind(self, silent: int) -> BoundStep:
-        """The step to run now, `silent` steps after the ones the last bind knew of."""
-        raise NotImplementedError
-
-
-def retried(fetches: Any) -> bool:
-    """Whether a run of `fetches` is run again after a preemption error (see `BoundStep`)."""
-    if isinstance(fetches, PullingStep):
-        return False
-    return not isinstance(fetches, BoundStep) or fetches.retry
-
-
 def _describe(fn: Any) -> str:
     return getattr(fn, "__name__", None) or type(fn).__name__
 

@@ -32,13 +32,13 @@ from typing import Any
 import tensorflow as tf
 
 from monsession._api._global_step import get_global_step
+from monsession._backends._backend import StepSource
 from monsession._backends._called_step import check_value_run, only_values
 from monsession._backends._closure_steps import ClosureSteps, step_names
 from monsession._backends._eager import (
     _CONTAINERS,
     BoundStep,
     EagerSession,
-    PullingStep,
     _describe,
     _is_step_callable,
     _map_structure,
@@ -156,7 +156,7 @@ class EagerBackend:
         return self._in_flight
 
     def fusable_step(self, fetches: Any, feed_dict: Any) -> tuple[Any, str | None, int | None]:
-        limit = fetches.silent_limit if isinstance(fetches, PullingStep) else None
+        limit = fetches.silent_limit if isinstance(fetches, StepSource) else None
         # A scheduled closure never advances an owned global step: `_schedule_silent` does.
         owned = None if self._in_flight else self._sess.owned_global_step
         step = None if feed_dict else fusable_step(fetches, owned)

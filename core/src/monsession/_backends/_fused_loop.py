@@ -17,7 +17,8 @@ from typing import Any
 
 import tensorflow as tf
 
-from monsession._backends._eager import BoundStep, PullingStep
+from monsession._backends._backend import StepSource
+from monsession._backends._eager import BoundStep
 from monsession._backends._owned_step import advancing
 from monsession._backends._per_replica import is_per_replica, replica_value
 from monsession._tf_compat import local_replica_values
@@ -47,7 +48,7 @@ def _fusable(fetches: Any) -> Any:
     """
     if isinstance(fetches, BoundStep) and not (fetches.args or fetches.kwargs):
         fetches = fetches.step  # sess.call(step): the step itself.
-    elif isinstance(fetches, PullingStep):
+    elif isinstance(fetches, StepSource):
         fetches = fetches.fused
     step = fused_target(fetches)
     if isinstance(step, tf.types.experimental.PolymorphicFunction):

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+import logging
+from collections.abc import Callable, Mapping
 
 import tensorflow as tf
 
 from monsession import _tf_compat
-from monsession._backends._backend import prepare_graph
+from monsession._backends._backend import Backend
 from monsession._backends._fetches import resolve_graph_fetch
+from monsession._backends._graph_backend import GraphBackend, global_step_fetch
+from monsession._backends._mode import ChiefRestore, CreatedSession, Session
+from monsession._durability._checkpoint_files import report_and_repair, restore_newest
+
+logger = logging.getLogger("monsession")
 
 
 class GraphMode:
@@ -31,19 +36,53 @@ class GraphMode:
         """Graph mode: the program (or `MonitoredTrainingSession`) creates the step."""
 
     def prepare_graph(self) -> None:
-        prepare_graph(tf.compat.v1.get_default_graph())
+        graph = tf.compat.v1.get_default_graph()
+        if not graph.finalized:
+            global_step_fetch(graph)
 
-    def start_queue_runners(self, sess: Any, coord: Any) -> None:
+    def create_chief_session(self, restore: ChiefRestore) -> CreatedSession:
+        path, choice, session = restore.checkpoint_path, None, None
+        if path is None and restore.checkpoint_dir and restore.saver is not None:
+            # A restore that finds damaged data is re-run, with the next
+            # checkpoint, in a new session: no variable keeps a damaged value.
+            choice, session = restore_newest(restore.checkpoint_dir, restore.prepare)
+            path = choice.path
+        if session is None:
+            session = restore.prepare(path)
+        if choice is not None and choice.path is not None:
+            report_and_repair(choice, repair=True)
+            # As SessionManager does: the saver manages (and in time deletes)
+            # the checkpoints of the state file, now only readable ones.
+            restore.saver.recover_last_checkpoints(list(choice.readable))  # type: ignore[attr-defined]
+            logger.info("Restored checkpoint %s.", choice.path)
+        return CreatedSession(session, path if restore.saver is not None else None)
+
+    def create_worker_session(self, wait: Callable[[], Session]) -> CreatedSession:
+        return CreatedSession(wait(), None)
+
+    def make_backend(self, sess: Session, follow_step: bool) -> Backend:
+        return GraphBackend(sess, follow_step)
+
+    def start_queue_runners(self, sess: Session, coord: tf.train.Coordinator) -> None:
         if tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.QUEUE_RUNNERS):
             tf.compat.v1.train.start_queue_runners(sess=sess, coord=coord)
 
-    def check_call(self, owner: str) -> None:
+    def bind_call(
+        self,
+        owner: str,
+        step: Callable[..., object],
+        args: tuple[object, ...],
+        kwargs: Mapping[str, object],
+    ) -> object:
         raise RuntimeError(
             f"{owner}.call() runs a TF2 step function (eager mode); in graph mode use "
             "run(fetches, feed_dict)."
         )
 
-    def resolve_fetch(self, owner: str, argument: str, target: Any) -> Any:
+    def reruns_after_recovery(self, fetches: object) -> bool:
+        return True
+
+    def resolve_fetch(self, owner: str, argument: str, target: object) -> object:
         return resolve_graph_fetch(owner, argument, target)
 
 

@@ -9,10 +9,64 @@ and restoring the session, fusing steps) is a member of the
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Protocol
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 import tensorflow as tf
+
+if TYPE_CHECKING:
+    from monsession._backends._backend import Backend
+
+
+class Session(Protocol):
+    """A raw session: a `tf.compat.v1.Session` (graph) or an `EagerSession` (eager)."""
+
+    @property
+    def graph(self) -> tf.Graph | None:
+        """The session's graph; `None` in eager mode."""
+
+    @property
+    def sess_str(self) -> str:
+        """The master it is connected to (graph mode)."""
+
+    def run(
+        self,
+        fetches: object,
+        feed_dict: Mapping[object, object] | None = None,
+        options: tf.compat.v1.RunOptions | None = None,
+        run_metadata: tf.compat.v1.RunMetadata | None = None,
+    ) -> object:
+        """Runs `fetches` (graph) or calls the step (eager)."""
+
+    def close(self) -> None:
+        """Closes the session."""
+
+
+class CreatedSession(NamedTuple):
+    """A new raw session and the checkpoint it was restored from (`None`: none)."""
+
+    session: Session
+    restored_from: str | None
+
+
+class ChiefRestore(NamedTuple):
+    """What the chief's session is created from (see `ChiefSessionCreator`).
+
+    Args:
+      saver: The scaffold's saver (graph) or `tf.train.Checkpoint` /
+        `CheckpointManager` (eager), or `None`.
+      init_fn: The scaffold's `init_fn(session)`, or `None`.
+      checkpoint_dir: Directory whose newest readable checkpoint is restored.
+      checkpoint_path: A checkpoint to restore instead.
+      prepare: Graph mode: a new session with the checkpoint at the given
+        path restored, or the model initialized when `None`.
+    """
+
+    saver: object
+    init_fn: Callable[[Session], None] | None
+    checkpoint_dir: str | None
+    checkpoint_path: str | None
+    prepare: Callable[[str | None], Session]
 
 
 class Mode(Protocol):
@@ -36,13 +90,35 @@ class Mode(Protocol):
     def prepare_graph(self) -> None:
         """Adds what the backend fetches to the graph, after the hooks' `begin()`."""
 
-    def start_queue_runners(self, sess: Any, coord: Any) -> None:
+    def create_chief_session(self, restore: ChiefRestore) -> CreatedSession:
+        """The chief's session: the newest readable checkpoint restored, or initialized."""
+
+    def create_worker_session(self, wait: Callable[[], Session]) -> CreatedSession:
+        """A worker's session; graph mode: `wait()`, which waits for the chief's model."""
+
+    def make_backend(self, sess: Session, follow_step: bool) -> Backend:
+        """The backend that runs the steps of `sess` (see `_backend.Backend`).
+
+        `follow_step`: whether hooks are called per step (they may ask for
+        the global step on every run).
+        """
+
+    def start_queue_runners(self, sess: Session, coord: tf.train.Coordinator) -> None:
         """Starts the graph's queue runners, if any, under `coord`."""
 
-    def check_call(self, owner: str) -> None:
-        """Raises unless `owner.call(step)` (a TF2 step function) can run in this mode."""
+    def bind_call(
+        self,
+        owner: str,
+        step: Callable[..., object],
+        args: tuple[object, ...],
+        kwargs: Mapping[str, object],
+    ) -> object:
+        """The fetches of `owner.call(step, *args, **kwargs)`; raises in graph mode."""
 
-    def resolve_fetch(self, owner: str, argument: str, target: Any) -> Any:
+    def reruns_after_recovery(self, fetches: object) -> bool:
+        """Whether a run of `fetches` runs again once a preemption error re-created the session."""
+
+    def resolve_fetch(self, owner: str, argument: str, target: object) -> object:
         """What a hook fetches for `target` (see `monsession.plugins.resolve_fetch`)."""
 
 
@@ -57,7 +133,7 @@ def current_mode() -> Mode:
     return GRAPH
 
 
-def resolve_fetch(owner: str, argument: str, target: Any) -> Any:
+def resolve_fetch(owner: str, argument: str, target: object) -> object:
     """Returns what a hook fetches for `target`, checked for the current mode.
 
     Graph mode (call it in `begin()`, under the session's graph): a string

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from monsession._backends._eager import EagerSession
+from monsession._backends._eager_restore import create_eager_session
+from monsession._backends._mode import CreatedSession, Session
 from monsession._distribution._peers import peer_failure_reason, wait_for_workers
 from monsession._durability._retry import RetryPolicy
 from monsession._session._scaffold import Scaffold
-from monsession._session._session_creators import SessionCreator, create_eager_session
+from monsession._session._session_creators import SessionCreator
 
 
 class EagerReplicaSessionCreator(SessionCreator):
@@ -41,13 +42,20 @@ class EagerReplicaSessionCreator(SessionCreator):
         self._max_wait_secs = max_wait_secs
         if strategy is not None:
             # A peer failed: collective ops in this process are aborted for good.
-            self._retry_policy = RetryPolicy(
+            self.retry_policy = RetryPolicy(
                 max_attempts=0, no_retry_reason=peer_failure_reason(strategy)
             )
+        elif max_wait_secs > 0:
+            self.retry_policy = RetryPolicy(deadline_secs=float(max_wait_secs))
 
-    def create_session(self) -> EagerSession:
+    def create_session(self) -> Session:
+        return self.create_restored().session
+
+    def create_restored(self) -> CreatedSession:
         self._scaffold.finalize()
-        session = create_eager_session(self._scaffold, self._checkpoint_dir)
+        created = create_eager_session(
+            self._scaffold.saver, self._scaffold.init_fn, self._checkpoint_dir
+        )
         if self._strategy is not None:
             wait_for_workers(self._strategy, self._max_wait_secs)
-        return session
+        return created

@@ -206,7 +206,6 @@ def _prune(directory: str, keep: str) -> None:
 
 
 _by_session: weakref.WeakKeyDictionary[Any, HookStates] = weakref.WeakKeyDictionary()
-_restored: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 
 
 def attach(session: Any, states: HookStates) -> None:
@@ -215,22 +214,6 @@ def attach(session: Any, states: HookStates) -> None:
         _by_session[session] = states
     except TypeError:
         logger.debug("%r cannot be weakly referenced: its hooks' state is not saved.", session)
-
-
-def record_restore(session: Any, prefix: str) -> None:
-    """Records that `session` was created from the checkpoint `prefix` (session creators)."""
-    try:
-        _restored[session] = prefix
-    except TypeError:
-        pass
-
-
-def restored_from(session: Any) -> str | None:
-    """The checkpoint prefix `session` was restored from, if a creator recorded one."""
-    try:
-        return _restored.get(session)
-    except TypeError:
-        return None
 
 
 def save_hook_state(session: Any, checkpoint_prefix: str) -> str | None:

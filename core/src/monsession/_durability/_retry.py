@@ -24,10 +24,9 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from monsession._durability._preemption_errors import (
-    in_current_strategy,
     lost_parameter_servers,
     why_lost_server_not_retried,
 )
@@ -69,22 +68,6 @@ class RetryPolicy:
     no_retry_reason: str = ""
     cannot_retry: Callable[[Exception], str | None] | None = None
     lost_server_secs: float | None = LOST_SERVER_SECS
-
-
-def policy_for(session_creator: Any) -> RetryPolicy:
-    """The policy of a session creator created now.
-
-    Its own, or the default bounded by its `max_wait_secs`; inside the scope
-    of a `ParameterServerStrategy`, a lost parameter server is not retried
-    (see `_preemption_errors`).
-    """
-    own = getattr(session_creator, "_retry_policy", None)
-    if isinstance(own, RetryPolicy):
-        return in_current_strategy(own)
-    max_wait_secs = getattr(session_creator, "_max_wait_secs", None)
-    if isinstance(max_wait_secs, (int, float)) and max_wait_secs > 0:
-        return in_current_strategy(RetryPolicy(deadline_secs=float(max_wait_secs)))
-    return in_current_strategy(RetryPolicy())
 
 
 class RetryBudget:

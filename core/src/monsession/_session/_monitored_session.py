@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterable
-from contextlib import ExitStack
 from typing import Any
 
 import tensorflow as tf
@@ -12,24 +11,20 @@ import tensorflow as tf
 from monsession._api._arguments import check_hooks, check_interval
 from monsession._api._dispatcher import HookDispatcher
 from monsession._api._hook_api import SessionRunHook
-from monsession._backends._eager import BoundStep
-from monsession._backends._fusion import Fusion, check_steps_per_execution
-from monsession._backends._mode import Mode, current_mode
-from monsession._backends._pending import settle
-from monsession._durability._hook_state import HookStates, attach, restored_from
-from monsession._durability._retry import policy_for
+from monsession._backends._fusion import check_steps_per_execution
+from monsession._backends._mode import Session, current_mode
+from monsession._session._hooked_session import HookSelection, _HookedSession
 from monsession._session._session_creators import (
     ChiefSessionCreator,
     SessionCreator,
     check_creator_arguments,
 )
 from monsession._session._session_layers import (
-    HookSelection,
     _CoordinatedSession,
-    _HookedSession,
     _RecoverableSession,
     _WrappedSession,
 )
+from monsession._session._session_stack import SessionStack
 from monsession._session._signal_layer import SignalLayer, StoppedOnSignalError
 from monsession._tf_compat import one_line_per_record
 
@@ -43,50 +38,6 @@ __all__ = [  # The private layers are importable from here, as in TensorFlow.
 ]
 from monsession._api._step_context import StepContext
 from monsession._api._step_context import StepContext as _StepContext
-
-
-class _CoordinatedSessionCreator(SessionCreator):
-    """Creates the raw session, starts queue runners and notifies the hooks."""
-
-    def __init__(
-        self,
-        session_creator: SessionCreator,
-        mode: Mode,
-        dispatcher: HookDispatcher,
-        stop_grace_period_secs: float,
-        fusion: Fusion | None = None,
-        hook_states: HookStates | None = None,
-        selection: HookSelection | None = None,
-    ) -> None:
-        self._session_creator = session_creator
-        self._mode = mode
-        self._dispatcher = dispatcher
-        self._stop_grace_period_secs = stop_grace_period_secs
-        self._fusion = fusion
-        self._hook_states = hook_states
-        self._selection = selection
-        self.coord: Any = None
-        self.tf_sess: Any = None
-
-    def create_session(self) -> _CoordinatedSession:
-        self.tf_sess = self._session_creator.create_session()
-        if self._hook_states is not None:
-            # Before after_create_session: a restored timer decides whether
-            # the hooks act on the first step.
-            attach(self.tf_sess, self._hook_states)
-            prefix = restored_from(self.tf_sess)
-            if prefix is not None:
-                self._hook_states.restore(prefix)
-        self.coord = tf.train.Coordinator(clean_stop_exception_types=[])
-        self._mode.start_queue_runners(self.tf_sess, self.coord)
-        self._dispatcher.after_create_session(self.tf_sess, self.coord)
-        return _CoordinatedSession(
-            _HookedSession(
-                self.tf_sess, self._dispatcher, self._fusion, self._selection, self._hook_states
-            ),
-            self.coord,
-            self._stop_grace_period_secs,
-        )
 
 
 def _check_step_fn(step_fn: Callable[..., Any]) -> None:
@@ -152,36 +103,21 @@ class _MonitoredSession:
         check_session_arguments(type(self).__name__, session_creator, stop_grace_period_secs)
         self._mode.own_global_step()  # Before the hooks' begin(), which may need it.
         self._dispatcher = HookDispatcher(self._hooks, type(self).__name__)
-        self._hook_states = HookStates(self._dispatcher)
-        self._selection = HookSelection()
         self._signals = SignalLayer(
             stop_on_signals, lambda: self._dispatcher.has_end_work, type(self).__name__
         )
         self._dispatcher.begin()
         self._mode.prepare_graph()
-        if session_creator is None:
-            session_creator = ChiefSessionCreator()
-        # Eager mode: fused steps (a cap above 1) and quiet single steps.
-        fusion = (
-            Fusion(type(self).__name__, cap, self._dispatcher) if self._mode.fuses_steps else None
-        )
-        self._fusion = fusion
-        self._coordinated_creator = _CoordinatedSessionCreator(
-            session_creator,
+        self._stack = SessionStack(
+            type(self).__name__,
             self._mode,
+            session_creator or ChiefSessionCreator(),
             self._dispatcher,
+            cap,
+            should_recover,
             stop_grace_period_secs,
-            fusion,
-            self._hook_states,
-            self._selection,
         )
-        self._sess: Any
-        if should_recover:
-            self._sess = _RecoverableSession(
-                self._coordinated_creator, policy_for(session_creator), type(self).__name__
-            )
-        else:
-            self._sess = self._coordinated_creator.create_session()
+        self._coordinated_creator = self._stack.creator  # Read by TensorFlow's tests.
         # Only now: a signal during creation (a worker may wait for hours for
         # its chief) acts at once, as without monsession.
         self._signals.install()
@@ -245,7 +181,9 @@ class _MonitoredSession:
         """
         if self._sess is None:
             self._check_open("run")
-        chosen = None if hooks is None else self._chosen_hooks(hooks)
+        chosen = (
+            None if hooks is None else HookSelection.check(type(self).__name__, hooks, self._hooks)
+        )
         if training is None:
             training = chosen is None
         elif not isinstance(training, bool):
@@ -258,7 +196,7 @@ class _MonitoredSession:
         if chosen is None and training:
             results = self._sess.run(fetches, feed_dict, options, run_metadata)
         else:
-            with self._selection.choose(chosen, training):
+            with self._stack.selection.choose(chosen, training):
                 results = self._sess.run(fetches, feed_dict, options, run_metadata)
         self._signals.after_step()
         return results
@@ -276,31 +214,7 @@ class _MonitoredSession:
         Raises:
           RuntimeError: In graph mode (use `run()`), or as `run()` raises.
         """
-        return self.call_bound(BoundStep(step, args, kwargs))
-
-    def call_bound(self, bound: BoundStep) -> Any:
-        """Runs a step bound to its arguments, as `call()` does (for `Epochs.run`)."""
-        self._mode.check_call(type(self).__name__)
-        return self.run(bound)
-
-    def _chosen_hooks(self, hooks: Any) -> list[Any]:
-        """Checks the `hooks` argument of `run()`: the session's own hook instances."""
-        where = f"{type(self).__name__}.run()"
-        if isinstance(hooks, (str, bytes)) or not hasattr(hooks, "__iter__"):
-            raise TypeError(
-                f"{where}: hooks must be an iterable of the session's hooks (or [] for none), "
-                f"got {hooks!r}."
-            )
-        chosen = list(hooks)
-        own = {id(hook) for hook in self._hooks}
-        for index, hook in enumerate(chosen):
-            if id(hook) not in own:
-                raise ValueError(
-                    f"{where}: hooks[{index}] is {hook!r}, which is not one of the hooks the "
-                    "session was created with; a call can only run some of the session's "
-                    "own hook instances (their begin() and end() belong to the session)."
-                )
-        return chosen
+        return self.run(self._mode.bind_call(type(self).__name__, step, args, kwargs))
 
     def run_step_fn(self, step_fn: Callable[[_StepContext], Any]) -> Any:
         """Runs `step_fn(step_context)`, which decides how to run the step.
@@ -349,54 +263,35 @@ class _MonitoredSession:
         if exception_type in (tf.errors.OutOfRangeError, StopIteration):
             exception_type = None
         if exception_type is not None:
-            self._notify_failure(exception_value)
+            self._stack.notify_failure(exception_value)
         self._signals.close(lambda: self._close_layers(exception_type), failed=bool(exception_type))
         return exception_type is None
-
-    def _notify_failure(self, error: BaseException) -> None:
-        """Calls `on_failure(session, error)` of the hooks that override it, in order."""
-        session = self._coordinated_creator.tf_sess
-        if self._sess is None or session is None:
-            return
-        self._dispatcher.on_failure(session, error)
 
     def _check_open(self, method: str) -> None:
         if self._sess is None:
             raise RuntimeError(f"{type(self).__name__}.{method}() called after close().")
 
-    def _close_layers(self, exception_type: Any = None) -> None:
-        """Calls the hooks' `end()` (after a clean exit), then closes every layer.
+    def _close_layers(self, exception_type: type[BaseException] | None = None) -> None:
+        """Ends the hooks and closes every layer; then unfinalizes the graph and calls back."""
+        try:
+            self._stack.close(clean=not exception_type)
+        finally:
+            self._restore_graph_finalization()
+            while self._on_close:
+                self._on_close.pop()()
 
-        Each part runs even if the one before raised; the last error propagates.
-        """
-        with ExitStack() as closing:  # Runs the callbacks last first.
-            closing.callback(self._forget_session)
-            closing.callback(self._close_session)
-            if not exception_type:
-                settle(self._coordinated_creator.tf_sess)  # Hooks end on the steps counted.
-                self._dispatcher.end(self._coordinated_creator.tf_sess)
-
-    def _close_session(self) -> None:
-        if self._sess is None:
-            raise RuntimeError("Session is already closed.")
-        self._sess.close()
-
-    def _forget_session(self) -> None:
-        """Drops the session, unfinalizes the graph, runs the `call_on_close` callbacks."""
-        self._sess = None
-        self._coordinated_creator.tf_sess = None
-        self._coordinated_creator.coord = None
-        self._restore_graph_finalization()
-        while self._on_close:
-            self._on_close.pop()()
+    @property
+    def _sess(self) -> _WrappedSession | None:
+        """The outermost layer; `None` once closed."""
+        return self._stack.outer
 
     def _is_closed(self) -> bool:
         """Whether the session is closed (for tests)."""
-        return self._coordinated_creator.tf_sess is None
+        return self._stack.raw is None
 
-    def _tf_sess(self) -> Any:
+    def _tf_sess(self) -> Session | None:
         """The raw session; using it from user code invites races."""
-        return self._coordinated_creator.tf_sess
+        return self._stack.raw
 
     @property
     def steps_per_execution(self) -> int | str:
@@ -406,12 +301,7 @@ class _MonitoredSession:
     @property
     def recoveries(self) -> int:
         """How many times a preemption error re-created the session (for `Epochs.run`)."""
-        return getattr(self._sess, "recoveries", 0)
-
-    @property
-    def hooks(self) -> tuple[Any, ...]:
-        """The session's hooks, in order."""
-        return self._dispatcher.hooks
+        return self._stack.recoveries
 
     @property
     def dispatcher(self) -> HookDispatcher:
@@ -432,7 +322,7 @@ class _MonitoredSession:
         Args:
           agreement: A `StepAgreement` of the session's multi-worker strategy.
         """
-        self._signals.agree_with_workers(agreement, self._fusion)
+        self._signals.agree_with_workers(agreement, self._stack.fusion)
 
 
 class MonitoredSession(_MonitoredSession):

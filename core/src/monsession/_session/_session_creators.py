@@ -10,27 +10,42 @@ from typing import Any
 import tensorflow as tf
 
 from monsession._api._arguments import check_directory, check_interval
-from monsession._backends._eager import EagerSession
-from monsession._backends._mode import current_mode
-from monsession._backends._owned_step import add_to_checkpoint
-from monsession._durability._checkpoint_files import (
-    read_back,
-    report_and_repair,
-    restore_newest,
-)
-from monsession._durability._hook_state import record_restore
+from monsession._backends._mode import ChiefRestore, CreatedSession, Session, current_mode
+from monsession._durability._preemption_errors import in_current_strategy
+from monsession._durability._retry import RetryPolicy
 from monsession._session._scaffold import Scaffold
 
 logger = logging.getLogger("monsession")
 
 
 class SessionCreator(metaclass=abc.ABCMeta):
-    """A factory for sessions."""
+    """A factory for sessions.
+
+    A monitored session calls `create_restored()`, which by default is
+    `create_session()` restored from nothing it knows of.
+    """
+
+    retry_policy: RetryPolicy = RetryPolicy()
+    """How a monitored session retries preemption errors of this creator's sessions."""
 
     @abc.abstractmethod
-    def create_session(self) -> Any:
+    def create_session(self) -> Session:
         """Returns a ready session (graph mode) or `EagerSession` (eager mode)."""
         raise NotImplementedError(f"create_session is not implemented for {self}.")
+
+    def create_restored(self) -> CreatedSession:
+        """A ready session and the checkpoint it was restored from (`None`: none)."""
+        return CreatedSession(self.create_session(), None)
+
+
+def retry_policy_of(creator: object) -> RetryPolicy:
+    """The retry policy of `creator` (the default for TensorFlow's creators) created now.
+
+    Inside the scope of a `ParameterServerStrategy` a lost parameter server
+    is not retried (see `_preemption_errors`).
+    """
+    policy = creator.retry_policy if isinstance(creator, SessionCreator) else RetryPolicy()
+    return in_current_strategy(policy)
 
 
 def check_creator_arguments(
@@ -106,6 +121,9 @@ class _ScaffoldedCreator(SessionCreator):
         self._master = master
         self._config = config
 
+    def create_session(self) -> Session:
+        return self.create_restored().session
+
     def _get_session_manager(self) -> Any:
         if self._session_manager is None:
             self._session_manager = tf.compat.v1.train.SessionManager(
@@ -176,33 +194,17 @@ class ChiefSessionCreator(_ScaffoldedCreator):
             else os.fspath(checkpoint_filename_with_path)
         )
 
-    def create_session(self) -> Any:
+    def create_restored(self) -> CreatedSession:
         self._scaffold.finalize()
-        if current_mode().eager:
-            return create_eager_session(
-                self._scaffold,
-                self._checkpoint_dir,
-                self._checkpoint_filename_with_path,
-                repair_state_file=True,
+        return current_mode().create_chief_session(
+            ChiefRestore(
+                saver=self._scaffold.saver,
+                init_fn=self._scaffold.init_fn,
+                checkpoint_dir=self._checkpoint_dir,
+                checkpoint_path=self._checkpoint_filename_with_path,
+                prepare=self._prepare_session,
             )
-        path = self._checkpoint_filename_with_path
-        choice = session = None
-        if path is None and self._checkpoint_dir and self._scaffold.saver is not None:
-            # A restore that finds damaged data is re-run, with the next
-            # checkpoint, in a new session: no variable keeps a damaged value.
-            choice, session = restore_newest(self._checkpoint_dir, self._prepare_session)
-            path = choice.path
-        if session is None:
-            session = self._prepare_session(path)
-        if path is not None and self._scaffold.saver is not None:
-            record_restore(session, path)
-        if choice is not None and choice.path is not None:
-            report_and_repair(choice, repair=True)
-            # As SessionManager does: the saver manages (and in time deletes)
-            # the checkpoints of the state file, now only readable ones.
-            self._scaffold.saver.recover_last_checkpoints(list(choice.readable))
-            logger.info("Restored checkpoint %s.", choice.path)
-        return session
+        )
 
     def _prepare_session(self, path: str | None) -> Any:
         """A new session: `path` restored, or the model initialized when `None`."""
@@ -253,99 +255,13 @@ class WorkerSessionCreator(_ScaffoldedCreator):
         )
         super().__init__(scaffold, master, config)
         self._max_wait_secs = max_wait_secs
+        if max_wait_secs > 0:
+            self.retry_policy = RetryPolicy(deadline_secs=float(max_wait_secs))
 
-    def create_session(self) -> Any:
+    def create_restored(self) -> CreatedSession:
         self._scaffold.finalize()
-        if current_mode().eager:
-            return EagerSession()
-        return self._get_session_manager().wait_for_session(
-            self._master, config=self._config, max_wait_secs=self._max_wait_secs
-        )
-
-
-def create_eager_session(
-    scaffold: Scaffold,
-    checkpoint_dir: str | None,
-    checkpoint_path: str | None = None,
-    repair_state_file: bool = False,
-) -> EagerSession:
-    """An `EagerSession` whose state is restored, or initialized by `scaffold.init_fn`.
-
-    `repair_state_file`: see `restore_eager_checkpoint` (the chief only).
-    """
-    session = EagerSession()
-    restored = restore_eager_checkpoint(
-        scaffold.saver, checkpoint_dir, checkpoint_path, repair_state_file=repair_state_file
-    )
-    if restored is None:
-        init_fn = scaffold.init_fn
-        if init_fn is not None:
-            init_fn(session)
-    else:
-        # The chief's hooks saved their state beside the checkpoint; every worker of an
-        # eager job restores it with the chief's checkpoint (the same keys, the same schedule).
-        record_restore(session, restored)
-    return session
-
-
-def restore_eager_checkpoint(
-    saver: Any,
-    checkpoint_dir: str | None,
-    checkpoint_path: str | None = None,
-    repair_state_file: bool = False,
-) -> str | None:
-    """Restores the newest readable eager checkpoint into `saver`; returns its prefix.
-
-    Args:
-      saver: A `tf.train.Checkpoint`, a `tf.train.CheckpointManager` or `None`.
-      checkpoint_dir: Directory to take the latest checkpoint from. Defaults
-        to the manager's directory for a `CheckpointManager`.
-      checkpoint_path: A checkpoint prefix to restore instead.
-      repair_state_file: Whether to rewrite the directory's state file when
-        its latest checkpoint was damaged (the chief, which owns it).
-
-    Returns:
-      The prefix of the checkpoint restored, or `None` when there was none.
-
-    Raises:
-      ValueError: If there is a checkpoint to restore but no `tf.train.Checkpoint`
-        to restore it into.
-      DamagedCheckpointError: If `checkpoint_dir` holds checkpoint files but
-        none can be read.
-    """
-    checkpoint = saver
-    if isinstance(saver, tf.train.CheckpointManager):
-        checkpoint = saver.checkpoint
-        checkpoint_dir = checkpoint_dir or saver.directory
-    add_to_checkpoint(checkpoint)
-
-    def restore(prefix: str, whole: bool = True) -> None:
-        if not isinstance(checkpoint, tf.train.Checkpoint):
-            raise ValueError(
-                f"Found checkpoint {prefix!r} to restore, but in eager mode there is nothing to "
-                f"restore it into: Scaffold.saver is {saver!r}. Pass the state as "
-                "Scaffold(saver=tf.train.Checkpoint(model=..., optimizer=..., step=global_step))."
+        return current_mode().create_worker_session(
+            lambda: self._get_session_manager().wait_for_session(
+                self._master, config=self._config, max_wait_secs=self._max_wait_secs
             )
-        # Every existing object must match: a restore re-run after damaged
-        # data was found leaves no value of the damaged checkpoint behind.
-        status = checkpoint.restore(prefix)
-        status.assert_existing_objects_matched()
-        if whole:
-            try:
-                status.assert_consumed()
-            except AssertionError:
-                # Values for objects not created yet (e.g. an optimizer's
-                # slots) are read when they are, too late to fall back.
-                read_back(prefix)
-
-    path = checkpoint_path
-    if path:
-        restore(path, whole=False)
-    elif checkpoint_dir:
-        choice, _ = restore_newest(checkpoint_dir, restore)
-        report_and_repair(choice, repair=repair_state_file)
-        path = choice.path
-    if not path:
-        return None
-    logger.info("Restored checkpoint %s.", path)
-    return path
+        )

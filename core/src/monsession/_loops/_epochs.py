@@ -9,8 +9,10 @@ from typing import Any
 import tensorflow as tf
 
 from monsession._api._dispatcher import HookDispatcher
-from monsession._backends._eager import BoundStep, PullingStep
+from monsession._backends._backend import StepSource
+from monsession._backends._eager import BoundStep
 from monsession._backends._fused_loop import FUSED_STEP_ATTRIBUTE, fused_target
+from monsession._loops._loop_session import LoopSession
 
 _OWNER = "Epochs"
 
@@ -89,7 +91,7 @@ class Epochs(tf.Module):
         """The number of batches in one epoch."""
         return self._length
 
-    def run(self, session: Any, step: Callable[..., Any]) -> Iterator[int]:
+    def run(self, session: LoopSession, step: Callable[..., Any]) -> Iterator[int]:
         """Runs `step` on each batch with the session's hooks; yields each completed epoch.
 
         A batch that is a tuple passes as the step's positional arguments,
@@ -130,8 +132,16 @@ class Epochs(tf.Module):
 
         Yields:
           The number of each epoch that completed (0 for the first).
+
+        Raises:
+          RuntimeError: In graph mode (TF1 loops feed their batches to `run()`).
         """
-        hooks: HookDispatcher = session.dispatcher
+        if not tf.executing_eagerly():
+            raise RuntimeError(
+                f"{_OWNER}.run() runs a TF2 step function (eager mode); in graph mode feed "
+                "the batches to MonitoredSession.run(fetches, feed_dict)."
+            )
+        hooks = session.dispatcher
         progress = _Progress(self.epoch, session)
         while self._num_epochs is None or progress.epoch < self._num_epochs:
             if session.should_stop():
@@ -145,13 +155,17 @@ class Epochs(tf.Module):
                     return
 
     def _step(
-        self, session: Any, step: Callable[..., Any], hooks: HookDispatcher, progress: _Progress
+        self,
+        session: LoopSession,
+        step: Callable[..., Any],
+        hooks: HookDispatcher,
+        progress: _Progress,
     ) -> None:
         """Runs `step` on the next batch with the hooks (after silent steps, when fused)."""
         if progress.next_index == 0:
             progress.begin(hooks)  # Before the epoch's first step, a silent one too.
         pulled = _EpochStep(self, step, hooks, progress, session.steps_per_execution != 1)
-        session.call_bound(pulled)
+        session.run(pulled)
         if not progress.recovered() and pulled.ended is not None:
             progress.epoch = pulled.ended + 1
 
@@ -218,7 +232,7 @@ def _arguments(batch: Any) -> tuple[Any, ...]:
     return batch if isinstance(batch, tuple) else (batch,)
 
 
-class _EpochStep(PullingStep):
+class _EpochStep(StepSource):
     """One call of an `Epochs` loop: silent steps inside the epoch, then one with the hooks.
 
     `fuses`: whether the session fuses steps (`steps_per_execution` other
@@ -277,7 +291,7 @@ class _Progress:
     next (`completed`); an epoch begins once, at its first batch.
     """
 
-    def __init__(self, counter: Any, session: Any) -> None:
+    def __init__(self, counter: tf.Variable, session: LoopSession) -> None:
         self._counter = counter
         self._session = session
         self.epoch = int(counter.numpy())

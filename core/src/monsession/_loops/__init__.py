@@ -1,0 +1,1 @@
+"""Loops that drive a monitored session: `Epochs`."""

@@ -1,0 +1,72 @@
+"""The fusion layer: the steps on which no hook acts run before the hooked one.
+
+Eager mode with `steps_per_execution` other than 1. Each training run
+that calls all the hooks first runs its *silent* steps, fused into one call
+(`_fusion.Fusion.run_silent_steps`), then the step with the hooks; a run
+that can fuse nothing may run as a *quiet* step, without the hooks, when
+none acts on it (`Fusion.quiet`). The next run with the hooks tells them
+how many steps ran silently (`SessionRunContext.silent_steps`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import tensorflow as tf
+
+from monsession._backends._backend import StepSource
+from monsession._backends._fusion import Fusion
+from monsession._session._hooked_session import HookSelection, _HookedSession
+from monsession._session._session_layers import Feeds, _WrappedSession
+
+
+class _FusedSession(_WrappedSession):
+    """Runs the silent and quiet steps of each training run around a `_HookedSession`.
+
+    Args:
+      sess: The hooked session.
+      fusion: The session's `Fusion`, which plans and runs the silent steps.
+      selection: The session's `HookSelection`: only training calls with all
+        the hooks fuse.
+    """
+
+    def __init__(self, sess: _HookedSession, fusion: Fusion, selection: HookSelection) -> None:
+        super().__init__(sess)
+        self._hooked = sess
+        self._fusion = fusion
+        self._selection = selection
+        fusion.attach(sess.backend)
+
+    def run(
+        self,
+        fetches: object,
+        feed_dict: Feeds = None,
+        options: tf.compat.v1.RunOptions | None = None,
+        run_metadata: tf.compat.v1.RunMetadata | None = None,
+    ) -> object:
+        hooked, fusion = self._hooked, self._fusion
+        hooked.check_runnable()
+        silent: int = 0
+        kept: Mapping[str, object] | None = None
+        if self._selection.fuses():
+            silent, kept = fusion.run_silent_steps(fetches, feed_dict, hooked.backend)
+            if not silent and _may_run_quiet(fetches) and fusion.quiet(hooked.backend):
+                return hooked.run_quiet(_bound(fetches, 0), feed_dict, options, run_metadata)
+        fetches = _bound(fetches, silent)
+        # Quiet steps before this run count as silent ones for its hooks.
+        silent += fusion.take_quiet_steps()
+        return hooked.run_hooked(fetches, feed_dict, options, run_metadata, silent, kept)
+
+
+def _bound(fetches: object, silent: int) -> object:
+    """The fetches to run: a `StepSource` takes its input now, after `silent` steps."""
+    return fetches.bind(silent) if isinstance(fetches, StepSource) else fetches
+
+
+def _may_run_quiet(fetches: object) -> bool:
+    """Whether the run may skip the hooks: not when it takes an epoch's last input.
+
+    An input pulled for an epoch's last step goes to the hooks, which see
+    that step before the epoch ends.
+    """
+    return not isinstance(fetches, StepSource) or fetches.silent_limit >= 1

@@ -1,0 +1,208 @@
+"""The innermost layer of a monitored session: the hooks around each step.
+
+`_HookedSession` asks the hooks what to add to a run (`before_run`), runs
+the merged step on the session's `Backend` and hands each hook its results
+(`after_run`), all through the session's `HookDispatcher`. It never asks
+which mode it runs in: the backend (`_backend.Backend`) does the rest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Iterator, Mapping
+
+import tensorflow as tf
+
+from monsession._api._dispatcher import HookDispatcher
+from monsession._api._hook_api import SessionRunArgs, SessionRunContext, finish_run
+from monsession._backends._backend import Backend, HookResults, StepSource
+from monsession._backends._mode import Mode, Session, current_mode
+from monsession._durability._file_errors import file_error_behind
+from monsession._durability._hook_state import HookStates
+from monsession._session._session_layers import Feeds, _WrappedSession
+
+
+class HookSelection:
+    """What the current `run()` is: the hooks it calls (`None`: all), and whether it trains.
+
+    Shared by the monitored session and every `_HookedSession` it creates,
+    so a call retried after a preemption runs with the same choice.
+    """
+
+    def __init__(self) -> None:
+        self.hooks: frozenset[int] | None = None  # ids of the chosen hooks.
+        self.training = True  # Whether the call is a training step (adds one).
+
+    @staticmethod
+    def check(owner: str, hooks: object, own: Iterable[object]) -> list[object]:
+        """Checks the `hooks` argument of `owner.run()`: some of the session's own hooks."""
+        where = f"{owner}.run()"
+        if isinstance(hooks, (str, bytes)) or not isinstance(hooks, Iterable):
+            raise TypeError(
+                f"{where}: hooks must be an iterable of the session's hooks (or [] for none), "
+                f"got {hooks!r}."
+            )
+        chosen = list(hooks)
+        own_ids = {id(hook) for hook in own}
+        for index, hook in enumerate(chosen):
+            if id(hook) not in own_ids:
+                raise ValueError(
+                    f"{where}: hooks[{index}] is {hook!r}, which is not one of the hooks the "
+                    "session was created with; a call can only run some of the session's "
+                    "own hook instances (their begin() and end() belong to the session)."
+                )
+        return chosen
+
+    @contextlib.contextmanager
+    def choose(self, hooks: Iterable[object] | None, training: bool) -> Iterator[None]:
+        """Within the block, runs call only `hooks` (all when `None`), as training steps or not."""
+        previous = self.hooks, self.training
+        self.hooks = None if hooks is None else frozenset(map(id, hooks))
+        self.training = training
+        try:
+            yield
+        finally:
+            self.hooks, self.training = previous
+
+    def fuses(self) -> bool:
+        """Whether the current call may run silent or quiet steps: all hooks, training."""
+        return self.hooks is None and self.training
+
+
+class _HookedSession(_WrappedSession):
+    """Calls the hooks around each step and merges their requests into it.
+
+    The session's `HookDispatcher` calls the hooks: only those that
+    override `before_run` (or `after_run`) are called for it, so a hook that
+    overrides neither costs nothing per step.
+
+    Args:
+      sess: A `tf.compat.v1.Session` or an `EagerSession`.
+      hooks: The session's `HookDispatcher` (or the hooks, in order, to build one).
+      selection: A `HookSelection` naming the hooks of the current call, if any.
+      hook_states: The session's `HookStates`, rewritten after a step whose
+        hooks saved a checkpoint, or `None`.
+      mode: The session's `Mode`, which makes its backend; by default the
+        current one.
+    """
+
+    def __init__(
+        self,
+        sess: Session,
+        hooks: HookDispatcher | Iterable[object],
+        selection: HookSelection | None = None,
+        hook_states: HookStates | None = None,
+        mode: Mode | None = None,
+    ) -> None:
+        super().__init__(sess)
+        self._hook_states = hook_states
+        self._selection = selection or HookSelection()
+        self._dispatcher = hooks if isinstance(hooks, HookDispatcher) else HookDispatcher(hooks)
+        self._calls_after_run = bool(self._dispatcher.after_run_hooks)
+        self._should_stop = False
+        mode = mode or current_mode()
+        self.backend: Backend = mode.make_backend(sess, bool(self._dispatcher.per_step))
+
+    def _check_stop(self) -> bool:
+        return self._should_stop
+
+    def check_runnable(self) -> None:
+        """Raises if a hook asked to stop: no run may follow."""
+        if self._should_stop or self.should_stop():
+            raise RuntimeError("Run called even after should_stop requested.")
+
+    def run(
+        self,
+        fetches: object,
+        feed_dict: Feeds = None,
+        options: tf.compat.v1.RunOptions | None = None,
+        run_metadata: tf.compat.v1.RunMetadata | None = None,
+    ) -> object:
+        self.check_runnable()
+        return self.run_hooked(fetches, feed_dict, options, run_metadata)
+
+    def run_hooked(
+        self,
+        fetches: object,
+        feed_dict: Feeds = None,
+        options: tf.compat.v1.RunOptions | None = None,
+        run_metadata: tf.compat.v1.RunMetadata | None = None,
+        silent: int = 0,
+        kept: Mapping[str, object] | None = None,
+    ) -> object:
+        """One step with the hooks, `silent` steps (with the outputs `kept`) after their last."""
+        if isinstance(fetches, StepSource):
+            fetches = fetches.bind(silent)
+        chosen, backend = self._selection.hooks, self.backend
+        backend.start_run()
+        if not self._selection.training:
+            # Not a training step (an evaluation, a second optimizer): it may
+            # not add one to the global step, which is read again when needed.
+            backend.forget_step()
+        run_context = SessionRunContext(
+            SessionRunArgs(fetches, feed_dict), self._sess, backend, silent, kept
+        )
+        hook_fetches, feed_dict, options, feed_owners = self._dispatcher.before_run(
+            run_context, feed_dict, options, chosen
+        )
+        if options is not None and run_metadata is None:
+            run_metadata = backend.new_run_metadata()
+        results, hook_results = self._run_backend(
+            fetches, hook_fetches, feed_dict, options, run_metadata, feed_owners
+        )
+        finish_run(run_context)
+        if self._calls_after_run:
+            if self._hook_states is None:
+                self._call_after_run(run_context, hook_results, options, run_metadata)
+            else:
+                with self._hook_states.after_run_calls():
+                    self._call_after_run(run_context, hook_results, options, run_metadata)
+        self._should_stop = run_context.stop_requested
+        return results
+
+    def run_quiet(
+        self,
+        fetches: object,
+        feed_dict: Feeds,
+        options: tf.compat.v1.RunOptions | None,
+        run_metadata: tf.compat.v1.RunMetadata | None,
+    ) -> object:
+        """Runs a training step on which no hook acts, without calling the hooks."""
+        self.backend.start_run()
+        return self._run_backend(fetches, {}, feed_dict, options, run_metadata, {})[0]
+
+    def _run_backend(
+        self,
+        fetches: object,
+        hook_fetches: Mapping[object, object],
+        feed_dict: Feeds,
+        options: tf.compat.v1.RunOptions | None,
+        run_metadata: tf.compat.v1.RunMetadata | None,
+        feed_owners: Mapping[object, str],
+    ) -> tuple[object, HookResults]:
+        """`Backend.run`; a file error behind an `OutOfRangeError` is raised as itself."""
+        try:
+            return self.backend.run(
+                fetches, hook_fetches, feed_dict, options, run_metadata, feed_owners
+            )
+        except tf.errors.OutOfRangeError as error:
+            file_error = file_error_behind(error)
+            if file_error is None:
+                raise  # The end of the input data.
+            raise file_error from error
+
+    def _call_after_run(
+        self,
+        run_context: SessionRunContext,
+        hook_results: HookResults,
+        options: tf.compat.v1.RunOptions | None,
+        run_metadata: tf.compat.v1.RunMetadata | None,
+    ) -> None:
+        # Hooks that asked for no options see empty protos, as in TensorFlow,
+        # allocated once per session rather than on every step.
+        empty_options, empty_metadata = self.backend.empty_run_protos()
+        run_options = empty_options if options is None else options
+        metadata = empty_metadata if run_metadata is None else run_metadata
+        self._dispatcher.after_run(
+            run_context, hook_results, run_options, metadata, self._selection.hooks
+        )
