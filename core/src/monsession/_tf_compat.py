@@ -12,6 +12,7 @@ Import this module only where TensorFlow is already needed.
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any
 
 import tensorflow as tf
@@ -177,7 +178,7 @@ def tf_logging() -> Any:
 
     Looked up at call time: TensorFlow's own hook tests patch this module's
     functions, which `tf.compat.v1.logging` holds separate references to.
-    Each lookup first applies `one_line_per_record`.
+    The first lookup applies `one_line_per_record` (once per process).
     """
     from tensorflow.python.platform import tf_logging
 
@@ -185,18 +186,36 @@ def tf_logging() -> Any:
     return tf_logging
 
 
+_LOGGER_CONFIGURED = threading.Event()
+_CONFIGURING = threading.Lock()
+
+
 def one_line_per_record() -> None:
-    """Removes the handler TensorFlow gave its logger once the root logger has one.
+    """Removes the handler TensorFlow gave its logger if the root logger has one; once per process.
 
     `tf.get_logger()` adds a stderr handler to the ``"tensorflow"`` logger
     only if the root logger has no handler yet ("this prevents double
     logging"), and decides once. A program that configures logging after
     importing TensorFlow (`logging.basicConfig()`) would print every record
     twice: through that handler, and through the root's. This makes
-    TensorFlow's rule hold whatever the order: while records reach a root
+    TensorFlow's rule hold whatever the order: if records reach a root
     handler, TensorFlow's own handler (a plain `StreamHandler` with
     `logging.BASIC_FORMAT`) goes. Handlers that a program added are kept.
+
+    Like TensorFlow, it decides once: the first call (the first monitored
+    session, or the first line a hook logs through `monsession.tf_logging`)
+    acts, later calls do nothing, so handlers a program sets up afterwards
+    are never touched.
     """
+    if _LOGGER_CONFIGURED.is_set():
+        return
+    with _CONFIGURING:
+        if not _LOGGER_CONFIGURED.is_set():
+            _remove_tensorflows_handler()
+            _LOGGER_CONFIGURED.set()
+
+
+def _remove_tensorflows_handler() -> None:
     logger = tf.get_logger()
     if not logging.getLogger().handlers or not logger.propagate:
         return
