@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from monsession._backends._eager import EagerSession
 from monsession._distribution._peers import peer_failure_reason, wait_for_workers
 from monsession._durability._retry import RetryPolicy
 from monsession._session._scaffold import Scaffold
 from monsession._session._session_creators import SessionCreator, create_eager_session
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 
 class EagerReplicaSessionCreator(SessionCreator):
@@ -32,7 +35,7 @@ class EagerReplicaSessionCreator(SessionCreator):
         self,
         scaffold: Scaffold,
         checkpoint_dir: str | None,
-        strategy: Any,
+        strategy: tf.distribute.Strategy | None,
         max_wait_secs: float,
     ) -> None:
         self._scaffold = scaffold

@@ -31,6 +31,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from monsession._api._dispatcher import HookDispatcher
+from monsession._api._hook_api import SessionRunHook
 
 logger = logging.getLogger("monsession")
 
@@ -39,7 +40,7 @@ _FORMAT = 1
 _INDEX_SUFFIX = ".index"
 
 
-def _strict_json(value: Any, where: str) -> str:
+def _strict_json(value: object, where: str) -> str:
     """`value` as JSON text; raises TypeError naming `where` for anything else."""
     try:
         return json.dumps(value, allow_nan=True, sort_keys=True)
@@ -209,7 +210,7 @@ _by_session: weakref.WeakKeyDictionary[Any, HookStates] = weakref.WeakKeyDiction
 _restored: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 
 
-def attach(session: Any, states: HookStates) -> None:
+def attach(session: object, states: HookStates) -> None:
     """Makes `states` the hook states saved for checkpoints of `session`."""
     try:
         _by_session[session] = states
@@ -217,7 +218,7 @@ def attach(session: Any, states: HookStates) -> None:
         logger.debug("%r cannot be weakly referenced: its hooks' state is not saved.", session)
 
 
-def record_restore(session: Any, prefix: str) -> None:
+def record_restore(session: object, prefix: str) -> None:
     """Records that `session` was created from the checkpoint `prefix` (session creators)."""
     try:
         _restored[session] = prefix
@@ -225,7 +226,7 @@ def record_restore(session: Any, prefix: str) -> None:
         pass
 
 
-def restored_from(session: Any) -> str | None:
+def restored_from(session: object) -> str | None:
     """The checkpoint prefix `session` was restored from, if a creator recorded one."""
     try:
         return _restored.get(session)
@@ -233,7 +234,7 @@ def restored_from(session: Any) -> str | None:
         return None
 
 
-def save_hook_state(session: Any, checkpoint_prefix: str) -> str | None:
+def save_hook_state(session: object, checkpoint_prefix: str) -> str | None:
     """Writes the state of the hooks of `session`'s monitored session beside a checkpoint.
 
     Call it just before writing the checkpoint `checkpoint_prefix` (the path
@@ -272,7 +273,7 @@ def save_hook_state(session: Any, checkpoint_prefix: str) -> str | None:
     return states.write(os.fspath(checkpoint_prefix))
 
 
-def attach_hook_state(session: Any, hooks: Iterable[Any], owner: str) -> None:
+def attach_hook_state(session: object, hooks: Iterable[SessionRunHook], owner: str) -> None:
     """Makes the stateful hooks of `hooks` the ones saved and loaded for `session`.
 
     For a driver that runs hooks outside a monitored session (e.g. the Keras
@@ -292,7 +293,7 @@ def attach_hook_state(session: Any, hooks: Iterable[Any], owner: str) -> None:
     attach(session, HookStates(HookDispatcher(hooks, owner)))
 
 
-def load_hook_state(session: Any, checkpoint_prefix: str) -> bool:
+def load_hook_state(session: object, checkpoint_prefix: str) -> bool:
     """Loads ``<checkpoint_prefix>.hooks.json`` into the hooks of `session`.
 
     What the monitored session does when it is created from a checkpoint:

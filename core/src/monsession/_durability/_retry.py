@@ -24,7 +24,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from monsession._durability._preemption_errors import (
     in_current_strategy,
@@ -71,7 +71,7 @@ class RetryPolicy:
     lost_server_secs: float | None = LOST_SERVER_SECS
 
 
-def policy_for(session_creator: Any) -> RetryPolicy:
+def policy_for(session_creator: object) -> RetryPolicy:
     """The policy of a session creator created now.
 
     Its own, or the default bounded by its `max_wait_secs`; inside the scope

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from monsession._api._hook_api import SessionRunHook
 from monsession._distribution import _strategy_training
@@ -14,6 +14,9 @@ from monsession._factory._settings import USE_DEFAULT, stop_signals
 from monsession._factory._validation import check_families_installed, warn_same_kind
 from monsession._plugins import _plugin_manager
 from monsession._plugins._hookspecs import TrainingSettings
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 from monsession._session._monitored_session import MonitoredSession
 from monsession._session._session_creators import (
     ChiefSessionCreator,
@@ -27,7 +30,7 @@ def assemble(
     hooks: list[Any] | None,
     chief_only_hooks: list[Any] | None,
     stop_grace_period_secs: float,
-    stop_on_signals: Any,
+    stop_on_signals: bool | Iterable[int] | None,
     steps_per_execution: int | str,
 ) -> MonitoredSession:
     """The chief's, a worker's, or (eager, inside a multi-worker strategy) a replica's session."""
@@ -84,12 +87,12 @@ def _worker_creator(settings: TrainingSettings) -> SessionCreator:
 
 
 def _session_in_strategy(
-    strategy: Any,
+    strategy: tf.distribute.Strategy,
     settings: TrainingSettings,
     hooks: list[Any] | None,
     chief_only_hooks: list[Any] | None,
     stop_grace_period_secs: float,
-    stop_on_signals: Any,
+    stop_on_signals: bool | Iterable[int] | None,
     steps_per_execution: int | str,
 ) -> MonitoredSession:
     """An eager session on one worker of a multi-worker strategy; the chief holds the lock."""
