@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from monsession import tf_logging
 from monsession._api._arguments import check_interval
@@ -106,7 +106,7 @@ class FeedFnHook(SessionRunHook):
       TypeError: If `feed_fn` is not callable.
     """
 
-    def __init__(self, feed_fn: Callable[[], Mapping[object, object] | None]) -> None:
+    def __init__(self, feed_fn: Callable[[], Mapping[Any, Any] | None]) -> None:
         if not callable(feed_fn):
             raise TypeError(f"FeedFnHook: feed_fn must be callable, got {feed_fn!r}.")
         self.feed_fn = feed_fn
@@ -154,7 +154,7 @@ class FinalOpsHook(SessionRunHook):
     """
 
     def __init__(
-        self, final_ops: object, final_ops_feed_dict: Mapping[object, object] | None = None
+        self, final_ops: object, final_ops_feed_dict: Mapping[Any, Any] | None = None
     ) -> None:
         _check_final_ops(final_ops)
         if final_ops_feed_dict is not None and not isinstance(final_ops_feed_dict, Mapping):
@@ -165,10 +165,10 @@ class FinalOpsHook(SessionRunHook):
             )
         self._final_ops = final_ops
         self._final_ops_feed_dict = final_ops_feed_dict
-        self._final_ops_values: object = None
+        self._final_ops_values: Any = None
 
     @property
-    def final_ops_values(self) -> object:
+    def final_ops_values(self) -> Any:
         """The values of `final_ops`, once `end()` ran."""
         return self._final_ops_values
 

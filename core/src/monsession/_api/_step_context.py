@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from monsession._api._hook_api import SessionLike
-
 
 class StepContext:
     """Control over one step inside `MonitoredSession.run_step_fn()`.
@@ -16,12 +14,12 @@ class StepContext:
       run_with_hooks_fn: Runs a step with the hooks, like `MonitoredSession.run`.
     """
 
-    def __init__(self, session: SessionLike, run_with_hooks_fn: Callable[..., Any]) -> None:
+    def __init__(self, session: Any, run_with_hooks_fn: Callable[..., Any]) -> None:
         self._session = session
         self._run_with_hooks_fn = run_with_hooks_fn
 
     @property
-    def session(self) -> SessionLike:
+    def session(self) -> Any:
         """The raw session (a `tf.compat.v1.Session`, or `EagerSession` in eager mode)."""
         return self._session
 

@@ -136,7 +136,7 @@ class _CallableStep:
     `Session._do_call`, which names the failing op as `Session.run` does.
     """
 
-    def __init__(self, sess: tf.compat.v1.Session, fetches: object) -> None:
+    def __init__(self, sess: tf.compat.v1.Session, fetches: dict[Any, Any]) -> None:
         handler = _tf_compat.fetch_handler(sess.graph, fetches)
         tensors = handler.fetches()
         options = _tf_compat.callable_options()
