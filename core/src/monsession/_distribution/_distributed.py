@@ -20,7 +20,7 @@ _WORKER_JOBS = ("chief", "worker")
 
 def _resolver_is_chief(resolver: tf.distribute.cluster_resolver.ClusterResolver | None) -> bool:
     """TensorFlow's chief rule for the task a cluster resolver names."""
-    task_type = getattr(resolver, "task_type", None) if resolver is not None else None
+    task_type = getattr(resolver, "task_type", None)
     if resolver is None or not task_type:
         return True  # Not part of a cluster: a single process is its own chief.
     if task_type == "chief":

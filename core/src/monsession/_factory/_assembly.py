@@ -14,15 +14,15 @@ from monsession._factory._settings import USE_DEFAULT, stop_signals
 from monsession._factory._validation import check_families_installed, warn_same_kind
 from monsession._plugins import _plugin_manager
 from monsession._plugins._hookspecs import TrainingSettings
-
-if TYPE_CHECKING:
-    import tensorflow as tf
 from monsession._session._monitored_session import MonitoredSession
 from monsession._session._session_creators import (
     ChiefSessionCreator,
     SessionCreator,
     WorkerSessionCreator,
 )
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 
 def assemble(
