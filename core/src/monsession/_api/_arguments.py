@@ -13,9 +13,9 @@ import numbers
 import os
 import tempfile
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal
+from typing import Literal
 
-from monsession._api._hook_api import TF_HOOK_METHOD_NAMES
+from monsession._api._hook_api import TF_HOOK_METHOD_NAMES, SessionRunHook
 
 _UNITS = {"steps": "int number of steps", "secs": "number of seconds"}
 
@@ -228,7 +228,7 @@ def _describe(value: object) -> str:
     return f"{value!r} of type {type(value).__name__}"
 
 
-def check_hooks(owner: str, name: str, hooks: Iterable[Any] | None) -> list[Any]:
+def check_hooks(owner: str, name: str, hooks: object) -> list[SessionRunHook]:
     """Returns `hooks` as a list after checking each item is a hook instance.
 
     A hook is an object with callable `begin`, `after_create_session`,

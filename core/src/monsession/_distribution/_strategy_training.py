@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from monsession._api._hook_api import SessionRunHook
 from monsession._distribution._distributed import (
@@ -127,7 +127,7 @@ def worker_hooks(
     strategy: tf.distribute.Strategy,
     settings: TrainingSettings,
     hooks: Iterable[SessionRunHook] | None,
-) -> list[Any]:
+) -> list[SessionRunHook]:
     """The hooks of a worker that is not the chief.
 
     With collective ops it takes part in the chief's saves: the checkpoint
@@ -143,7 +143,7 @@ def worker_hooks(
 def replica_session(
     strategy: tf.distribute.Strategy,
     settings: TrainingSettings,
-    hooks: list[Any],
+    hooks: list[SessionRunHook],
     stop_grace_period_secs: float,
     stop_on_signals: bool | Iterable[int] | None,
     steps_per_execution: int | str = 1,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from monsession._api._hook_api import SessionRunHook
 from monsession._distribution import _strategy_training
@@ -27,8 +27,8 @@ if TYPE_CHECKING:
 
 def assemble(
     settings: TrainingSettings,
-    hooks: list[Any] | None,
-    chief_only_hooks: list[Any] | None,
+    hooks: list[SessionRunHook] | None,
+    chief_only_hooks: list[SessionRunHook] | None,
     stop_grace_period_secs: float,
     stop_on_signals: bool | Iterable[int] | None,
     steps_per_execution: int | str,
@@ -89,8 +89,8 @@ def _worker_creator(settings: TrainingSettings) -> SessionCreator:
 def _session_in_strategy(
     strategy: tf.distribute.Strategy,
     settings: TrainingSettings,
-    hooks: list[Any] | None,
-    chief_only_hooks: list[Any] | None,
+    hooks: list[SessionRunHook] | None,
+    chief_only_hooks: list[SessionRunHook] | None,
     stop_grace_period_secs: float,
     stop_on_signals: bool | Iterable[int] | None,
     steps_per_execution: int | str,
@@ -148,7 +148,7 @@ def chief_hooks(
     settings: TrainingSettings,
     chief_only_hooks: Iterable[SessionRunHook] | None,
     hooks: Iterable[SessionRunHook] | None,
-) -> list[Any]:
+) -> list[SessionRunHook]:
     """The chief's hooks in TensorFlow's order: chief-only, defaults, the user's."""
     check_families_installed(settings)
     chief_only_hooks, hooks = list(chief_only_hooks or []), list(hooks or [])
