@@ -112,3 +112,41 @@ def test_handlers_a_program_added_to_tensorflows_logger_stay(caplog):
         assert mine in tf.get_logger().handlers
     finally:
         tf.get_logger().removeHandler(mine)
+
+
+_LATER_HANDLER_SCRIPT = """
+import logging
+
+import tensorflow as tf
+
+import monsession
+from monsession import tf_logging
+
+logger = tf.get_logger()  # No root handler yet: TensorFlow adds its own.
+logging.basicConfig(format="root: %(name)s: %(message)s")
+hooks = [monsession.StopAtStepHook(num_steps=1)]
+with monsession.MonitoredSession(hooks=hooks) as session:
+    pass
+assert logger.handlers == [], logger.handlers  # The first session removed TensorFlow's.
+mine = logging.StreamHandler()  # Set up afterwards, exactly like TensorFlow's handler.
+mine.setFormatter(logging.Formatter(logging.BASIC_FORMAT))
+logger.addHandler(mine)
+with monsession.MonitoredSession(hooks=[monsession.StopAtStepHook(num_steps=1)]) as session:
+    tf_logging.warning("a line of a %s", "hook")
+assert logger.handlers == [mine], logger.handlers
+print("kept")
+"""
+
+
+def test_logging_is_configured_once_per_process(tmp_path):
+    """A handler the program adds after the first session survives later sessions and lines."""
+    script = tmp_path / "program.py"
+    script.write_text(_LATER_HANDLER_SCRIPT, encoding="utf-8")
+    result = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["kept"]
+    lines = [line for line in result.stderr.splitlines() if line.endswith("a line of a hook")]
+    # The logger's own handler first, then the root's.
+    assert lines == ["WARNING:tensorflow:a line of a hook", "root: tensorflow: a line of a hook"]

@@ -12,9 +12,17 @@ Import this module only where TensorFlow is already needed.
 from __future__ import annotations
 
 import logging
-from typing import Any
+import threading
+import types
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import tensorflow as tf
+
+if TYPE_CHECKING:
+    import numpy as np
+    from tensorflow.core.protobuf import config_pb2
+    from tensorflow.python.client import session as tf_session
 
 # -- Graph mode: sessions ---------------------------------------------------
 
@@ -30,7 +38,7 @@ def session_base_class() -> type:
     return session.BaseSession
 
 
-def fetch_handler(graph: Any, fetches: Any) -> Any:
+def fetch_handler(graph: tf.Graph, fetches: object) -> tf_session._FetchHandler:
     """`session._FetchHandler`: TensorFlow's own reading of a fetch structure.
 
     Used once per distinct merged fetch structure so that fetches mean
@@ -42,14 +50,16 @@ def fetch_handler(graph: Any, fetches: Any) -> Any:
     return session._FetchHandler(graph, fetches, {})
 
 
-def callable_options() -> Any:
+def callable_options() -> config_pb2.CallableOptions:
     """A `CallableOptions` proto (not exported under `tf.compat.v1`)."""
     from tensorflow.core.protobuf import config_pb2
 
     return config_pb2.CallableOptions()
 
 
-def make_callable_from_options(sess: Any, options: Any) -> Any:
+def make_callable_from_options(
+    sess: tf.compat.v1.Session, options: config_pb2.CallableOptions
+) -> Callable[..., list[Any]]:
     """`Session._make_callable_from_options`: a prepared C++ step.
 
     A step through it costs 0.43x the public `Session.make_callable` for the
@@ -59,7 +69,7 @@ def make_callable_from_options(sess: Any, options: Any) -> Any:
     return sess._make_callable_from_options(options)
 
 
-def reraise_as_session_run(sess: Any, error: Exception) -> None:
+def reraise_as_session_run(sess: tf.compat.v1.Session, error: Exception) -> None:
     """Re-raises `error` the way `Session.run` does (`Session._do_call`).
 
     This names the failing op and its creation trace, as `Session.run`
@@ -72,7 +82,7 @@ def reraise_as_session_run(sess: Any, error: Exception) -> None:
     sess._do_call(fail)
 
 
-def unfinalize_graph(graph: Any) -> None:
+def unfinalize_graph(graph: tf.Graph) -> None:
     """`Graph._unsafe_unfinalize`: undoes `finalize()`, as TensorFlow's session does on close.
 
     A graph the monitored session finalized must accept new ops once the
@@ -84,7 +94,7 @@ def unfinalize_graph(graph: Any) -> None:
 # -- Graph mode: global step and init ops -------------------------------------
 
 
-def global_step_read_tensor(graph: Any = None) -> Any:
+def global_step_read_tensor(graph: tf.Graph | None = None) -> tf.Tensor | None:
     """TensorFlow's shared read tensor of the global step, created if needed.
 
     The same tensor TensorFlow's own hooks fetch (`training_util`'s
@@ -100,14 +110,14 @@ def global_step_read_tensor(graph: Any = None) -> Any:
         return training_util._get_or_create_global_step_read(graph)
 
 
-def existing_global_step_read_tensor(graph: Any) -> Any:
+def existing_global_step_read_tensor(graph: tf.Graph) -> tf.Tensor | None:
     """The read tensor of `global_step_read_tensor` if it exists, else `None`."""
     from tensorflow.python.training import training_util
 
     return training_util._get_global_step_read(graph)
 
 
-def resources_module() -> Any:
+def resources_module() -> types.ModuleType:
     """`tensorflow.python.ops.resources`: the resource collections of default init ops.
 
     No public API lists or initializes shared/local resources.
@@ -117,7 +127,7 @@ def resources_module() -> Any:
     return resources
 
 
-def checkpoint_saveables(checkpoint: Any) -> Any:
+def checkpoint_saveables(checkpoint: tf.train.Checkpoint) -> list[object]:
     """The saveable objects of a `tf.train.Checkpoint`, for a graph-mode `Saver`.
 
     No public API turns an object-based checkpoint into a `Saver` var list.
@@ -130,7 +140,9 @@ def checkpoint_saveables(checkpoint: Any) -> Any:
 # -- Summaries ------------------------------------------------------------------
 
 
-def file_writer_cache_get_or_add(logdir: str, create: Any) -> Any:
+def file_writer_cache_get_or_add(
+    logdir: str, create: Callable[[], tf.compat.v1.summary.FileWriter]
+) -> tf.compat.v1.summary.FileWriter:
     """The writer `tf.compat.v1.summary.FileWriterCache` holds for `logdir`, else `create()`'s.
 
     `FileWriterCache._lock` and `FileWriterCache._cache` (class attributes
@@ -157,7 +169,7 @@ def file_writer_cache_get_or_add(logdir: str, create: Any) -> Any:
         return writer
 
 
-def file_writer_class() -> Any:
+def file_writer_class() -> type[tf.compat.v1.summary.FileWriter]:
     """The class `tf.compat.v1.summary.FileWriterCache` builds writers with, now.
 
     `tensorflow.python.summary.writer.writer_cache.FileWriter`, looked up at
@@ -172,12 +184,12 @@ def file_writer_class() -> Any:
 # -- Logging --------------------------------------------------------------------
 
 
-def tf_logging() -> Any:
+def tf_logging() -> types.ModuleType:
     """TensorFlow's logging module, `tensorflow.python.platform.tf_logging`.
 
     Looked up at call time: TensorFlow's own hook tests patch this module's
     functions, which `tf.compat.v1.logging` holds separate references to.
-    Each lookup first applies `one_line_per_record`.
+    The first lookup applies `one_line_per_record` (once per process).
     """
     from tensorflow.python.platform import tf_logging
 
@@ -185,18 +197,36 @@ def tf_logging() -> Any:
     return tf_logging
 
 
+_LOGGER_CONFIGURED = threading.Event()
+_CONFIGURING = threading.Lock()
+
+
 def one_line_per_record() -> None:
-    """Removes the handler TensorFlow gave its logger once the root logger has one.
+    """Removes the handler TensorFlow gave its logger if the root logger has one; once per process.
 
     `tf.get_logger()` adds a stderr handler to the ``"tensorflow"`` logger
     only if the root logger has no handler yet ("this prevents double
     logging"), and decides once. A program that configures logging after
     importing TensorFlow (`logging.basicConfig()`) would print every record
     twice: through that handler, and through the root's. This makes
-    TensorFlow's rule hold whatever the order: while records reach a root
+    TensorFlow's rule hold whatever the order: if records reach a root
     handler, TensorFlow's own handler (a plain `StreamHandler` with
     `logging.BASIC_FORMAT`) goes. Handlers that a program added are kept.
+
+    Like TensorFlow, it decides once: the first call (the first monitored
+    session, or the first line a hook logs through `monsession.tf_logging`)
+    acts, later calls do nothing, so handlers a program sets up afterwards
+    are never touched.
     """
+    if _LOGGER_CONFIGURED.is_set():
+        return
+    with _CONFIGURING:
+        if not _LOGGER_CONFIGURED.is_set():
+            _remove_tensorflows_handler()
+            _LOGGER_CONFIGURED.set()
+
+
+def _remove_tensorflows_handler() -> None:
     logger = tf.get_logger()
     if not logging.getLogger().handlers or not logger.propagate:
         return
@@ -231,7 +261,7 @@ def _resource_variable_class() -> type:
 _RESOURCE_VARIABLE: Any = _resource_variable_class()
 
 
-def read_variable_to_host(variable: Any) -> Any:
+def read_variable_to_host(variable: tf.Variable) -> np.ndarray | np.generic:
     """The value of a variable as NumPy, with one `ReadVariableOp`.
 
     For a plain `ResourceVariable` (no caching device) this skips the name
@@ -247,7 +277,7 @@ def read_variable_to_host(variable: Any) -> Any:
 # -- Eager mode: per-replica values of tf.distribute --------------------------
 
 
-def local_replica_values(value: Any) -> tuple[Any, ...]:
+def local_replica_values(value: tf.distribute.DistributedValues) -> tuple[Any, ...]:
     """The values of this process's replicas in a `tf.distribute.DistributedValues`.
 
     `DistributedValues.values`: the public way,
@@ -261,7 +291,9 @@ def local_replica_values(value: Any) -> tuple[Any, ...]:
 # -- Eager mode: ParameterServerStrategy's ClusterCoordinator -----------------
 
 
-def cluster_coordinator(strategy: Any) -> Any:
+def cluster_coordinator(
+    strategy: tf.distribute.Strategy,
+) -> tf.distribute.experimental.coordinator.ClusterCoordinator | None:
     """The `ClusterCoordinator` of `strategy`, or `None` if it has none yet.
 
     `ParameterServerStrategy._cluster_coordinator`: the public constructor,
@@ -271,17 +303,19 @@ def cluster_coordinator(strategy: Any) -> Any:
     return getattr(strategy, "_cluster_coordinator", None)
 
 
-def cluster_spec_of(strategy: Any) -> Any:
+def cluster_spec_of(strategy: tf.distribute.Strategy) -> tf.train.ClusterSpec:
     """The `ClusterSpec` of a `ParameterServerStrategy`.
 
     Its public `cluster_resolver` is `None` (TensorFlow 2.21); the strategy
     keeps the resolver it was given in `_cluster_resolver`.
     """
-    resolver: Any = strategy.cluster_resolver or strategy._cluster_resolver
+    resolver = strategy.cluster_resolver or strategy._cluster_resolver
     return resolver.cluster_spec()
 
 
-def wait_for_closures(coordinator: Any, secs: float) -> bool:
+def wait_for_closures(
+    coordinator: tf.distribute.experimental.coordinator.ClusterCoordinator, secs: float
+) -> bool:
     """`coordinator.join()` that gives up after `secs`; whether every closure scheduled ran.
 
     `ClusterCoordinator.join` has no timeout. Its closure queue's `wait`

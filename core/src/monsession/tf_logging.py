@@ -59,25 +59,25 @@ _FORWARDED = frozenset({"debug", "info", "warning", "error", "log", "log_every_n
 
 if TYPE_CHECKING:
 
-    def debug(msg: str, *args: Any) -> None:
+    def debug(msg: str, *args: object) -> None:
         """Logs `msg % args` at DEBUG (`tf_logging.debug`)."""
 
-    def info(msg: str, *args: Any) -> None:
+    def info(msg: str, *args: object) -> None:
         """Logs `msg % args` at INFO (`tf_logging.info`)."""
 
-    def warning(msg: str, *args: Any) -> None:
+    def warning(msg: str, *args: object) -> None:
         """Logs `msg % args` at WARNING (`tf_logging.warning`)."""
 
-    def error(msg: str, *args: Any) -> None:
+    def error(msg: str, *args: object) -> None:
         """Logs `msg % args` at ERROR (`tf_logging.error`)."""
 
-    def log(level: int, msg: str, *args: Any) -> None:
+    def log(level: int, msg: str, *args: object) -> None:
         """Logs `msg % args` at `level`, a `logging` level (`tf_logging.log`)."""
 
-    def log_every_n(level: int, msg: str, n: int, *args: Any) -> None:
+    def log_every_n(level: int, msg: str, n: int, *args: object) -> None:
         """Logs `msg % args` at `level` once every `n` calls (TensorFlow's count)."""
 
-    def log_first_n(level: int, msg: str, n: int, *args: Any) -> None:
+    def log_first_n(level: int, msg: str, n: int, *args: object) -> None:
         """Logs `msg % args` at `level` for the first `n` calls (TensorFlow's count)."""
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import tensorflow as tf
@@ -200,8 +200,9 @@ class NanTensorHook(SessionRunHook):
             )
         if isinstance(self._loss_tensor, str) and not isinstance(fetch, str):
             # A name of a graph tensor (tensors and variables were checked at construction).
+            tensor = cast(tf.Tensor, fetch)
             monsession.plugins.check_scalar(
-                _HOOK, _ARGUMENT, f"tensor {fetch.name!r}", fetch.dtype, fetch.shape
+                _HOOK, _ARGUMENT, f"tensor {tensor.name!r}", tensor.dtype, tensor.shape
             )
         # Only eager steps return device tensors that can be kept unread.
         if self._every_n == 1 or not tf.executing_eagerly():

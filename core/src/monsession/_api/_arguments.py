@@ -13,9 +13,9 @@ import numbers
 import os
 import tempfile
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal
+from typing import Literal
 
-from monsession._api._hook_api import TF_HOOK_METHOD_NAMES
+from monsession._api._hook_api import TF_HOOK_METHOD_NAMES, SessionRunHook
 
 _UNITS = {"steps": "int number of steps", "secs": "number of seconds"}
 
@@ -27,7 +27,7 @@ def _expected(unit: Literal["steps", "secs"], allow_zero: bool) -> str:
 def check_interval(
     owner: str,
     name: str,
-    value: Any,
+    value: object,
     unit: Literal["steps", "secs"],
     *,
     allow_zero: bool = False,
@@ -68,9 +68,9 @@ def check_interval(
 def check_schedule(
     owner: str,
     steps_name: str,
-    steps: Any,
+    steps: object,
     secs_name: str,
-    secs: Any,
+    secs: object,
     *,
     allow_neither: bool = False,
     allow_zero: bool = False,
@@ -122,7 +122,7 @@ def check_schedule(
         check_interval(owner, secs_name, secs, "secs", allow_zero=allow_zero)
 
 
-def check_flag(owner: str, name: str, value: Any) -> None:
+def check_flag(owner: str, name: str, value: object) -> None:
     """Checks a yes/no argument: a `bool` (a NumPy bool, 0 or 1 too).
 
     A string is refused: ``"False"`` is true.
@@ -164,7 +164,7 @@ def _is_remote(path: str) -> bool:
     return "://" in path
 
 
-def check_directory(owner: str, name: str, path: Any, *, writable: bool = True) -> None:
+def check_directory(owner: str, name: str, path: object, *, writable: bool = True) -> None:
     """Checks a directory argument before anything is written to it (or read from it).
 
     Call it in the constructor: a path that is a file, lies under a file,
@@ -220,7 +220,7 @@ def check_directory(owner: str, name: str, path: Any, *, writable: bool = True) 
         ) from error
 
 
-def _describe(value: Any) -> str:
+def _describe(value: object) -> str:
     if value is None:
         return "None"
     if isinstance(value, type):
@@ -228,7 +228,7 @@ def _describe(value: Any) -> str:
     return f"{value!r} of type {type(value).__name__}"
 
 
-def check_hooks(owner: str, name: str, hooks: Iterable[Any] | None) -> list[Any]:
+def check_hooks(owner: str, name: str, hooks: object) -> list[SessionRunHook]:
     """Returns `hooks` as a list after checking each item is a hook instance.
 
     A hook is an object with callable `begin`, `after_create_session`,

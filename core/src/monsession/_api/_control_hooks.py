@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from monsession import tf_logging
 from monsession._api._arguments import check_interval
 from monsession._api._hook_api import (
     NextAction,
+    SessionLike,
     SessionRunArgs,
     SessionRunContext,
     SessionRunHook,
@@ -17,8 +18,11 @@ from monsession._api._hook_api import (
     as_run_context,
 )
 
+if TYPE_CHECKING:
+    import tensorflow as tf
 
-def _check_non_negative(hook: str, name: str, value: Any) -> None:
+
+def _check_non_negative(hook: str, name: str, value: object) -> None:
     if value is not None:
         check_interval(hook, name, value, "steps", allow_zero=True)
 
@@ -29,7 +33,7 @@ def _require_global_step(hook: str) -> None:
     require_global_step(hook)
 
 
-def _read_global_step(session: Any) -> int:
+def _read_global_step(session: SessionLike) -> int:
     from monsession._api._global_step import read_global_step
 
     return read_global_step(session)
@@ -70,7 +74,9 @@ class StopAtStepHook(SessionRunHook):
     def begin(self) -> None:
         _require_global_step("StopAtStepHook")
 
-    def after_create_session(self, session: Any, coord: Any) -> None:
+    def after_create_session(
+        self, session: SessionLike, coord: tf.train.Coordinator | None
+    ) -> None:
         if self._last_step is None:
             assert self._num_steps is not None
             self._last_step = _read_global_step(session) + self._num_steps
@@ -100,7 +106,7 @@ class FeedFnHook(SessionRunHook):
       TypeError: If `feed_fn` is not callable.
     """
 
-    def __init__(self, feed_fn: Callable[[], Any]) -> None:
+    def __init__(self, feed_fn: Callable[[], Mapping[Any, Any] | None]) -> None:
         if not callable(feed_fn):
             raise TypeError(f"FeedFnHook: feed_fn must be callable, got {feed_fn!r}.")
         self.feed_fn = feed_fn
@@ -109,7 +115,7 @@ class FeedFnHook(SessionRunHook):
         return SessionRunArgs(fetches=None, feed_dict=self.feed_fn())
 
 
-def _fetchable(leaf: Any) -> bool:
+def _fetchable(leaf: object) -> bool:
     """Whether `session.run` can evaluate `leaf`, in either mode."""
     if isinstance(leaf, type):
         return False
@@ -119,7 +125,7 @@ def _fetchable(leaf: Any) -> bool:
     return hasattr(leaf, "dtype") or hasattr(leaf, "graph")
 
 
-def _check_final_ops(final_ops: Any) -> None:
+def _check_final_ops(final_ops: object) -> None:
     if final_ops is None:
         return
     import tensorflow as tf
@@ -147,7 +153,9 @@ class FinalOpsHook(SessionRunHook):
         not a mapping.
     """
 
-    def __init__(self, final_ops: Any, final_ops_feed_dict: Any = None) -> None:
+    def __init__(
+        self, final_ops: object, final_ops_feed_dict: Mapping[Any, Any] | None = None
+    ) -> None:
         _check_final_ops(final_ops)
         if final_ops_feed_dict is not None and not isinstance(final_ops_feed_dict, Mapping):
             raise TypeError(
@@ -164,7 +172,7 @@ class FinalOpsHook(SessionRunHook):
         """The values of `final_ops`, once `end()` ran."""
         return self._final_ops_values
 
-    def end(self, session: Any) -> None:
+    def end(self, session: SessionLike) -> None:
         if self._final_ops is None:
             return
         from tensorflow import errors

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from monsession._api._hook_api import (
     NextAction,
+    SessionLike,
     SessionRunArgs,
     SessionRunContext,
     SessionRunHook,
@@ -27,32 +28,39 @@ from monsession._api._hook_api import (
     hook_overrides,
 )
 
+if TYPE_CHECKING:
+    import tensorflow as tf
+
 logger = logging.getLogger("monsession")
 
 
-def _name(hook: Any) -> str:
+def _name(hook: object) -> str:
     return type(hook).__name__
 
 
-def _only(hooks: tuple[Any, ...], chosen: frozenset[int] | None) -> tuple[Any, ...]:
+def _only(
+    hooks: tuple[SessionRunHook, ...], chosen: frozenset[int] | None
+) -> tuple[SessionRunHook, ...]:
     """`hooks`, or those of them whose ids are `chosen`."""
     return hooks if chosen is None else tuple(hook for hook in hooks if id(hook) in chosen)
 
 
-def _is_run_args(value: Any) -> bool:
+def _is_run_args(value: object) -> bool:
     """Accepts ours and `tf.compat.v1.train.SessionRunArgs` (same fields)."""
     return isinstance(value, tuple) and getattr(type(value), "_fields", None) == (
         SessionRunArgs._fields
     )
 
 
-def _raise_if_feeds_intersect(feeds1: Any, feeds2: Any, message: str) -> None:
+def _raise_if_feeds_intersect(
+    feeds1: Iterable[object], feeds2: Iterable[object], message: str
+) -> None:
     conflicts = set(feeds1) & set(feeds2)
     if conflicts:
         raise RuntimeError(f"{message} Conflict(s): {list(conflicts)}")
 
 
-def _merge_run_options(options: Any, incoming: Any) -> None:
+def _merge_run_options(options: tf.compat.v1.RunOptions, incoming: tf.compat.v1.RunOptions) -> None:
     """Merges `incoming` into `options`: numbers take the larger, flags OR."""
     options.trace_level = max(options.trace_level, incoming.trace_level)
     options.timeout_in_ms = max(options.timeout_in_ms, incoming.timeout_in_ms)
@@ -71,7 +79,7 @@ def _merge_run_options(options: Any, incoming: Any) -> None:
     )
 
 
-def _new_run_options() -> Any:
+def _new_run_options() -> tf.compat.v1.RunOptions:
     import tensorflow as tf
 
     return tf.compat.v1.RunOptions()
@@ -86,16 +94,16 @@ def _ends_the_data(error: BaseException) -> bool:
     return isinstance(error, tf.errors.OutOfRangeError)
 
 
-def _state_key(hook: Any) -> Any:
+def _state_key(hook: SessionRunHook) -> object:
     """`hook.state_key`; `None` for a hook of no monsession base that declares none."""
     if isinstance(hook, SessionRunHook):
         return hook.state_key
     return getattr(hook, "state_key", None)
 
 
-def _keyed_states(hooks: Iterable[Any], owner: str) -> dict[str, Any]:
+def _keyed_states(hooks: Iterable[SessionRunHook], owner: str) -> dict[str, SessionRunHook]:
     """The hooks with state (`state_dict` and `load_state_dict` their own), by key."""
-    keyed: dict[str, Any] = {}
+    keyed: dict[str, SessionRunHook] = {}
     counts: dict[str, int] = {}
     for hook in hooks:
         if not (hook_overrides(hook, "state_dict") and hook_overrides(hook, "load_state_dict")):
@@ -137,7 +145,7 @@ class HookDispatcher:
       ValueError: If two stateful hooks have the same key.
     """
 
-    def __init__(self, hooks: Iterable[Any], owner: str = "MonitoredSession") -> None:
+    def __init__(self, hooks: Iterable[SessionRunHook], owner: str = "MonitoredSession") -> None:
         self.hooks = tuple(hooks)
         self.before_run_hooks = self._overriding("before_run")
         self.after_run_hooks = self._overriding("after_run")
@@ -152,7 +160,7 @@ class HookDispatcher:
         self._epoch_ending = self._overriding("epoch_end")
         self._stateful = _keyed_states(self.hooks, owner)
 
-    def _overriding(self, name: str) -> tuple[Any, ...]:
+    def _overriding(self, name: str) -> tuple[SessionRunHook, ...]:
         return tuple(hook for hook in self.hooks if hook_overrides(hook, name))
 
     @property
@@ -165,7 +173,9 @@ class HookDispatcher:
         for hook in self.hooks:
             hook.begin()
 
-    def after_create_session(self, session: Any, coord: Any) -> None:
+    def after_create_session(
+        self, session: SessionLike, coord: tf.train.Coordinator | None
+    ) -> None:
         """Calls every hook's `after_create_session(session, coord)`."""
         for hook in self.hooks:
             hook.after_create_session(session, coord)
@@ -173,8 +183,8 @@ class HookDispatcher:
     def before_run(
         self,
         run_context: SessionRunContext,
-        user_feeds: Any,
-        options: Any,
+        user_feeds: Mapping[Any, Any] | None,
+        options: tf.compat.v1.RunOptions | None,
         chosen: frozenset[int] | None = None,
     ) -> tuple[dict[Any, Any], Any, Any, dict[Any, str]]:
         """Calls `before_run` and merges the hooks' requests.
@@ -225,8 +235,8 @@ class HookDispatcher:
         self,
         run_context: SessionRunContext,
         hook_results: Mapping[Any, Any],
-        run_options: Any,
-        run_metadata: Any,
+        run_options: tf.compat.v1.RunOptions | None,
+        run_metadata: tf.compat.v1.RunMetadata | None,
         chosen: frozenset[int] | None = None,
     ) -> None:
         """Calls `after_run` with each hook's results (`None` for a hook that asked for none).
@@ -236,7 +246,7 @@ class HookDispatcher:
             which must not pass for the end of the input data.
         """
         no_results = SessionRunValues(None, run_options, run_metadata)
-        hook = None
+        hook: SessionRunHook | None = None
         try:
             for hook in _only(self.after_run_hooks, chosen):
                 if hook in hook_results:
@@ -256,12 +266,12 @@ class HookDispatcher:
                 "stops with this error."
             ) from error
 
-    def end(self, session: Any) -> None:
+    def end(self, session: SessionLike) -> None:
         """Calls every hook's `end(session)`."""
         for hook in self.hooks:
             hook.end(session)
 
-    def on_failure(self, session: Any, error: BaseException) -> None:
+    def on_failure(self, session: SessionLike, error: BaseException) -> None:
         """Calls `on_failure(session, error)` of the hooks that override it, in order.
 
         What one raises is logged, and the next hook is called.
@@ -320,16 +330,18 @@ class HookDispatcher:
         """The class name of the hook whose state is saved under `key`."""
         return _name(self._stateful[key])
 
-    def state_dict(self, key: str) -> Any:
+    def state_dict(self, key: str) -> object:
         """`state_dict()` of the hook whose state is saved under `key`."""
         return self._stateful[key].state_dict()
 
-    def load_state_dict(self, key: str, state: Any) -> None:
+    def load_state_dict(self, key: str, state: object) -> None:
         """`load_state_dict(state)` of the hook whose state is saved under `key`."""
         self._stateful[key].load_state_dict(state)
 
 
-def _merge_feeds(user_feeds: Any, hook_feeds: dict[Any, Any]) -> Any:
+def _merge_feeds(
+    user_feeds: Mapping[Any, Any] | None, hook_feeds: dict[Any, Any]
+) -> Mapping[Any, Any] | None:
     if not hook_feeds:
         return user_feeds
     if not user_feeds:

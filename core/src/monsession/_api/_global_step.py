@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import tensorflow as tf
 
 from monsession import _tf_compat
+from monsession._api._hook_api import SessionLike
 
 
-def get_or_create_global_step(graph: Any = None) -> Any:
+def get_or_create_global_step(graph: tf.Graph | None = None) -> tf.Variable:
     """Returns the global step variable, creating it if needed.
 
     The same `int64` variable in graph mode (in `graph` or the default graph)
@@ -20,7 +19,7 @@ def get_or_create_global_step(graph: Any = None) -> Any:
     return tf.compat.v1.train.get_or_create_global_step(graph)
 
 
-def get_global_step(graph: Any = None) -> Any:
+def get_global_step(graph: tf.Graph | None = None) -> tf.Variable | None:
     """Returns the global step variable, or `None` if there is none."""
     return tf.compat.v1.train.get_global_step(graph)
 
@@ -32,7 +31,7 @@ def _missing(user: str) -> RuntimeError:
     )
 
 
-def require_global_step(user: str) -> Any:
+def require_global_step(user: str) -> tf.Variable:
     """Returns the global step variable; raises if there is none.
 
     Hooks that follow the global step call it in `begin()`, so a missing
@@ -50,7 +49,7 @@ def require_global_step(user: str) -> Any:
     return variable
 
 
-def read_global_step(session: Any) -> int:
+def read_global_step(session: SessionLike) -> int:
     """Reads the current global step through `session`, as a host integer.
 
     For `after_create_session()` and `end()`, where no run context exists;

@@ -8,9 +8,24 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, cast, runtime_checkable
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 _NOTHING_KEPT: Mapping[str, Any] = MappingProxyType({})
+
+
+class SessionLike(Protocol):
+    """The session a hook is given: an object with `run(fetches, feed_dict=None)`.
+
+    A `tf.compat.v1.Session` in graph mode (or TensorFlow's session wrappers),
+    monsession's session in eager mode; what `run` takes and returns is that
+    session's (see `MonitoredSession.run`).
+    """
+
+    def run(self, fetches: Any, feed_dict: Any = None) -> Any:
+        """Runs `fetches` (feeding `feed_dict`) and returns their values."""
 
 
 class SessionRunHook:
@@ -77,7 +92,9 @@ class SessionRunHook:
     def begin(self) -> None:
         """Called once before using the session."""
 
-    def after_create_session(self, session: Any, coord: Any) -> None:
+    def after_create_session(
+        self, session: SessionLike, coord: tf.train.Coordinator | None
+    ) -> None:
         """Called when a new session has been created.
 
         Args:
@@ -106,7 +123,7 @@ class SessionRunHook:
             fetches this hook asked for.
         """
 
-    def end(self, session: Any) -> None:
+    def end(self, session: SessionLike) -> None:
         """Called once at the end of the session, after a clean exit.
 
         Args:
@@ -141,7 +158,7 @@ class SessionRunHook:
         """
         return NextAction(steps=1)
 
-    def on_failure(self, session: Any, error: BaseException) -> None:
+    def on_failure(self, session: SessionLike, error: BaseException) -> None:
         """Called once when the session fails, instead of `end()`.
 
         The `with` block of the monitored session raised `error` (anything but
@@ -156,7 +173,7 @@ class SessionRunHook:
           error: The exception the `with` block raised.
         """
 
-    def state_dict(self) -> Any:
+    def state_dict(self) -> object:
         """The hook's state, to save beside each checkpoint (see `StatefulHook`).
 
         Not part of TensorFlow's hook API. The default returns `None`: a hook
@@ -165,7 +182,7 @@ class SessionRunHook:
         """
         return None
 
-    def load_state_dict(self, state: Any) -> None:
+    def load_state_dict(self, state: object) -> None:
         """Takes back a state returned by `state_dict()` (see `StatefulHook`); default: nothing."""
 
     def epoch_begin(self, epoch: int) -> None:
@@ -254,14 +271,14 @@ class StatefulHook(Protocol):
     ```
     """
 
-    def state_dict(self) -> Any:
+    def state_dict(self) -> object:
         """The hook's state as plain JSON data (dicts, lists, str, numbers, bool, None).
 
         Times that must keep their meaning across processes should be
         wall-clock (`time.time()`).
         """
 
-    def load_state_dict(self, state: Any) -> None:
+    def load_state_dict(self, state: object) -> None:
         """Takes back a state returned by `state_dict()`, in another process.
 
         Raises:
@@ -316,7 +333,7 @@ class SessionRunContext:
     def __init__(
         self,
         original_args: SessionRunArgs,
-        session: Any,
+        session: SessionLike,
         step_service: StepService | None = None,
         silent_steps: int = 0,
         silent_outputs: Mapping[str, Any] | None = None,
@@ -336,7 +353,7 @@ class SessionRunContext:
         return self._original_args
 
     @property
-    def session(self) -> Any:
+    def session(self) -> SessionLike:
         """The session the step runs in."""
         return self._session
 
@@ -453,7 +470,7 @@ class _SessionReads:
     `before_run`), then kept: a context stands for one run.
     """
 
-    def __init__(self, session: Any) -> None:
+    def __init__(self, session: SessionLike) -> None:
         self._session = session
         self._before: int | None = None
         self._read_before = False
@@ -478,10 +495,25 @@ class _SessionReads:
         return read_global_step(self._session)
 
 
+class _OtherRunContext(Protocol):
+    """What `as_run_context` needs of a run context it did not build (TensorFlow's)."""
+
+    @property
+    def original_args(self) -> SessionRunArgs: ...
+
+    @property
+    def session(self) -> SessionLike: ...
+
+    @property
+    def stop_requested(self) -> bool: ...
+
+    def request_stop(self) -> None: ...
+
+
 class _ForeignRunContext(SessionRunContext):
     """A monsession view of another run context (TensorFlow's): stops go to it."""
 
-    def __init__(self, context: Any) -> None:
+    def __init__(self, context: _OtherRunContext) -> None:
         super().__init__(context.original_args, context.session)
         self._context = context
 
@@ -493,7 +525,7 @@ class _ForeignRunContext(SessionRunContext):
         self._context.request_stop()
 
 
-def as_run_context(run_context: Any) -> SessionRunContext:
+def as_run_context(run_context: object) -> SessionRunContext:
     """`run_context` as a monsession `SessionRunContext`, whoever built it.
 
     Call it at the top of `before_run` and `after_run` in a hook that reads
@@ -521,10 +553,11 @@ def as_run_context(run_context: Any) -> SessionRunContext:
         `request_stop()` and `stop_requested`.
     """
     if isinstance(run_context, SessionRunContext) or hasattr(run_context, "global_step_after"):
-        return run_context  # Ours, or a proxy of ours: it has the step service.
+        # Ours, or a proxy of ours: it has the step service.
+        return cast(SessionRunContext, run_context)
     view = getattr(run_context, _VIEW, None)
     if view is None:
-        view = _ForeignRunContext(run_context)
+        view = _ForeignRunContext(cast(_OtherRunContext, run_context))
         try:  # One view per context: every hook of the run sees the same step before it.
             setattr(run_context, _VIEW, view)
         except AttributeError:
@@ -535,7 +568,7 @@ def as_run_context(run_context: Any) -> SessionRunContext:
 _VIEW = "_monsession_view"
 
 
-def hook_overrides(hook: Any, name: str) -> bool:
+def hook_overrides(hook: object, name: str) -> bool:
     """Whether `hook` has its own `name` method, not a hook base class's default.
 
     The base classes are monsession's `SessionRunHook` and TensorFlow's

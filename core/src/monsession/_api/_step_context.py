@@ -23,7 +23,7 @@ class StepContext:
         """The raw session (a `tf.compat.v1.Session`, or `EagerSession` in eager mode)."""
         return self._session
 
-    def run_with_hooks(self, *args: Any, **kwargs: Any) -> Any:
+    def run_with_hooks(self, *args: object, **kwargs: object) -> Any:
         """Same as `MonitoredSession.run`, with the same arguments."""
         return self._run_with_hooks_fn(*args, **kwargs)
 

@@ -12,13 +12,15 @@ hooks read through `SessionRunContext.global_step` and
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-if TYPE_CHECKING:
-    import tensorflow as tf
+import tensorflow as tf
+
+FeedDict = Mapping[tf.Tensor | str, object]
+"""A run's feeds: tensors (or their names) to values in graph mode, the step's keywords in eager."""
 
 HookResults = dict[object, object]
-"""What each hook that asked for something got for it, by hook."""
+"""What each hook that asked for something fetches, or got, by hook."""
 
 
 class StepSource:
@@ -66,8 +68,8 @@ class Backend(Protocol):
     def run(
         self,
         fetches: object,
-        hook_fetches: Mapping[object, object],
-        feed_dict: Mapping[object, object] | None,
+        hook_fetches: HookResults,
+        feed_dict: FeedDict | None,
         options: tf.compat.v1.RunOptions | None,
         run_metadata: tf.compat.v1.RunMetadata | None,
         feed_owners: Mapping[object, str],
@@ -97,7 +99,7 @@ class Backend(Protocol):
         """
 
     def fusable_step(
-        self, fetches: object, feed_dict: Mapping[object, object] | None
+        self, fetches: object, feed_dict: FeedDict | None
     ) -> tuple[tf.types.experimental.PolymorphicFunction | None, str | None, int | None]:
         """The `tf.function` to fuse before `run(fetches, feed_dict)` (see `_fusion`).
 

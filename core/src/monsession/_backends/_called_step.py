@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
 
 import tensorflow as tf
 
@@ -33,13 +32,13 @@ logger = logging.getLogger("monsession")
 FIX = "pass the step itself: sess.run(train_step), not sess.run(train_step())"
 
 
-def only_values(fetches: Any) -> bool:
+def only_values(fetches: object) -> bool:
     """Whether `fetches` (a run calling no step) holds tensors and nothing to run or read."""
     leaves = tf.nest.flatten(fetches)
     return bool(leaves) and all(isinstance(leaf, tf.Tensor) for leaf in leaves)
 
 
-def _described(fetches: Any) -> str:
+def _described(fetches: object) -> str:
     if isinstance(fetches, tf.Tensor):
         return "a tensor"
     count = len(tf.nest.flatten(fetches))
@@ -47,7 +46,7 @@ def _described(fetches: Any) -> str:
 
 
 def check_value_run(
-    fetches: Any, owned: bool, counted_step: int | None, read_step: Callable[[], int] | None
+    fetches: object, owned: bool, counted_step: int | None, read_step: Callable[[], int] | None
 ) -> None:
     """Raises or warns for a run whose fetches are only values (see the module docstring).
 

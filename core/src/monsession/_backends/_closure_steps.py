@@ -70,7 +70,9 @@ class ClosureSteps:
         self._counter.after = value
 
 
-def step_names(fetches: Any, is_step: Callable[[Any], bool], describe: Callable[[Any], str]) -> str:
+def step_names(
+    fetches: object, is_step: Callable[[Any], bool], describe: Callable[[Any], str]
+) -> str:
     """The names of the steps `fetches` calls, quoted, for a message."""
     names = [repr(describe(leaf)) for leaf in tf.nest.flatten(fetches) if is_step(leaf)]
     return ", ".join(names) or "(unknown)"

@@ -17,7 +17,7 @@ logger = logging.getLogger("monsession")
 
 def create_eager_session(
     saver: object,
-    init_fn: Callable[[object], None] | None,
+    init_fn: Callable[[EagerSession], None] | None,
     checkpoint_dir: str | None,
     checkpoint_path: str | None = None,
     repair_state_file: bool = False,

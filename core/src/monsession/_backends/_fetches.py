@@ -8,9 +8,13 @@ checked in `begin()` so that bad input fails before training starts.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import tensorflow as tf
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 class TensorNotFoundError(KeyError, ValueError):
@@ -23,7 +27,7 @@ class TensorNotFoundError(KeyError, ValueError):
         return str(self.args[0]) if self.args else ""
 
 
-def resolve_eager_fetch(owner: str, argument: str, target: Any) -> Any:
+def resolve_eager_fetch(owner: str, argument: str, target: object) -> object:
     """`resolve_fetch` in eager mode."""
     if isinstance(target, (str, tf.Variable, tf.Tensor)) or callable(target):
         return target
@@ -34,7 +38,7 @@ def resolve_eager_fetch(owner: str, argument: str, target: Any) -> Any:
     )
 
 
-def resolve_graph_fetch(owner: str, argument: str, target: Any) -> Any:
+def resolve_graph_fetch(owner: str, argument: str, target: object) -> object:
     """`resolve_fetch` in graph mode, under the session's graph."""
     graph = tf.compat.v1.get_default_graph()
     if isinstance(target, str):
@@ -52,7 +56,9 @@ def resolve_graph_fetch(owner: str, argument: str, target: Any) -> Any:
     return target
 
 
-def _graph_element(owner: str, argument: str, graph: Any, name: str) -> Any:
+def _graph_element(
+    owner: str, argument: str, graph: tf.Graph, name: str
+) -> tf.Tensor | tf.Operation:
     full_name = name if ":" in name else f"{name}:0"
     try:
         element = graph.as_graph_element(full_name)
@@ -69,7 +75,7 @@ def _graph_element(owner: str, argument: str, graph: Any, name: str) -> Any:
     return element
 
 
-def _exists(graph: Any, name: str) -> bool:
+def _exists(graph: tf.Graph, name: str) -> bool:
     try:
         graph.as_graph_element(name)
     except (KeyError, ValueError):
@@ -78,7 +84,13 @@ def _exists(graph: Any, name: str) -> bool:
 
 
 def check_scalar(
-    owner: str, argument: str, what: str, dtype: Any, shape: Any, *, floating: bool = True
+    owner: str,
+    argument: str,
+    what: str,
+    dtype: tf.dtypes.DType | np.dtype,
+    shape: tf.TensorShape | Sequence[int | None] | None,
+    *,
+    floating: bool = True,
 ) -> None:
     """Raises unless `dtype` and `shape` describe one number.
 
@@ -101,9 +113,9 @@ def check_scalar(
         raise TypeError(
             f"{owner}: {argument} must be a scalar {kind} tensor; {what} has dtype {dtype.name}."
         )
-    shape = tf.TensorShape(shape)
-    if shape.rank is not None and shape.num_elements() not in (None, 1):
+    known = tf.TensorShape(shape)
+    if known.rank is not None and known.num_elements() not in (None, 1):
         raise ValueError(
-            f"{owner}: {argument} must be a scalar; {what} has shape {shape.as_list()}. "
+            f"{owner}: {argument} must be a scalar; {what} has shape {known.as_list()}. "
             "Reduce it to a scalar, e.g. with tf.reduce_mean."
         )

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import functools
 import operator
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 import tensorflow as tf
@@ -43,16 +43,16 @@ _MAX_CACHED_CALLABLES = 64
 class GenericStepRunner:
     """Runs the merged fetches with one `sess.run` call (any session-like)."""
 
-    def __init__(self, sess: Any) -> None:
+    def __init__(self, sess: tf.compat.v1.Session) -> None:
         self._sess = sess
 
     def run(
         self,
-        fetches: Any,
+        fetches: object,
         hook_fetches: dict[Any, Any],
-        feed_dict: Any,
-        options: Any,
-        run_metadata: Any,
+        feed_dict: Mapping[Any, Any] | None,
+        options: tf.compat.v1.RunOptions | None,
+        run_metadata: tf.compat.v1.RunMetadata | None,
         feed_owners: Mapping[Any, str],
     ) -> tuple[Any, dict[Any, Any]]:
         merged = {_CALLER: fetches, **hook_fetches}
@@ -65,7 +65,7 @@ class GenericStepRunner:
 _leaf_types: set[type] = set()  # Types seen to be plain leaves (not containers, not names).
 
 
-def _signature(fetches: Any) -> Any:
+def _signature(fetches: Any) -> Hashable:
     """A hashable key for a fetch structure; raises TypeError if there is none.
 
     Containers are keyed by type and content, names by value, and every other
@@ -88,7 +88,7 @@ def _signature(fetches: Any) -> Any:
     return id(fetches)
 
 
-def _none(values: Any) -> None:
+def _none(values: object) -> None:
     return None
 
 
@@ -136,7 +136,7 @@ class _CallableStep:
     `Session._do_call`, which names the failing op as `Session.run` does.
     """
 
-    def __init__(self, sess: Any, fetches: Any) -> None:
+    def __init__(self, sess: tf.compat.v1.Session, fetches: dict[Any, Any]) -> None:
         handler = _tf_compat.fetch_handler(sess.graph, fetches)
         tensors = handler.fetches()
         options = _tf_compat.callable_options()
@@ -150,7 +150,7 @@ class _CallableStep:
         except _NotPlainError:
             self._build = functools.partial(handler.build_results, sess)
 
-    def __call__(self) -> Any:
+    def __call__(self) -> dict[Any, Any]:
         try:
             values = self._callable()
         except tf.errors.OpError as error:
@@ -159,7 +159,7 @@ class _CallableStep:
         return self._build(values)
 
 
-def _supports_callables(sess: Any) -> bool:
+def _supports_callables(sess: object) -> bool:
     """Whether `sess` is a TensorFlow session with C++ callables (not a wrapper)."""
     return isinstance(sess, _tf_compat.session_base_class()) and hasattr(
         sess, "_make_callable_from_options"
@@ -176,7 +176,7 @@ class GraphStepRunner(GenericStepRunner):
     which is what a callable with feeds would do anyway.
     """
 
-    def __init__(self, sess: Any) -> None:
+    def __init__(self, sess: tf.compat.v1.Session) -> None:
         super().__init__(sess)
         # Signature -> (step, merged fetches). The fetches are kept so that
         # the ids in the signature stay theirs.
@@ -185,11 +185,11 @@ class GraphStepRunner(GenericStepRunner):
 
     def run(
         self,
-        fetches: Any,
+        fetches: object,
         hook_fetches: dict[Any, Any],
-        feed_dict: Any,
-        options: Any,
-        run_metadata: Any,
+        feed_dict: Mapping[Any, Any] | None,
+        options: tf.compat.v1.RunOptions | None,
+        run_metadata: tf.compat.v1.RunMetadata | None,
         feed_owners: Mapping[Any, str],
     ) -> tuple[Any, dict[Any, Any]]:
         if feed_dict:
@@ -217,7 +217,7 @@ class GraphStepRunner(GenericStepRunner):
             outputs = entry[0]()
         return outputs[_CALLER], outputs
 
-    def _prepare(self, merged: Any, with_options: bool) -> Any:
+    def _prepare(self, merged: dict[Any, Any], with_options: bool) -> Callable[..., dict[Any, Any]]:
         if self._use_callables and not with_options:
             try:
                 return _CallableStep(self._sess, merged)
@@ -229,7 +229,7 @@ class GraphStepRunner(GenericStepRunner):
 _STEP = object()  # The key of the global-step read among the merged fetches.
 
 
-def _step_reader(sess: Any, tensor: Any) -> Callable[[], Any]:
+def _step_reader(sess: tf.compat.v1.Session, tensor: tf.Tensor | tf.Variable) -> Callable[[], Any]:
     """A function that reads `tensor` in `sess`, prepared once when possible."""
     make_callable = getattr(sess, "make_callable", None)
     if callable(make_callable):
@@ -250,13 +250,13 @@ class GraphBackend:
         read now and fetched with every run.
     """
 
-    def __init__(self, sess: Any, follow_step: bool = False) -> None:
+    def __init__(self, sess: tf.compat.v1.Session, follow_step: bool = False) -> None:
         self._runner = (
             GraphStepRunner(sess)
             if callable(getattr(sess, "make_callable", None))
             else GenericStepRunner(sess)
         )
-        self._protos: tuple[Any, Any] | None = None
+        self._protos: tuple[tf.compat.v1.RunOptions, tf.compat.v1.RunMetadata] | None = None
         graph = getattr(sess, "graph", None)
         self._tensor = global_step_fetch(graph)
         self._counter = StepCounter(None if self._tensor is None else self._read)
@@ -330,12 +330,12 @@ class GraphBackend:
     def schedules_steps(self) -> bool:
         return False
 
-    def fusable_step(self, fetches: Any, feed_dict: Any) -> tuple[Any, str | None, int | None]:
+    def fusable_step(self, fetches: object, feed_dict: object) -> tuple[None, None, None]:
         return None, None, None  # Each Session.run is one step.
 
     def run_silent(
         self,
-        step: Any,
+        step: object,
         keep: tuple[str, ...],
         max_steps: int,
         at_time: float | None,
@@ -343,21 +343,21 @@ class GraphBackend:
     ) -> tuple[int, Mapping[str, Any]]:
         raise RuntimeError("Graph mode fuses no steps (fusable_step is always None).")
 
-    def empty_run_protos(self) -> tuple[Any, Any]:
+    def empty_run_protos(self) -> tuple[tf.compat.v1.RunOptions, tf.compat.v1.RunMetadata]:
         if self._protos is None:
             self._protos = (tf.compat.v1.RunOptions(), tf.compat.v1.RunMetadata())
         return self._protos
 
-    def new_run_metadata(self) -> Any:
+    def new_run_metadata(self) -> tf.compat.v1.RunMetadata:
         return tf.compat.v1.RunMetadata()
 
     def run(
         self,
-        fetches: Any,
+        fetches: object,
         hook_fetches: dict[Any, Any],
-        feed_dict: Any,
-        options: Any,
-        run_metadata: Any,
+        feed_dict: Mapping[Any, Any] | None,
+        options: tf.compat.v1.RunOptions | None,
+        run_metadata: tf.compat.v1.RunMetadata | None,
         feed_owners: Mapping[Any, str],
     ) -> tuple[Any, dict[Any, Any]]:
         fetch_step = self._fetch_step and not self._counter.uncounted
@@ -405,7 +405,7 @@ def _step_after_run(before: int | None, seen: int) -> int | None:
     return before + 1 if before <= seen <= before + 1 else None
 
 
-def global_step_fetch(graph: Any) -> Any:
+def global_step_fetch(graph: tf.Graph | None) -> tf.Tensor | tf.Variable | None:
     """What the graph backend fetches to follow the global step, or `None`.
 
     TensorFlow's shared read tensor when the graph has one or can still get

@@ -14,11 +14,13 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 import tensorflow as tf
 
+from monsession._api._hook_api import SessionLike
+
 if TYPE_CHECKING:
     from monsession._backends._backend import Backend
 
 
-class Session(Protocol):
+class Session(SessionLike, Protocol):
     """A raw session: a `tf.compat.v1.Session` (graph) or an `EagerSession` (eager)."""
 
     @property
@@ -28,15 +30,6 @@ class Session(Protocol):
     @property
     def sess_str(self) -> str:
         """The master it is connected to (graph mode)."""
-
-    def run(
-        self,
-        fetches: object,
-        feed_dict: Mapping[object, object] | None = None,
-        options: tf.compat.v1.RunOptions | None = None,
-        run_metadata: tf.compat.v1.RunMetadata | None = None,
-    ) -> object:
-        """Runs `fetches` (graph) or calls the step (eager)."""
 
     def close(self) -> None:
         """Closes the session."""

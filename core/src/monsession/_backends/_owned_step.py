@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import tensorflow as tf
 
 from monsession._api._global_step import get_global_step, get_or_create_global_step
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 # The name under which an owned global step joins the user's checkpoint.
 CHECKPOINT_NAME = "monsession_global_step"
@@ -40,13 +43,13 @@ def own_global_step_if_missing() -> bool:
     return True
 
 
-def owned_global_step() -> Any:
+def owned_global_step() -> tf.Variable | None:
     """The global step if the sessions own it, else `None`."""
     variable = get_global_step()
     return variable if variable is not None and _OWNED.get(id(variable)) is variable else None
 
 
-def add_to_checkpoint(checkpoint: Any) -> None:
+def add_to_checkpoint(checkpoint: object) -> None:
     """Adds an owned global step to `checkpoint` (a `tf.train.Checkpoint`), once."""
     variable = owned_global_step()
     if variable is not None and isinstance(checkpoint, tf.train.Checkpoint):
@@ -54,7 +57,7 @@ def add_to_checkpoint(checkpoint: Any) -> None:
             setattr(checkpoint, CHECKPOINT_NAME, variable)
 
 
-def advancing(step: Any, variable: Any) -> Callable[..., Any]:
+def advancing(step: Callable[_P, _R], variable: tf.Variable) -> Callable[_P, _R]:
     """`step` wrapped to advance `variable` by one per call unless the step did.
 
     A `tf.function` gets a `tf.function` wrapper (cached per step): the
@@ -68,16 +71,16 @@ def advancing(step: Any, variable: Any) -> Callable[..., Any]:
         traced = weakref.ref(step)  # Called only while tracing: the cache's key stays weak.
 
         @tf.function
-        def advanced(*args: Any, **kwargs: Any) -> Any:
+        def advanced(*args: _P.args, **kwargs: _P.kwargs) -> _R:
             before = variable.read_value()
             outputs = traced()(*args, **kwargs)  # type: ignore[misc]
             _advance_unless_moved(variable, before, outputs)
             return outputs
 
-        wrapper: Callable[..., Any] = advanced
+        wrapper: Callable[_P, _R] = advanced
     else:
 
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
+        def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
             before = variable.read_value()
             outputs = step(*args, **kwargs)
             _advance_eagerly(variable, before)
@@ -87,7 +90,7 @@ def advancing(step: Any, variable: Any) -> Callable[..., Any]:
     return wrapper
 
 
-def _advance_unless_moved(variable: Any, before: Any, outputs: Any) -> None:
+def _advance_unless_moved(variable: tf.Variable, before: tf.Tensor, outputs: object) -> None:
     """Adds one to `variable` after `outputs` are computed, unless it moved from `before`."""
     after_step = [t for t in tf.nest.flatten(outputs) if isinstance(t, tf.Tensor)]
     with tf.control_dependencies(after_step):
@@ -96,5 +99,5 @@ def _advance_unless_moved(variable: Any, before: Any, outputs: Any) -> None:
 
 
 @tf.function
-def _advance_eagerly(variable: Any, before: Any) -> None:
+def _advance_eagerly(variable: tf.Variable, before: tf.Tensor) -> None:
     _advance_unless_moved(variable, before, ())

@@ -17,7 +17,7 @@ hook keeps to check later).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypeVar
 
 import numpy as np
 import tensorflow as tf
@@ -25,13 +25,17 @@ import tensorflow as tf
 from monsession._backends._eager import to_numpy
 from monsession._tf_compat import local_replica_values
 
+_T = TypeVar("_T")
 
-def is_per_replica(value: Any) -> bool:
+
+def is_per_replica(value: object) -> bool:
     """Whether `value` holds one value per replica (a synced variable is one value)."""
     return isinstance(value, tf.distribute.DistributedValues) and not isinstance(value, tf.Variable)
 
 
-def host_value(value: Any, hook_name: str, fetch: Any) -> Any:
+def host_value(
+    value: tf.distribute.DistributedValues, hook_name: str, fetch: object
+) -> np.ndarray | np.generic:
     """One NumPy value for a per-replica `value`, by the rule of this module.
 
     Args:
@@ -56,7 +60,7 @@ def host_value(value: Any, hook_name: str, fetch: Any) -> Any:
     )
 
 
-def replica_value(value: Any, what: str) -> Any:
+def replica_value(value: _T, what: str) -> _T | tf.Tensor:
     """One tensor for a per-replica `value`, on the device, by the rule of this module.
 
     A hook that takes a step's outputs itself (not as fetches), e.g. to keep

@@ -15,9 +15,12 @@ from __future__ import annotations
 
 import inspect
 import weakref
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import tensorflow as tf
+
+_R = TypeVar("_R")
 
 
 class Traces:
@@ -28,7 +31,7 @@ class Traces:
         # it takes parameters the call leaves to their defaults).
         self._traces: weakref.WeakKeyDictionary[Any, tuple[int, Any]] = weakref.WeakKeyDictionary()
 
-    def call(self, fn: Any, *tensors: Any) -> Any:
+    def call(self, fn: Callable[..., _R], *tensors: tf.Tensor) -> _R:
         """`fn(*tensors)`; for a `tf.function` called before, through its trace.
 
         Args:
@@ -53,7 +56,7 @@ class Traces:
         return fn(*tensors) if cached[1] is None else cached[1](*tensors)
 
 
-def _has_parameters(fn: Any) -> bool:
+def _has_parameters(fn: tf.types.experimental.PolymorphicFunction) -> bool:
     """Whether the Python function of `fn` names parameters (besides `*args`, `**kwargs`).
 
     A call without arguments leaves them to their defaults; a tensor default

@@ -12,17 +12,16 @@ the cluster has no chief task (TensorFlow's rule for
 from __future__ import annotations
 
 import os
-from typing import Any
 
 import tensorflow as tf
 
 _WORKER_JOBS = ("chief", "worker")
 
 
-def _resolver_is_chief(resolver: Any) -> bool:
+def _resolver_is_chief(resolver: tf.distribute.cluster_resolver.ClusterResolver | None) -> bool:
     """TensorFlow's chief rule for the task a cluster resolver names."""
-    task_type = getattr(resolver, "task_type", None) if resolver is not None else None
-    if not task_type:
+    task_type = getattr(resolver, "task_type", None)
+    if resolver is None or not task_type:
         return True  # Not part of a cluster: a single process is its own chief.
     if task_type == "chief":
         return True
@@ -31,7 +30,7 @@ def _resolver_is_chief(resolver: Any) -> bool:
     return False  # "ps", "evaluator": never the chief.
 
 
-def is_chief(strategy: Any = None) -> bool:
+def is_chief(strategy: tf.distribute.Strategy | None = None) -> bool:
     """Whether this process is the chief of its `tf.distribute` cluster.
 
     The chief is the task of type ``"chief"``, or worker 0 when the cluster has
@@ -55,7 +54,9 @@ def is_chief(strategy: Any = None) -> bool:
     return _resolver_is_chief(_cluster_resolver(strategy))
 
 
-def _cluster_resolver(strategy: Any) -> Any:
+def _cluster_resolver(
+    strategy: tf.distribute.Strategy | None,
+) -> tf.distribute.cluster_resolver.ClusterResolver | None:
     """The cluster resolver of `strategy`, the current strategy, or ``TF_CONFIG``."""
     if strategy is None and tf.distribute.has_strategy():
         strategy = tf.distribute.get_strategy()
@@ -64,7 +65,7 @@ def _cluster_resolver(strategy: Any) -> Any:
     return getattr(strategy, "cluster_resolver", None)
 
 
-def worker_output_dir(directory: str, strategy: Any = None) -> str:
+def worker_output_dir(directory: str, strategy: tf.distribute.Strategy | None = None) -> str:
     """Where this process writes files that another worker of its job would name alike.
 
     Some of TensorFlow's files are named after the host and the second they
@@ -94,10 +95,11 @@ def worker_output_dir(directory: str, strategy: Any = None) -> str:
     resolver = _cluster_resolver(strategy)
     if _resolver_is_chief(resolver):
         return directory
+    assert resolver is not None  # Outside a cluster a process is its own chief.
     return os.path.join(directory, f"{resolver.task_type}-{resolver.task_id}")
 
 
-def multi_worker_strategy() -> Any:
+def multi_worker_strategy() -> tf.distribute.Strategy | None:
     """The current strategy if it spans several worker processes, else `None`.
 
     Only a strategy entered with `strategy.scope()` (or set with
@@ -114,7 +116,7 @@ def multi_worker_strategy() -> Any:
     return strategy if workers > 1 else None
 
 
-def uses_collectives(strategy: Any) -> bool:
+def uses_collectives(strategy: object) -> bool:
     """Whether every worker of `strategy` must run the same ops in the same order.
 
     True for `MultiWorkerMirroredStrategy`: its variables are kept in sync by
@@ -123,12 +125,12 @@ def uses_collectives(strategy: Any) -> bool:
     return isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
 
 
-def schedules_closures(strategy: Any) -> bool:
+def schedules_closures(strategy: object) -> bool:
     """Whether steps under `strategy` schedule closures (`ParameterServerStrategy`)."""
     return isinstance(strategy, tf.distribute.experimental.ParameterServerStrategy)
 
 
-def describe(strategy: Any) -> str:
+def describe(strategy: tf.distribute.Strategy) -> str:
     """``"MultiWorkerMirroredStrategy worker:1"`` for messages."""
     resolver = strategy.cluster_resolver
     # TensorFlow's class is CollectiveAllReduceStrategy; users know its public name.

@@ -18,7 +18,7 @@ from monsession._session._session_layers import PREEMPTION_ERRORS
 logger = logging.getLogger("monsession")
 
 
-def peer_failure_reason(strategy: Any) -> str:
+def peer_failure_reason(strategy: tf.distribute.Strategy) -> str:
     """Why a preemption error under collective ops is not retried (for messages)."""
     return (
         f"under {describe(strategy)} it means that a worker of the job failed or cannot be "
@@ -27,7 +27,7 @@ def peer_failure_reason(strategy: Any) -> str:
     )
 
 
-def peer_failed(strategy: Any, error: Exception, while_doing: str) -> Exception:
+def peer_failed(strategy: tf.distribute.Strategy, error: Exception, while_doing: str) -> Exception:
     """The clear error for `error` from a collective op of `strategy` (same TensorFlow type)."""
     message = (
         f"MonitoredSession: {while_doing} failed with {type(error).__name__} "
@@ -37,7 +37,7 @@ def peer_failed(strategy: Any, error: Exception, while_doing: str) -> Exception:
     return type(error)(None, None, message)
 
 
-def wait_for_workers(strategy: Any, max_wait_secs: float) -> None:
+def wait_for_workers(strategy: tf.distribute.Strategy, max_wait_secs: float) -> None:
     """Blocks until every worker of `strategy` gets here: an all-reduce as barrier.
 
     Raises:
@@ -49,7 +49,7 @@ def wait_for_workers(strategy: Any, max_wait_secs: float) -> None:
     )
 
     @tf.function(autograph=False)
-    def arrive() -> Any:
+    def arrive() -> tf.Tensor:
         ones = strategy.run(lambda: tf.ones((), tf.int32))
         return strategy.extended.reduce_to(
             tf.distribute.ReduceOp.SUM, ones, destinations=ones, options=options
@@ -85,20 +85,20 @@ class StepAgreement:
     """
 
     @classmethod
-    def of(cls, strategy: Any) -> StepAgreement:
+    def of(cls, strategy: tf.distribute.Strategy) -> StepAgreement:
         """The agreement of `strategy`, shared by its sessions (its all-reduce traced once)."""
         agreement = _AGREEMENTS.get(strategy)
         if agreement is None:
             agreement = _AGREEMENTS[strategy] = cls(strategy)
         return agreement
 
-    def __init__(self, strategy: Any) -> None:
+    def __init__(self, strategy: tf.distribute.Strategy) -> None:
         self._strategy = strategy
         self._signal_slots = int(signal.NSIG)
         slots = self._signal_slots + MAX_COUNTED_SILENT_STEPS + 1
 
         @tf.function(autograph=False)
-        def all_reduce(votes: Any) -> Any:
+        def all_reduce(votes: tf.Tensor) -> tf.Tensor:
             per_replica = strategy.run(lambda: tf.identity(votes))
             return strategy.extended.reduce_to(
                 tf.distribute.ReduceOp.SUM, per_replica, destinations=per_replica

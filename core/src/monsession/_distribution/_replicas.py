@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from monsession._backends._eager_restore import create_eager_session
 from monsession._backends._mode import CreatedSession, Session
@@ -10,6 +10,9 @@ from monsession._distribution._peers import peer_failure_reason, wait_for_worker
 from monsession._durability._retry import RetryPolicy
 from monsession._session._scaffold import Scaffold
 from monsession._session._session_creators import SessionCreator
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 
 class EagerReplicaSessionCreator(SessionCreator):
@@ -33,7 +36,7 @@ class EagerReplicaSessionCreator(SessionCreator):
         self,
         scaffold: Scaffold,
         checkpoint_dir: str | None,
-        strategy: Any,
+        strategy: tf.distribute.Strategy | None,
         max_wait_secs: float,
     ) -> None:
         self._scaffold = scaffold

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from monsession._api._hook_api import SessionRunHook
 from monsession._distribution._distributed import (
@@ -26,12 +26,17 @@ from monsession._plugins import _plugin_manager
 from monsession._plugins._hookspecs import TrainingSettings
 from monsession._session._monitored_session import MonitoredSession
 
+if TYPE_CHECKING:
+    import tensorflow as tf
+
 logger = logging.getLogger("monsession")
 
 _OWNER = "MonitoredTrainingSession"
 
 
-def steps_per_execution_in_strategy(strategy: Any, steps_per_execution: int | str) -> int | str:
+def steps_per_execution_in_strategy(
+    strategy: tf.distribute.Strategy, steps_per_execution: int | str
+) -> int | str:
     """`steps_per_execution` on a worker of `strategy`.
 
     Under collective ops the workers fuse the steps they agree on after each
@@ -50,7 +55,9 @@ def steps_per_execution_in_strategy(strategy: Any, steps_per_execution: int | st
     return 1
 
 
-def stop_signals_in_strategy(strategy: Any, stop_on_signals: Any, given: bool) -> Any:
+def stop_signals_in_strategy(
+    strategy: tf.distribute.Strategy, stop_on_signals: bool | Iterable[int] | None, given: bool
+) -> bool | Iterable[int] | None:
     """`stop_on_signals` under a multi-worker strategy.
 
     Under collective ops (`MultiWorkerMirroredStrategy`) SIGTERM and SIGINT
@@ -82,7 +89,9 @@ def stop_signals_in_strategy(strategy: Any, stop_on_signals: Any, given: bool) -
     return stop_on_signals
 
 
-def settings_in_strategy(strategy: Any, settings: TrainingSettings) -> TrainingSettings:
+def settings_in_strategy(
+    strategy: tf.distribute.Strategy, settings: TrainingSettings
+) -> TrainingSettings:
     """The settings of this worker: the strategy decides `is_chief`; collectives save on steps.
 
     Raises:
@@ -115,8 +124,10 @@ def _save_steps_for_collectives(settings: TrainingSettings, strategy_name: str) 
 
 
 def worker_hooks(
-    strategy: Any, settings: TrainingSettings, hooks: Iterable[SessionRunHook] | None
-) -> list[Any]:
+    strategy: tf.distribute.Strategy,
+    settings: TrainingSettings,
+    hooks: Iterable[SessionRunHook] | None,
+) -> list[SessionRunHook]:
     """The hooks of a worker that is not the chief.
 
     With collective ops it takes part in the chief's saves: the checkpoint
@@ -130,11 +141,11 @@ def worker_hooks(
 
 
 def replica_session(
-    strategy: Any,
+    strategy: tf.distribute.Strategy,
     settings: TrainingSettings,
-    hooks: list[Any],
+    hooks: list[SessionRunHook],
     stop_grace_period_secs: float,
-    stop_on_signals: Any,
+    stop_on_signals: bool | Iterable[int] | None,
     steps_per_execution: int | str = 1,
 ) -> MonitoredSession:
     """An eager session on one worker of a multi-worker `tf.distribute` strategy.

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from typing import Any
 
 import tensorflow as tf
 
@@ -34,7 +33,7 @@ def event_file_writer(logdir: str | os.PathLike[str]) -> tf.compat.v1.summary.Fi
     return _tf_compat.file_writer_cache_get_or_add(key, lambda: _new_writer(key))
 
 
-def _new_writer(logdir: str) -> Any:
+def _new_writer(logdir: str) -> tf.compat.v1.summary.FileWriter:
     """A writer of the class TensorFlow's cache uses now; ours names its file with the pid."""
     writer_class = _tf_compat.file_writer_class()
     graph = tf.compat.v1.get_default_graph()

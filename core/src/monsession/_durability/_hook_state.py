@@ -31,6 +31,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from monsession._api._dispatcher import HookDispatcher
+from monsession._api._hook_api import SessionRunHook
 
 logger = logging.getLogger("monsession")
 
@@ -39,7 +40,7 @@ _FORMAT = 1
 _INDEX_SUFFIX = ".index"
 
 
-def _strict_json(value: Any, where: str) -> str:
+def _strict_json(value: object, where: str) -> str:
     """`value` as JSON text; raises TypeError naming `where` for anything else."""
     try:
         return json.dumps(value, allow_nan=True, sort_keys=True)
@@ -208,7 +209,7 @@ def _prune(directory: str, keep: str) -> None:
 _by_session: weakref.WeakKeyDictionary[Any, HookStates] = weakref.WeakKeyDictionary()
 
 
-def attach(session: Any, states: HookStates) -> None:
+def attach(session: object, states: HookStates) -> None:
     """Makes `states` the hook states saved for checkpoints of `session`."""
     try:
         _by_session[session] = states
@@ -216,7 +217,7 @@ def attach(session: Any, states: HookStates) -> None:
         logger.debug("%r cannot be weakly referenced: its hooks' state is not saved.", session)
 
 
-def save_hook_state(session: Any, checkpoint_prefix: str) -> str | None:
+def save_hook_state(session: object, checkpoint_prefix: str) -> str | None:
     """Writes the state of the hooks of `session`'s monitored session beside a checkpoint.
 
     Call it just before writing the checkpoint `checkpoint_prefix` (the path
@@ -255,7 +256,7 @@ def save_hook_state(session: Any, checkpoint_prefix: str) -> str | None:
     return states.write(os.fspath(checkpoint_prefix))
 
 
-def attach_hook_state(session: Any, hooks: Iterable[Any], owner: str) -> None:
+def attach_hook_state(session: object, hooks: Iterable[SessionRunHook], owner: str) -> None:
     """Makes the stateful hooks of `hooks` the ones saved and loaded for `session`.
 
     For a driver that runs hooks outside a monitored session (e.g. the Keras
@@ -275,7 +276,7 @@ def attach_hook_state(session: Any, hooks: Iterable[Any], owner: str) -> None:
     attach(session, HookStates(HookDispatcher(hooks, owner)))
 
 
-def load_hook_state(session: Any, checkpoint_prefix: str) -> bool:
+def load_hook_state(session: object, checkpoint_prefix: str) -> bool:
     """Loads ``<checkpoint_prefix>.hooks.json`` into the hooks of `session`.
 
     What the monitored session does when it is created from a checkpoint:

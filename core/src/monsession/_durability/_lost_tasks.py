@@ -25,7 +25,6 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
 
 import tensorflow as tf
 
@@ -160,7 +159,7 @@ def join_unless_lost(wait: Callable[[float], bool], parameter_servers: dict[str,
                 )
 
 
-def parameter_server_tasks(strategy: Any) -> dict[str, str]:
+def parameter_server_tasks(strategy: tf.distribute.Strategy) -> dict[str, str]:
     """The address of each parameter server task of `strategy`'s cluster, by task name."""
     spec = cluster_spec_of(strategy)
     if "ps" not in spec.jobs:

@@ -36,7 +36,7 @@ def _signal_names(signums: Iterable[int]) -> str:
 
 
 def resolve_stop_signals(
-    value: Any, has_end_work: Callable[[], bool], owner: str
+    value: object, has_end_work: Callable[[], bool], owner: str
 ) -> tuple[signal.Signals, ...]:
     """The signals a session stops on, from its `stop_on_signals` argument.
 
@@ -66,7 +66,7 @@ def resolve_stop_signals(
     return tuple(dict.fromkeys(_catchable_signal(item, owner) for item in value))
 
 
-def _catchable_signal(item: Any, owner: str) -> signal.Signals:
+def _catchable_signal(item: object, owner: str) -> signal.Signals:
     """The signal `item` of `stop_on_signals` names; it must be one a process can catch."""
     try:
         if isinstance(item, bool) or not isinstance(item, int):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from monsession._api._hook_api import SessionRunHook
 from monsession._distribution import _strategy_training
@@ -21,13 +21,16 @@ from monsession._session._session_creators import (
     WorkerSessionCreator,
 )
 
+if TYPE_CHECKING:
+    import tensorflow as tf
+
 
 def assemble(
     settings: TrainingSettings,
-    hooks: list[Any] | None,
-    chief_only_hooks: list[Any] | None,
+    hooks: list[SessionRunHook] | None,
+    chief_only_hooks: list[SessionRunHook] | None,
     stop_grace_period_secs: float,
-    stop_on_signals: Any,
+    stop_on_signals: bool | Iterable[int] | None,
     steps_per_execution: int | str,
 ) -> MonitoredSession:
     """The chief's, a worker's, or (eager, inside a multi-worker strategy) a replica's session."""
@@ -84,12 +87,12 @@ def _worker_creator(settings: TrainingSettings) -> SessionCreator:
 
 
 def _session_in_strategy(
-    strategy: Any,
+    strategy: tf.distribute.Strategy,
     settings: TrainingSettings,
-    hooks: list[Any] | None,
-    chief_only_hooks: list[Any] | None,
+    hooks: list[SessionRunHook] | None,
+    chief_only_hooks: list[SessionRunHook] | None,
     stop_grace_period_secs: float,
-    stop_on_signals: Any,
+    stop_on_signals: bool | Iterable[int] | None,
     steps_per_execution: int | str,
 ) -> MonitoredSession:
     """An eager session on one worker of a multi-worker strategy; the chief holds the lock."""
@@ -145,7 +148,7 @@ def chief_hooks(
     settings: TrainingSettings,
     chief_only_hooks: Iterable[SessionRunHook] | None,
     hooks: Iterable[SessionRunHook] | None,
-) -> list[Any]:
+) -> list[SessionRunHook]:
     """The chief's hooks in TensorFlow's order: chief-only, defaults, the user's."""
     check_families_installed(settings)
     chief_only_hooks, hooks = list(chief_only_hooks or []), list(hooks or [])

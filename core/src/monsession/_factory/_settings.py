@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from monsession._backends._mode import current_mode
 from monsession._plugins._hookspecs import TrainingSettings
 from monsession._session._scaffold import Scaffold
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 
 class _UseDefault:
@@ -20,14 +24,16 @@ USE_DEFAULT: Any = _UseDefault()
 _DEFAULT_LOG_STEP_COUNT_STEPS = 100
 
 
-def _resolve_pair(steps: Any, secs: Any, default_steps: Any, default_secs: Any) -> tuple[Any, Any]:
+def _resolve_pair(
+    steps: int | None, secs: float | None, default_steps: int | None, default_secs: float | None
+) -> tuple[int | None, float | None]:
     """TensorFlow's rule: both unset gives the defaults, one set disables the other."""
     if steps is USE_DEFAULT and secs is USE_DEFAULT:
         return default_steps, default_secs
     return (None if steps is USE_DEFAULT else steps), (None if secs is USE_DEFAULT else secs)
 
 
-def _explicit_arguments(**values: Any) -> frozenset[str]:
+def _explicit_arguments(**values: object) -> frozenset[str]:
     explicit = {name for name, value in values.items() if value is not USE_DEFAULT}
     if values.get("log_step_count_steps") == _DEFAULT_LOG_STEP_COUNT_STEPS:
         explicit.discard("log_step_count_steps")
@@ -43,7 +49,7 @@ def training_settings(
     scaffold: Scaffold | None,
     schedules: dict[str, Any],
     save_graph_def: bool,
-    config: Any,
+    config: tf.compat.v1.ConfigProto | None,
     max_wait_secs: float,
 ) -> TrainingSettings:
     """The settings of one call; `schedules` holds the five schedule arguments as given.
@@ -76,6 +82,6 @@ def training_settings(
     )
 
 
-def stop_signals(stop_on_signals: Any) -> Any:
+def stop_signals(stop_on_signals: bool | Iterable[int] | None) -> bool | Iterable[int] | None:
     """`stop_on_signals` outside a multi-worker strategy: on unless the caller says otherwise."""
     return True if stop_on_signals is USE_DEFAULT else stop_on_signals

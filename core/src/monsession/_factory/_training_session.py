@@ -7,7 +7,7 @@ The arguments are checked (`_validation`), resolved into `TrainingSettings`
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from monsession._api._hook_api import SessionRunHook
 from monsession._factory._assembly import assemble
@@ -15,6 +15,9 @@ from monsession._factory._settings import USE_DEFAULT, training_settings
 from monsession._factory._validation import check_arguments
 from monsession._session._monitored_session import MonitoredSession
 from monsession._session._scaffold import Scaffold
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 __all__ = ["USE_DEFAULT", "MonitoredTrainingSession"]
 
@@ -26,18 +29,18 @@ def MonitoredTrainingSession(  # noqa: N802 - TensorFlow's name.
     scaffold: Scaffold | None = None,
     hooks: Iterable[SessionRunHook] | None = None,
     chief_only_hooks: Iterable[SessionRunHook] | None = None,
-    save_checkpoint_secs: Any = USE_DEFAULT,
-    save_summaries_steps: Any = USE_DEFAULT,
-    save_summaries_secs: Any = USE_DEFAULT,
-    config: Any = None,
+    save_checkpoint_secs: float | None = USE_DEFAULT,
+    save_summaries_steps: int | None = USE_DEFAULT,
+    save_summaries_secs: float | None = USE_DEFAULT,
+    config: tf.compat.v1.ConfigProto | None = None,
     stop_grace_period_secs: float = 120,
     log_step_count_steps: int | None = 100,
     max_wait_secs: float = 7200,
-    save_checkpoint_steps: Any = USE_DEFAULT,
+    save_checkpoint_steps: int | None = USE_DEFAULT,
     summary_dir: str | None = None,
     save_graph_def: bool = True,
     *,
-    stop_on_signals: Any = USE_DEFAULT,
+    stop_on_signals: bool | Iterable[int] | None = USE_DEFAULT,
     steps_per_execution: int | str = 1,
 ) -> MonitoredSession:
     """Creates a `MonitoredSession` for training, with TensorFlow's default hooks.

@@ -259,7 +259,8 @@ class _EpochStep(StepSource):
         self._step = step
         self._hooks = hooks
         self._progress = progress
-        self.fused = epochs._fused(step) if fuses else None
+        self._fused_step = epochs._fused(step) if fuses else None
+        self.fused = self._fused_step
         # A step with the hooks runs the wrapper, if any, as written (it may
         # act on that step): it pulls its batch on the host.
         self._pulls_inside = self.fused is not None and not hasattr(step, FUSED_STEP_ATTRIBUTE)
@@ -276,7 +277,8 @@ class _EpochStep(StepSource):
             # The host knows which batch comes: the step pulls it itself, in
             # one call, and the host neither takes it nor reads its index.
             self.ended = self._epochs._count(progress.next_index, progress)
-            return BoundStep(self.fused, (), _NO_KEYWORDS, retry=False)
+            assert self._fused_step is not None  # `_pulls_inside` says so.
+            return BoundStep(self._fused_step, (), _NO_KEYWORDS, retry=False)
         batch, self.ended = self._epochs._pull(self._hooks, progress)
         # Not retried after a preemption error: the batch was taken before
         # the restore, which rewinds the iterator (`progress` goes on there).

@@ -14,7 +14,12 @@ from collections.abc import Iterable, Iterator, Mapping
 import tensorflow as tf
 
 from monsession._api._dispatcher import HookDispatcher
-from monsession._api._hook_api import SessionRunArgs, SessionRunContext, finish_run
+from monsession._api._hook_api import (
+    SessionRunArgs,
+    SessionRunContext,
+    SessionRunHook,
+    finish_run,
+)
 from monsession._backends._backend import Backend, HookResults, StepSource
 from monsession._backends._mode import Mode, Session, current_mode
 from monsession._durability._file_errors import file_error_behind
@@ -89,7 +94,7 @@ class _HookedSession(_WrappedSession):
     def __init__(
         self,
         sess: Session,
-        hooks: HookDispatcher | Iterable[object],
+        hooks: HookDispatcher | Iterable[SessionRunHook],
         selection: HookSelection | None = None,
         hook_states: HookStates | None = None,
         mode: Mode | None = None,
@@ -174,7 +179,7 @@ class _HookedSession(_WrappedSession):
     def _run_backend(
         self,
         fetches: object,
-        hook_fetches: Mapping[object, object],
+        hook_fetches: HookResults,
         feed_dict: Feeds,
         options: tf.compat.v1.RunOptions | None,
         run_metadata: tf.compat.v1.RunMetadata | None,

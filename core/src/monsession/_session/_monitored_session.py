@@ -179,8 +179,7 @@ class _MonitoredSession:
             is not True, False or None.
           ValueError: If `hooks` holds a hook that is not one of the session's.
         """
-        if self._sess is None:
-            self._check_open("run")
+        sess = self._open_session("run")
         chosen = (
             None if hooks is None else HookSelection.check(type(self).__name__, hooks, self._hooks)
         )
@@ -194,10 +193,10 @@ class _MonitoredSession:
             )
         self._signals.before_step("run", self._close_layers)
         if chosen is None and training:
-            results = self._sess.run(fetches, feed_dict, options, run_metadata)
+            results = sess.run(fetches, feed_dict, options, run_metadata)
         else:
             with self._stack.selection.choose(chosen, training):
-                results = self._sess.run(fetches, feed_dict, options, run_metadata)
+                results = sess.run(fetches, feed_dict, options, run_metadata)
         self._signals.after_step()
         return results
 
@@ -234,15 +233,16 @@ class _MonitoredSession:
           ValueError: If `step_fn` does not have the arguments above.
         """
         _check_step_fn(step_fn)
-        self._check_open("run_step_fn")
+        sess = self._open_session("run_step_fn")
         self._signals.before_step("run_step_fn", self._close_layers)
-        results = self._sess.run_step_fn(step_fn, self._tf_sess(), run_with_hooks=None)
+        results = sess.run_step_fn(step_fn, self._tf_sess(), run_with_hooks=None)
         self._signals.after_step()
         return results
 
     def should_stop(self) -> bool:
         """True once a hook or the coordinator asked to stop, a stop signal arrived, or closed."""
-        return self._sess is None or self._signals.stop_requested() or self._sess.should_stop()
+        sess = self._sess
+        return sess is None or self._signals.stop_requested() or sess.should_stop()
 
     def close(self) -> None:
         """Calls the hooks' `end()`, then closes the session.
@@ -267,9 +267,11 @@ class _MonitoredSession:
         self._signals.close(lambda: self._close_layers(exception_type), failed=bool(exception_type))
         return exception_type is None
 
-    def _check_open(self, method: str) -> None:
+    def _open_session(self, method: str) -> _WrappedSession:
+        """The outermost layer; raises once closed."""
         if self._sess is None:
             raise RuntimeError(f"{type(self).__name__}.{method}() called after close().")
+        return self._sess
 
     def _close_layers(self, exception_type: type[BaseException] | None = None) -> None:
         """Ends the hooks and closes every layer; then unfinalizes the graph and calls back."""

@@ -17,10 +17,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import Any, Protocol
 
 from monsession._api._step_context import StepContext
+from monsession._backends._backend import FeedDict
 from monsession._backends._mode import Mode, Session, current_mode
 from monsession._durability._lost_tasks import answers_within, close_within
 from monsession._durability._preemption_errors import PREEMPTION_ERRORS
@@ -37,7 +38,7 @@ class TFSessionCreator(Protocol):
         """A ready session."""
 
 
-Feeds = Mapping[object, object] | None
+Feeds = FeedDict | None
 """A run's `feed_dict`: graph feeds, or the step's keyword arguments (eager)."""
 
 

@@ -150,13 +150,15 @@ class SessionStack:
         """Calls the hooks' `end()` (after a clean exit), then closes every layer.
 
         Each part runs even if the one before raised; the last error propagates.
+        Hooks end once: closing a closed session only raises.
         """
+        raw = self.raw
         with ExitStack() as closing:  # Runs the callbacks last first.
             closing.callback(self._forget)
             closing.callback(self._close_layers)
-            if clean:
-                settle(self.raw)  # Hooks end on the steps counted.
-                self._dispatcher.end(self.raw)
+            if clean and raw is not None:
+                settle(raw)  # Hooks end on the steps counted.
+                self._dispatcher.end(raw)
 
     def _close_layers(self) -> None:
         if self.outer is None:
