@@ -5,6 +5,8 @@ from __future__ import annotations
 import inspect
 import json
 import logging
+import os
+import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -516,6 +518,28 @@ def test_default_hooks_value_error_is_the_users_and_reaches_them(register_plugin
     register_plugin(_PickyPlugin(), "picky")
     with pytest.raises(ValueError, match="save_summaries_steps must be positive, got -3"):
         _plugin_manager.default_hooks(_settings(save_summaries_steps=-3))
+
+
+class _LockingPlugin:
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+
+    @monsession.hookimpl
+    def monsession_default_hooks(self, settings: TrainingSettings) -> Any:
+        monsession.plugins.lock_checkpoint_dir(self.directory)
+        return []
+
+
+def test_default_hooks_directory_locked_error_reaches_the_user(
+    register_plugin: Register, tmp_path: Any
+) -> None:
+    """Another session holds the directory: never a plugin failure that is skipped."""
+    (tmp_path / ".monsession.lock").write_text(
+        json.dumps({"pid": os.getppid(), "host": socket.gethostname()})
+    )
+    register_plugin(_LockingPlugin(str(tmp_path)), "locking")
+    with pytest.raises(monsession.plugins.DirectoryLockedError, match=f"process {os.getppid()}"):
+        _plugin_manager.default_hooks(_settings())
 
 
 def test_default_hooks_plugin_that_raises_is_fatal_in_strict_mode(strict: Register) -> None:

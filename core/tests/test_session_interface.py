@@ -1,8 +1,8 @@
 """What the monitored session offers the rest of core: close callbacks, its hooks, its steps.
 
-`MonitoredTrainingSession` releases its directory lock through
-`call_on_close`, and `Epochs.run` runs its batches through `run`
-(`LoopSession`) with the session's `dispatcher`: these are the session's own methods, not its
+Close callbacks (`call_on_close`) run after the hooks' `end()`, and
+`Epochs.run` runs its batches through `run` (`LoopSession`) with the
+session's `dispatcher`: these are the session's own methods, not its
 private attributes.
 """
 

@@ -159,7 +159,7 @@ def test_checkpoint_hook_alone_holds_the_directory(
         out, err = first.communicate(timeout=300)
         assert first.returncode == 0, err
         assert "TRAINED 7" in out
-        assert "Taking over" not in err  # The MTS of the first and its hook share one lock.
+        assert "Taking over" not in err  # One lock, taken once, by the checkpoint hook.
     finally:
         first.kill()
         first.wait()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import weakref
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -18,7 +19,6 @@ from monsession import (
     tf_logging,
 )
 from monsession.plugins import (
-    DirectoryLockHandle,
     as_run_context,
     check_directory,
     check_flag,
@@ -171,9 +171,10 @@ class CheckpointSaverHook(TimedHook):
     Raises (from `begin`):
       DirectoryLockedError: If another live process holds `checkpoint_dir`:
         on the chief the hook holds the directory's lock
-        (`monsession.plugins.lock_checkpoint_dir`) from `begin()` to `end()` or
-        `on_failure()`, with any session, shared with a
-        `MonitoredTrainingSession` of the same process.
+        (`monsession.plugins.lock_checkpoint_dir`) from `begin()` (for
+        `MonitoredTrainingSession`, from when the family builds it) to
+        `end()` or `on_failure()`, with any session; it is the lock's only
+        owner (core takes none).
 
     `checkpoint_dir` is checked at construction, before TensorFlow touches
     it; it is created in `begin()`.
@@ -249,7 +250,9 @@ class CheckpointSaverHook(TimedHook):
         self._pending_step: int | None = None
         # A listener asked to stop where no run context could take it.
         self._stop_asked = False
-        self._directory_lock: DirectoryLockHandle | None = None
+        # Releases this hook's share of the lock of `checkpoint_dir` once (also
+        # if the hook is dropped unused, e.g. a session that was never built).
+        self._directory_lock: weakref.finalize[[], CheckpointSaverHook] | None = None
 
     @property
     def checkpoint_dir(self) -> str:
@@ -262,37 +265,52 @@ class CheckpointSaverHook(TimedHook):
 
     def begin(self) -> None:
         ensure_writable_directory(self._checkpoint_dir, _HOOK)
-        self._pending_step = None
-        self._stop_asked = False
-        self._saving = make_saving(
-            self._checkpoint_dir,
-            self._checkpoint_basename,
-            self._saver,
-            self._scaffold,
-            save_graph_def=self._save_graph_def,
-            max_to_keep=self._max_to_keep,
-            async_save=self._async_save,
-        )
-        require_global_step(_HOOK)
-        self._lock_checkpoint_dir()
+        self._lock_checkpoint_dir()  # First: a second chief fails before anything is done.
         try:
+            self._pending_step = None
+            self._stop_asked = False
+            self._saving = make_saving(
+                self._checkpoint_dir,
+                self._checkpoint_basename,
+                self._saver,
+                self._scaffold,
+                save_graph_def=self._save_graph_def,
+                max_to_keep=self._max_to_keep,
+                async_save=self._async_save,
+            )
+            require_global_step(_HOOK)
             for listener in self._listeners:
                 listener.begin()
         except BaseException:
             self._release_checkpoint_dir()
             raise
 
-    def _lock_checkpoint_dir(self) -> None:
-        """The chief takes the lock of `checkpoint_dir` (kept if still held from a failed start)."""
+    def _lock_checkpoint_dir(self, chief: bool | None = None) -> None:
+        """On the chief, takes the lock of `checkpoint_dir` now, until `end()` or `on_failure()`.
+
+        `begin()` takes it (if not held yet). The family takes it as it builds
+        the hook of `MonitoredTrainingSession`, before any hook's `begin()`,
+        so that a second chief fails before the hooks in front of this one
+        write anything (e.g. event files into the same directory).
+
+        Args:
+          chief: Whether this process is the chief; by default `is_chief()`.
+
+        Raises:
+          DirectoryLockedError: If another live process holds `checkpoint_dir`.
+        """
         if not self._locks_checkpoint_dir or self._directory_lock is not None:
             return
-        if is_chief():
-            self._directory_lock = lock_checkpoint_dir(self._checkpoint_dir)
+        if not (is_chief() if chief is None else chief):
+            return
+        handle = lock_checkpoint_dir(self._checkpoint_dir)
+        if handle is not None:
+            self._directory_lock = weakref.finalize(self, handle.release)
 
     def _release_checkpoint_dir(self) -> None:
         lock, self._directory_lock = self._directory_lock, None
         if lock is not None:
-            lock.release()
+            lock()  # The handle's release(), once.
 
     def after_create_session(self, session: Any, coord: Any) -> None:
         assert self._saving is not None, "begin() must be called first."

@@ -49,6 +49,10 @@ def monsession_default_hooks(settings: TrainingSettings) -> list[DefaultHook] | 
     nothing to save: the default schedule is skipped with a warning, an
     explicit one raises.
 
+    On the chief the hook takes the lock of `checkpoint_dir` here, before
+    any hook's `begin()`, and holds it until its `end()` or `on_failure()`
+    (`DirectoryLockedError` if another live process holds it).
+
     On a worker that is not the chief but `saves_with_chief` (eager
     `MultiWorkerMirroredStrategy`), adds a `WorkerCheckpointSaverHook`
     instead: the chief's saves, on the same steps, into a temporary directory
@@ -58,6 +62,7 @@ def monsession_default_hooks(settings: TrainingSettings) -> list[DefaultHook] | 
       ValueError: In eager mode, if `save_checkpoint_secs/steps` was set but
         the scaffold holds no `tf.train.Checkpoint`; on a `saves_with_chief`
         worker, if the schedule is in seconds.
+      DirectoryLockedError: If another live process holds `checkpoint_dir`.
     """
     save_secs = _positive(settings.save_checkpoint_secs)
     save_steps = _positive(settings.save_checkpoint_steps)
@@ -84,6 +89,9 @@ def monsession_default_hooks(settings: TrainingSettings) -> list[DefaultHook] | 
         scaffold=settings.scaffold,
         save_graph_def=settings.save_graph_def,
     )
+    # The hook owns the lock of the directory; taken now, before any hook's
+    # begin(), a second chief fails before the hooks in front of it write.
+    hook._lock_checkpoint_dir(chief=settings.is_chief)
     return [DefaultHook(hook, ORDER_CHECKPOINT_SAVER, arguments=_TRAINING_ARGUMENTS)]
 
 

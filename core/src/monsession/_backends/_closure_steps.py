@@ -67,7 +67,7 @@ class ClosureSteps:
                 counted,
                 self._step_name(),
             )
-        self._counter.after = value
+        self._counter.adopt(value)
 
 
 def step_names(

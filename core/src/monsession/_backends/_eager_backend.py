@@ -109,8 +109,7 @@ class EagerBackend:
         self._in_flight = sess.coordinator is not None
         self._counter = StepCounter(None if self._variable is None else self._read_step)
         if self._variable is not None:
-            self._counter.refresh()
-            self._counter.before = self._counter.after
+            self._counter.read_before()
         self._stepped: Any = None  # The fetches of the last run that called a step.
         if self._in_flight and self._variable is not None:
             closure_steps = ClosureSteps(
@@ -217,7 +216,7 @@ class EagerBackend:
                 done,
                 counter.after + done,
             )
-        counter.after = after
+        counter.adopt(after)
         return done, kept
 
     def _schedule_silent(
@@ -235,8 +234,7 @@ class EagerBackend:
         owned = self._sess.owned_global_step
         if owned is not None:
             owned.assign_add(steps)
-        assert self._counter.after is not None
-        self._counter.after += steps
+        self._counter.advance(steps)
         if not keep:
             return steps, {}
         self._sess.wait_for_closures()
@@ -286,7 +284,7 @@ class EagerBackend:
         if counter.stale:
             value = read.get(id(self._variable))
             if value is not None:  # Read with the hooks' values anyway.
-                counter.after, counter.stale = int(value), False
+                counter.adopt(int(value))
         elif counter.after is not None:
             self._check_step(read)
         return outputs, hook_results
@@ -317,7 +315,7 @@ class EagerBackend:
                 actual,
                 self._counter.after,
             )
-        self._counter.after = actual
+        self._counter.adopt(actual)
 
     @classmethod
     def _evaluate(cls, hook: Any, requested: Any, outputs: Any, read: dict[int, Any]) -> Any:

@@ -292,9 +292,9 @@ class GraphBackend:
         counter = self._counter
         if counter.before is None:
             if self._ran:  # First asked after the run: one less than now.
-                counter.before = self._read_after() - 1
+                counter.learn_before(self._read_after() - 1)
             else:
-                counter.before = counter.refresh()
+                counter.read_before()
         return counter.before
 
     def global_step_after(self, reaching: Callable[[int], bool] | None = None) -> int | None:
@@ -368,7 +368,7 @@ class GraphBackend:
         )
         self._ran = True
         if fetch_step:
-            self._counter.after = self._expected_after(int(hook_results[_STEP]))
+            self._counter.adopt(self._expected_after(int(hook_results[_STEP])))
         else:
             self._counter.end_run(counted_step=True)
         return caller_results, hook_results

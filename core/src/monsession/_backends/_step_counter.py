@@ -29,11 +29,36 @@ class StepCounter:
 
     def __init__(self, read: Callable[[], int] | None, value: int | None = None) -> None:
         self._read = read
-        self.before = value  # Before the current run.
-        self.after = value  # After the last run: what the next run starts from.
-        self.stale = False  # Whether the last run left the step unknown (forget_step).
-        self.uncounted = False  # Whether the current run is not a training step.
-        self.drifted = False  # Whether runs were seen not to add one each.
+        self._before = value
+        self._after = value
+        self._stale = False
+        self._uncounted = False
+        self._drifted = False
+
+    @property
+    def before(self) -> int | None:
+        """The step before the current run, or `None` (unknown)."""
+        return self._before
+
+    @property
+    def after(self) -> int | None:
+        """The step after the last run, what the next run starts from; `None`: unknown."""
+        return self._after
+
+    @property
+    def stale(self) -> bool:
+        """Whether the last run left the step unknown (`forget_step`) and no read followed."""
+        return self._stale
+
+    @property
+    def uncounted(self) -> bool:
+        """Whether the current run is not a training step."""
+        return self._uncounted
+
+    @property
+    def drifted(self) -> bool:
+        """Whether runs were seen not to add one each."""
+        return self._drifted
 
     def start_run(self, read_if_stale: bool = True) -> None:
         """A run begins: the step before it is the step after the last one.
@@ -42,39 +67,60 @@ class StepCounter:
           read_if_stale: Whether to read the device now when the last run
             left the step unknown; otherwise it stays unknown until read.
         """
-        if self.stale:
-            self.stale = False
+        if self._stale:
+            self._stale = False
             if read_if_stale:
                 self.refresh()
-        self.before = self.after
-        self.uncounted = False
+        self._before = self._after
+        self._uncounted = False
 
     def forget_step(self) -> None:
         """The current run is not a training step: it does not add one."""
-        self.uncounted = True
+        self._uncounted = True
 
     def end_run(self, counted_step: bool) -> None:
         """The current run is over; `counted_step`: it called a step that adds one."""
-        if self.uncounted:
-            self.after, self.stale = None, self._read is not None
-        elif counted_step and self.after is not None:
-            self.after += 1
+        if self._uncounted:
+            self._after, self._stale = None, self._read is not None
+        elif counted_step and self._after is not None:
+            self._after += 1
 
     def refresh(self) -> int:
         """Reads the device: the step after the last run."""
         assert self._read is not None
-        self.after = int(self._read())
-        self.stale = False
-        return self.after
+        self._after = int(self._read())
+        self._stale = False
+        return self._after
+
+    def read_before(self) -> int:
+        """Reads the device before a run starts (or the session): the step before it."""
+        self._before = self.refresh()
+        return self._before
+
+    def learn_before(self, value: int) -> None:
+        """The step before the current run, learned once asked (it was unknown)."""
+        self._before = value
+
+    def adopt(self, value: int | None) -> None:
+        """The device showed `value` after the last run: it replaces the host count.
+
+        `None`: only a read can tell (the runs do not add one each).
+        """
+        self._after, self._stale = value, False
+
+    def advance(self, steps: int) -> None:
+        """`steps` steps were scheduled (run later, on workers): counted now."""
+        assert self._after is not None, "advance() needs a known step."
+        self._after += steps
 
     def known_after(self) -> int | None:
         """The step after the last run, read first if the last run left it unknown."""
-        if self.stale:
+        if self._stale:
             self.refresh()
-        return self.after
+        return self._after
 
     def drift(self, message: str, *args: object) -> None:
         """Runs do not add one each: logs `message` once, and reads from now on."""
-        if not self.drifted:
+        if not self._drifted:
             logger.warning(message, *args)
-        self.drifted = True
+        self._drifted = True

@@ -1,9 +1,10 @@
 """One training chief per checkpoint directory: a lock file naming its holder.
 
-`MonitoredTrainingSession` takes the lock of its `checkpoint_dir` when a
-chief that saves checkpoints starts, and gives it back when the session
-closes; `CheckpointSaverHook` takes it too, through the public
-`lock_checkpoint_dir`, so that it holds with a plain `MonitoredSession`.
+Core provides the lock and takes none: the writer of checkpoints owns it.
+`CheckpointSaverHook` takes it on the chief, through the public
+`lock_checkpoint_dir` (for `MonitoredTrainingSession` as its family builds
+the hook, before any hook's `begin()`; with any other session in its
+`begin()`), and gives it back in its `end()` or `on_failure()`.
 The lock is the file ``.monsession.lock`` holding the pid, the host and a
 token of its holder. Within one process the lock is shared: every taker gets
 its own handle, and the file goes when the last handle is released (or the
@@ -219,8 +220,8 @@ def lock_checkpoint_dir(checkpoint_dir: str | os.PathLike[str]) -> DirectoryLock
 
     A writer of checkpoints calls it before its first write and releases the
     handle when it stops writing (clean end, failure or close). Taking it
-    again in the same process (e.g. `MonitoredTrainingSession` and its
-    `CheckpointSaverHook`) shares the lock: no error, no second file. A lock
+    again in the same process (e.g. two hooks writing into one directory)
+    shares the lock: no error, no second file. A lock
     left by a process that no longer runs on this host is taken over with a
     WARNING. The directory is created if missing.
 

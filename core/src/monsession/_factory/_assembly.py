@@ -1,15 +1,18 @@
-"""The session `MonitoredTrainingSession` returns: hooks, creator, directory lock."""
+"""The session `MonitoredTrainingSession` returns: its hooks and its creator.
+
+The lock of `checkpoint_dir` is not core's: the family that saves
+checkpoints takes it when it builds its hook (see `lock_checkpoint_dir`).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from monsession._api._hook_api import SessionRunHook
 from monsession._distribution import _strategy_training
-from monsession._distribution._distributed import is_chief, multi_worker_strategy
+from monsession._distribution._distributed import multi_worker_strategy
 from monsession._distribution._replicas import EagerReplicaSessionCreator
-from monsession._durability._directory_lock import lock_checkpoint_dir
 from monsession._factory._settings import USE_DEFAULT, stop_signals
 from monsession._factory._validation import check_families_installed, warn_same_kind
 from monsession._plugins import _plugin_manager
@@ -60,15 +63,12 @@ def assemble(
         master=settings.master,
         config=settings.config,
     )
-    return holding_directory_lock(
-        settings,
-        lambda: MonitoredSession(
-            session_creator=chief_creator,
-            hooks=all_hooks,
-            stop_grace_period_secs=stop_grace_period_secs,
-            stop_on_signals=stop_signals(stop_on_signals),
-            steps_per_execution=steps_per_execution,
-        ),
+    return MonitoredSession(
+        session_creator=chief_creator,
+        hooks=all_hooks,
+        stop_grace_period_secs=stop_grace_period_secs,
+        stop_on_signals=stop_signals(stop_on_signals),
+        steps_per_execution=steps_per_execution,
     )
 
 
@@ -95,7 +95,7 @@ def _session_in_strategy(
     stop_on_signals: bool | Iterable[int] | None,
     steps_per_execution: int | str,
 ) -> MonitoredSession:
-    """An eager session on one worker of a multi-worker strategy; the chief holds the lock."""
+    """An eager session on one worker of a multi-worker strategy."""
     signals = _strategy_training.stop_signals_in_strategy(
         strategy, stop_on_signals, given=stop_on_signals is not USE_DEFAULT
     )
@@ -103,45 +103,14 @@ def _session_in_strategy(
         strategy, steps_per_execution
     )
 
-    def in_strategy() -> MonitoredSession:
-        replica = _strategy_training.settings_in_strategy(strategy, settings)
-        if replica.is_chief:
-            all_hooks = chief_hooks(replica, chief_only_hooks, hooks)
-        else:
-            all_hooks = _strategy_training.worker_hooks(strategy, replica, hooks)
-        return _strategy_training.replica_session(
-            strategy, replica, all_hooks, stop_grace_period_secs, signals, steps_per_execution
-        )
-
-    if not is_chief(strategy):
-        return in_strategy()
-    return holding_directory_lock(settings, in_strategy)
-
-
-def holding_directory_lock(
-    settings: TrainingSettings, make_session: Callable[[], MonitoredSession]
-) -> MonitoredSession:
-    """The chief's session, holding the lock of `checkpoint_dir` until it closes.
-
-    Only a chief that saves checkpoints locks the directory: a second one
-    fails fast with `DirectoryLockedError` naming the holder. Without a
-    family that saves them, nothing will write there: no lock, and the
-    directory is not created.
-    """
-    saves = settings.save_checkpoint_secs or settings.save_checkpoint_steps
-    saver = "save_checkpoint_secs" in _plugin_manager.training_argument_owners()
-    if not (settings.checkpoint_dir and saves and saver):
-        return make_session()
-    lock = lock_checkpoint_dir(settings.checkpoint_dir)
-    if lock is None:
-        return make_session()
-    try:
-        session = make_session()
-    except BaseException:
-        lock.release()
-        raise
-    session.call_on_close(lock.release)
-    return session
+    replica = _strategy_training.settings_in_strategy(strategy, settings)
+    if replica.is_chief:
+        all_hooks = chief_hooks(replica, chief_only_hooks, hooks)
+    else:
+        all_hooks = _strategy_training.worker_hooks(strategy, replica, hooks)
+    return _strategy_training.replica_session(
+        strategy, replica, all_hooks, stop_grace_period_secs, signals, steps_per_execution
+    )
 
 
 def chief_hooks(

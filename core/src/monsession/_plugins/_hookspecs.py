@@ -156,9 +156,11 @@ def monsession_default_hooks(settings: TrainingSettings) -> Sequence[DefaultHook
     true: return nothing there unless your hooks must run on every worker.
 
     Raise `ValueError` (or `TypeError`) for an argument of the user's that
-    your hooks cannot accept, naming it: it reaches the user as it is. Any
-    other exception is a failure of your plugin: it is reported with your
-    plugin's name and your hooks are left out (in strict mode it is fatal).
+    your hooks cannot accept, naming it: it reaches the user as it is, and
+    so does `DirectoryLockedError` from `lock_checkpoint_dir` (a hook that
+    locks its directory as it is built). Any other exception is a failure
+    of your plugin: it is reported with your plugin's name and your hooks
+    are left out (in strict mode it is fatal).
 
     Args:
       settings: The resolved `TrainingSettings` of the call.

@@ -38,6 +38,7 @@ from typing import Any
 
 import pluggy
 
+from monsession._durability._directory_lock import DirectoryLockedError
 from monsession._plugins import _builtin_plugin, _hookspecs, _newer_core
 from monsession._plugins._hookspecs import PROJECT_NAME, DefaultHook, TrainingSettings
 from monsession._plugins._plugin_types import (
@@ -377,7 +378,8 @@ def _call_all(discovery: _Discovery, hook_name: str, **kwargs: Any) -> list[Any]
 
     `ValueError` and `TypeError` are the user's: a plugin raises them for a
     bad argument (e.g. ``save_checkpoint_steps=-1``), and they reach the
-    user unchanged, naming the argument.
+    user unchanged, naming the argument. So does `DirectoryLockedError`
+    (another live session holds the checkpoint directory a family locks).
     """
     left_out: list[Any] = []
     while True:
@@ -388,7 +390,7 @@ def _call_all(discovery: _Discovery, hook_name: str, **kwargs: Any) -> list[Any]
         )
         try:
             return list(caller(**kwargs))
-        except (ValueError, TypeError):
+        except (ValueError, TypeError, DirectoryLockedError):
             raise
         except Exception as error:
             plugin = _raising_plugin(discovery.manager, hook_name, error)
