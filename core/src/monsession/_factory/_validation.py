@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from monsession._api._arguments import check_directory, check_flag, check_hooks, check_interval
 from monsession._api._hook_api import SessionRunHook
@@ -32,15 +31,15 @@ def check_arguments(
     hooks: Iterable[SessionRunHook] | None,
     chief_only_hooks: Iterable[SessionRunHook] | None,
     steps_per_execution: int | str,
-    schedules: dict[str, Any],
+    schedules: dict[str, object],
     directories: dict[str, str | None],
-    flags: dict[str, Any],
+    flags: dict[str, object],
     scaffold: Scaffold | None,
     master: str,
-    config: Any,
-    max_wait_secs: Any,
-    stop_grace_period_secs: Any,
-) -> tuple[list[Any] | None, list[Any] | None]:
+    config: object,
+    max_wait_secs: object,
+    stop_grace_period_secs: object,
+) -> tuple[list[SessionRunHook] | None, list[SessionRunHook] | None]:
     """Checks the arguments, in the order of the signature's documentation.
 
     Returns:
@@ -61,7 +60,7 @@ def check_arguments(
     return hooks, chief_only_hooks
 
 
-def _check_schedules(**values: Any) -> None:
+def _check_schedules(**values: object) -> None:
     """TensorFlow's rule: `None` or 0 turns a default hook off; anything else must be positive.
 
     TensorFlow builds no hook for 0 or a negative value, and raises for both
@@ -70,13 +69,13 @@ def _check_schedules(**values: Any) -> None:
     for name, value in values.items():
         if value is USE_DEFAULT or value is None:
             continue
-        secs = name.endswith("_secs")
-        number = "number of seconds" if secs else "int number of steps"
+        in_secs = name.endswith("_secs")
+        number = "number of seconds" if in_secs else "int number of steps"
         check_interval(
             OWNER,
             name,
             value,
-            "secs" if secs else "steps",
+            "secs" if in_secs else "steps",
             allow_zero=True,
             expected=f"None or 0 (off), or a positive {number}",
         )
@@ -125,7 +124,7 @@ def _warn_not_saving(settings: TrainingSettings, distribution: str, arguments: l
 
 
 def warn_same_kind(
-    settings: TrainingSettings, defaults: list[DefaultHook], user_hooks: list[Any]
+    settings: TrainingSettings, defaults: list[DefaultHook], user_hooks: list[object]
 ) -> None:
     """Warns, once per process and class, of a user hook of a default hook's kind.
 
