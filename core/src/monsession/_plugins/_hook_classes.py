@@ -11,6 +11,7 @@ reference is loaded.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 
 from monsession._plugins import _answers, _calling
@@ -47,17 +48,16 @@ class HookClassEntry:
         if isinstance(self.ref, type):
             return self.ref
         module_name, _, qualname = self.ref.partition(":")
-        obj: object = importlib.import_module(module_name)
-        for part in qualname.split("."):
-            try:
-                obj = getattr(obj, part)
-            except AttributeError as error:
-                source = PluginSource(self.plugin, None, self.distribution, self.version)
-                raise ImportError(
-                    f"Hook class reference {self.ref!r} of plugin {source.describe()} does "
-                    f"not resolve: {error}; upgrade or reinstall the plugin's distribution.",
-                    name=self.name,
-                ) from error
+        module = importlib.import_module(module_name)
+        try:
+            obj: object = functools.reduce(getattr, qualname.split("."), module)
+        except AttributeError as error:
+            source = PluginSource(self.plugin, None, self.distribution, self.version)
+            raise ImportError(
+                f"Hook class reference {self.ref!r} of plugin {source.describe()} does "
+                f"not resolve: {error}; upgrade or reinstall the plugin's distribution.",
+                name=self.name,
+            ) from error
         if not isinstance(obj, type):
             raise TypeError(
                 f"Hook class reference {self.ref!r} of plugin '{self.plugin}' names "
