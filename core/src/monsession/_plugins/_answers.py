@@ -10,7 +10,8 @@ callers decide what a bad answer costs (`_plugin_manager` when loading,
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TypeGuard, TypeVar
 
 import pluggy
 
@@ -20,6 +21,7 @@ ClassRef = tuple[str, "type | str"]
 """`(class name, class or lazy reference "package.module:QualName")`."""
 
 _LAZY_REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+T = TypeVar("T")
 
 
 def ask_one(
@@ -46,18 +48,13 @@ def class_refs(
     items: Sequence[object], hook_name: str = "monsession_hook_classes"
 ) -> list[ClassRef]:
     """`(class name, ref)` for each item a plugin returned from `hook_name`."""
-    refs: list[ClassRef] = []
-    for ref in items:
-        if isinstance(ref, type):
-            refs.append((ref.__name__, ref))
-        elif isinstance(ref, str) and _LAZY_REF.match(ref):
-            refs.append((ref.partition(":")[2].rpartition(".")[2], ref))
-        else:
-            raise TypeError(
-                f"Returned {ref!r} from {hook_name}; expected a class or a "
-                "'package.module:ClassName' string."
-            )
-    return refs
+    expected = "a class or a 'package.module:ClassName' string"
+    return [
+        (ref.__name__, ref)
+        if isinstance(ref, type)
+        else (ref.partition(":")[2].rpartition(".")[2], ref)
+        for ref in _checked(items, _is_class_ref, hook_name, expected)
+    ]
 
 
 def other_class_refs(items: Sequence[object]) -> list[ClassRef]:
@@ -67,34 +64,46 @@ def other_class_refs(items: Sequence[object]) -> list[ClassRef]:
 
 def argument_names(items: Sequence[object]) -> list[str]:
     """Checks the items a plugin returned from monsession_training_arguments."""
-    names = []
-    for argument in items:
-        if not (isinstance(argument, str) and argument.isidentifier()):
-            raise TypeError(
-                f"Returned {argument!r} from monsession_training_arguments; expected "
-                "argument names of MonitoredTrainingSession such as 'save_checkpoint_steps'."
-            )
-        names.append(argument)
-    return names
+    expected = "argument names of MonitoredTrainingSession such as 'save_checkpoint_steps'"
+    return _checked(items, _is_argument_name, "monsession_training_arguments", expected)
 
 
 def default_hook_items(items: Sequence[object]) -> list[DefaultHook]:
     """Checks the items a plugin returned from monsession_default_hooks."""
-    checked = []
+    expected = (
+        "DefaultHook(hook, order, arguments) items with an int order and a tuple of argument "
+        "names, e.g. [DefaultHook(MyHook(), ORDER_OTHER)]"
+    )
+    return _checked(items, _is_default_hook, "monsession_default_hooks", expected)
+
+
+def _checked(
+    items: Sequence[object], valid: Callable[[object], TypeGuard[T]], hook_name: str, expected: str
+) -> list[T]:
+    """`items` if each is `valid`, else `TypeError` naming the first that is not."""
+    checked: list[T] = []
     for item in items:
-        if not (
-            isinstance(item, DefaultHook)
-            and isinstance(item.order, int)
-            and isinstance(item.arguments, tuple)
-            and all(isinstance(argument, str) for argument in item.arguments)
-        ):
-            raise TypeError(
-                f"Returned {item!r} from monsession_default_hooks; expected DefaultHook(hook, "
-                "order, arguments) items with an int order and a tuple of argument names, "
-                "e.g. [DefaultHook(MyHook(), ORDER_OTHER)]."
-            )
+        if not valid(item):
+            raise TypeError(f"Returned {item!r} from {hook_name}; expected {expected}.")
         checked.append(item)
     return checked
+
+
+def _is_class_ref(item: object) -> TypeGuard[type | str]:
+    return isinstance(item, type) or (isinstance(item, str) and bool(_LAZY_REF.match(item)))
+
+
+def _is_argument_name(item: object) -> TypeGuard[str]:
+    return isinstance(item, str) and item.isidentifier()
+
+
+def _is_default_hook(item: object) -> TypeGuard[DefaultHook]:
+    return (
+        isinstance(item, DefaultHook)
+        and isinstance(item.order, int)
+        and isinstance(item.arguments, tuple)
+        and all(isinstance(argument, str) for argument in item.arguments)
+    )
 
 
 def check_registrations(manager: pluggy.PluginManager, plugin: str) -> None:

@@ -61,11 +61,11 @@ class Discovery:
 
     manager: pluggy.PluginManager
     sources: dict[str, PluginSource]
-    failures: list[PluginFailure]
-    blocked: list[PluginSource]
-    newer_core: list[PluginForNewerCore]
     autoload: bool
     strict: bool
+    failures: list[PluginFailure] = dataclasses.field(default_factory=list)
+    blocked: list[PluginSource] = dataclasses.field(default_factory=list)
+    newer_core: list[PluginForNewerCore] = dataclasses.field(default_factory=list)
     warned: set[str] = dataclasses.field(default_factory=set)
 
     def warn_once(self, message: str, key: str | None = None) -> None:
@@ -112,9 +112,6 @@ def discovery() -> Discovery:
     found = Discovery(
         manager=manager,
         sources={CORE_PLUGIN_NAME: core},
-        failures=[],
-        blocked=[],
-        newer_core=[],
         autoload=not env_flag(ENV_DISABLE_AUTOLOAD),
         strict=env_flag(ENV_STRICT),
     )
