@@ -11,7 +11,8 @@ import pytest
 
 import monsession
 import monsession.hooks
-from monsession._plugins import _plugin_manager
+from monsession import plugins
+from monsession._plugins import _families, _plugin_manager
 
 if TYPE_CHECKING:
     from core_plugin_fixtures import PluginSite
@@ -67,9 +68,9 @@ def test_dir_lists_available_hook_classes(register_plugin: Register) -> None:
     assert names == sorted(names)
 
 
-@pytest.mark.parametrize("name", sorted(_plugin_manager.KNOWN_HOOK_FAMILIES))
+@pytest.mark.parametrize("name", sorted(plugins.KNOWN_HOOK_FAMILIES))
 def test_missing_family_gives_install_hint(isolated_plugins: object, name: str) -> None:
-    distribution = _plugin_manager.KNOWN_HOOK_FAMILIES[name]
+    distribution = plugins.KNOWN_HOOK_FAMILIES[name]
     with pytest.raises(ImportError) as raised:
         getattr(monsession.hooks, name)
     message = str(raised.value)
@@ -103,22 +104,22 @@ def test_from_import_of_missing_family_keeps_the_hint(plugin_site: PluginSite) -
 
 
 def test_install_commands_give_the_index_and_the_checkout_forms() -> None:
-    assert _plugin_manager.install_commands("monsession-hooks-debug") == (
+    assert _families.install_commands("monsession-hooks-debug") == (
         "pip install monsession-hooks-debug (or, from a checkout of the monsession "
         "repository: pip install ./hooks-debug)"
     )
-    assert _plugin_manager.install_commands("monsession-hooks-debug", upgrade=True) == (
+    assert _families.install_commands("monsession-hooks-debug", upgrade=True) == (
         "pip install --upgrade monsession-hooks-debug (or, from an up-to-date checkout of "
         "the monsession repository: pip install ./hooks-debug)"
     )
     # A third party's distribution is not in this repository: the index form only.
-    assert _plugin_manager.install_commands("acme-hooks") == "pip install acme-hooks"
+    assert _families.install_commands("acme-hooks") == "pip install acme-hooks"
 
 
 def test_installed_family_that_lacks_the_class_says_upgrade(acme_site: PluginSite) -> None:
     code = """
-    from monsession._plugins import _plugin_manager
-    print(_plugin_manager.missing_family_message("FutureHook", "acme-hooks"))
+    from monsession._plugins import _families
+    print(_families.missing_family_message("FutureHook", "acme-hooks"))
     """
     result = acme_site.run("-c", textwrap.dedent(code))
     assert result.returncode == 0, result.stderr
@@ -145,7 +146,7 @@ def test_tensorflow_names_at_top_level_give_the_same_install_hint(
     with pytest.raises(ImportError) as from_top:
         getattr(monsession, name)
     assert str(from_top.value) == str(from_hooks.value)
-    assert _plugin_manager.KNOWN_HOOK_FAMILIES[name] in str(from_top.value)
+    assert plugins.KNOWN_HOOK_FAMILIES[name] in str(from_top.value)
     assert from_top.value.name == name
     assert name not in vars(monsession)
 
@@ -182,7 +183,7 @@ def test_other_names_of_hook_families_stay_in_monsession_hooks(
 
 def test_installed_family_wins_over_the_hint(register_plugin: Register) -> None:
     register_plugin(_WidgetPlugin(f"{__name__}:WidgetHook", "summary_mod:SummarySaverHook"), "s")
-    entry = _plugin_manager.hook_class_entries()["SummarySaverHook"]
+    entry = plugins.hook_class_entries()["SummarySaverHook"]
     assert entry.plugin == "s"
     with pytest.raises(ModuleNotFoundError, match="summary_mod"):
         monsession.hooks.SummarySaverHook  # noqa: B018
@@ -192,7 +193,7 @@ def test_unknown_name_lists_available_names(register_plugin: Register) -> None:
     register_plugin(_WidgetPlugin(WidgetHook), "widgets")
     with pytest.raises(AttributeError) as raised:
         monsession.hooks.WidgetHok  # noqa: B018
-    assert isinstance(raised.value, _plugin_manager.UnknownHookError)
+    assert isinstance(raised.value, plugins.UnknownHookError)
     assert str(raised.value) == (
         "No installed hook family provides a hook class named 'WidgetHok'. Available: "
         "FeedFnHook, FinalOpsHook, GlobalStepWaiterHook, StopAtStepHook, WidgetHook. "
@@ -206,7 +207,7 @@ def test_unknown_name_lists_available_names(register_plugin: Register) -> None:
 def test_private_names_are_plain_attribute_errors(isolated_plugins: object) -> None:
     with pytest.raises(AttributeError, match="has no attribute '__wrapped__'") as raised:
         monsession.hooks.__wrapped__  # noqa: B018
-    assert not isinstance(raised.value, _plugin_manager.UnknownHookError)
+    assert not isinstance(raised.value, plugins.UnknownHookError)
 
 
 def test_plugin_hook_class_resolves_in_a_fresh_process(acme_site: PluginSite) -> None:
@@ -230,10 +231,10 @@ def test_importing_monsession_and_hooks_does_not_import_tensorflow(
         import json, sys
         import monsession
         import monsession.hooks
-        from monsession._plugins import _plugin_manager
+        from monsession import plugins
         dir(monsession)
         dir(monsession.hooks)
-        _plugin_manager.plugin_infos()
+        plugins.plugin_infos()
         try:
             monsession.hooks.NoSuchHook
         except AttributeError:

@@ -15,6 +15,7 @@ import pluggy
 import pytest
 
 import monsession
+from monsession import plugins
 from monsession._plugins import _hookspecs, _plugin_manager
 from monsession._plugins._hookspecs import (
     ORDER_CHECKPOINT_SAVER,
@@ -34,7 +35,7 @@ Register = Callable[[object, str], object]
 # Prints what a subprocess discovered, as JSON.
 REPORT_CODE = """
 import json
-from monsession._plugins import _plugin_manager as pm
+from monsession import plugins as pm
 
 listing = pm.plugin_infos()
 print(json.dumps({
@@ -120,7 +121,7 @@ def test_installed_plugin_is_discovered_and_its_hooks_reachable(acme_site: Plugi
     found = acme_site.run_json(
         """
         import json
-        from monsession._plugins import _plugin_manager as pm
+        from monsession import plugins as pm
         from monsession.hooks import AcmeHook
         entry = pm.hook_class_entries()["AcmeHook"]
         print(json.dumps([AcmeHook.__module__, AcmeHook.__name__, entry.plugin,
@@ -163,7 +164,7 @@ def test_strict_mode_raises_plugin_load_error(broken_site: PluginSite, value: st
     found = broken_site.run_json(
         """
         import json
-        from monsession._plugins import _plugin_manager as pm
+        from monsession import plugins as pm
         try:
             pm.get_plugin_manager()
         except pm.PluginLoadError as error:
@@ -292,7 +293,7 @@ def test_core_is_registered_directly(isolated_plugins: pluggy.PluginManager) -> 
 
     assert isolated_plugins.get_plugin("core") is _builtin_plugin
     assert isolated_plugins.project_name == "monsession"
-    entries = _plugin_manager.hook_class_entries()
+    entries = plugins.hook_class_entries()
     assert {name: entry.ref for name, entry in entries.items() if entry.plugin == "core"} == {
         name: f"monsession._api._control_hooks:{name}"
         for name in ("StopAtStepHook", "FeedFnHook", "FinalOpsHook", "GlobalStepWaiterHook")
@@ -302,8 +303,8 @@ def test_core_is_registered_directly(isolated_plugins: pluggy.PluginManager) -> 
 
 def test_hook_class_entries_keep_lazy_refs_unimported(register_plugin: Register) -> None:
     register_plugin(_HookClassesPlugin(_Hook, "no_such_module_xyz.sub:Outer.LazyHook"), "mine")
-    entries = _plugin_manager.hook_class_entries()
-    assert entries["_Hook"] == _plugin_manager.HookClassEntry("_Hook", _Hook, "mine")
+    entries = plugins.hook_class_entries()
+    assert entries["_Hook"] == plugins.HookClassEntry("_Hook", _Hook, "mine")
     assert entries["_Hook"].load() is _Hook
     lazy = entries["LazyHook"]
     assert (lazy.ref, lazy.plugin, lazy.distribution) == (
@@ -317,7 +318,7 @@ def test_hook_class_entries_keep_lazy_refs_unimported(register_plugin: Register)
 
 def test_lazy_ref_to_a_missing_class_is_an_import_error(register_plugin: Register) -> None:
     register_plugin(_HookClassesPlugin("monsession._plugins._plugin_manager:GoneHook"), "mine")
-    entry = _plugin_manager.hook_class_entries()["GoneHook"]
+    entry = plugins.hook_class_entries()["GoneHook"]
     with pytest.raises(ImportError) as raised:
         entry.load()
     assert str(raised.value) == (
@@ -330,7 +331,7 @@ def test_lazy_ref_to_a_missing_class_is_an_import_error(register_plugin: Registe
 
 def test_lazy_ref_to_a_non_class_is_a_type_error(register_plugin: Register) -> None:
     register_plugin(_HookClassesPlugin("monsession._plugins._plugin_manager:logger"), "mine")
-    entry = _plugin_manager.hook_class_entries()["logger"]
+    entry = plugins.hook_class_entries()["logger"]
     pattern = r"'monsession\._plugins\._plugin_manager:logger' of plugin 'mine'"
     with pytest.raises(TypeError, match=pattern):
         entry.load()
@@ -356,8 +357,8 @@ def test_bad_hook_class_item_is_reported_and_the_plugin_left_out(
 ) -> None:
     register_plugin(_HookClassesPlugin("good_mod:GoodHook", bad), "sloppy")
     with caplog.at_level(logging.WARNING, logger="monsession"):
-        entries = _plugin_manager.hook_class_entries()
-        listing = _plugin_manager.plugin_infos()
+        entries = plugins.hook_class_entries()
+        listing = plugins.plugin_infos()
     assert "GoodHook" not in entries and "StopAtStepHook" in entries
     assert [info.hook_classes for info in listing.plugins if info.source.name == "sloppy"] == [()]
     [message] = caplog.messages
@@ -372,8 +373,8 @@ def test_bad_hook_class_item_is_reported_and_the_plugin_left_out(
 
 def test_bad_hook_class_item_is_fatal_in_strict_mode(strict: Register) -> None:
     strict(_HookClassesPlugin("missing_colon"), "sloppy")
-    with pytest.raises(_plugin_manager.PluginCallError) as raised:
-        _plugin_manager.hook_class_entries()
+    with pytest.raises(plugins.PluginCallError) as raised:
+        plugins.hook_class_entries()
     assert str(raised.value).startswith(
         "Plugin 'sloppy' (unknown distribution) failed in monsession_hook_classes: TypeError:"
     )
@@ -386,8 +387,8 @@ def test_hook_class_collisions_core_first_then_plugin_name(
     register_plugin(_HookClassesPlugin("zeta_mod:Shared", "zeta_mod:StopAtStepHook"), "zeta")
     register_plugin(_HookClassesPlugin("alpha_mod:Shared"), "alpha")
     with caplog.at_level(logging.WARNING, logger="monsession"):
-        entries = _plugin_manager.hook_class_entries()
-        _plugin_manager.hook_class_entries()
+        entries = plugins.hook_class_entries()
+        plugins.hook_class_entries()
     assert entries["Shared"].ref == "alpha_mod:Shared"
     assert entries["StopAtStepHook"].plugin == "core"
     assert sorted(caplog.messages) == [
@@ -401,10 +402,10 @@ def test_hook_class_collisions_core_first_then_plugin_name(
 
 
 def test_training_argument_owners(register_plugin: Register) -> None:
-    assert _plugin_manager.training_argument_owners() == {}
+    assert plugins.training_argument_owners() == {}
     register_plugin(_ArgumentsPlugin("save_checkpoint_steps", "save_checkpoint_secs"), "ckpt")
     register_plugin(_ArgumentsPlugin("save_checkpoint_steps"), "other")
-    assert _plugin_manager.training_argument_owners() == {
+    assert plugins.training_argument_owners() == {
         "save_checkpoint_steps": "ckpt",
         "save_checkpoint_secs": "ckpt",
     }
@@ -415,7 +416,7 @@ def test_bad_training_argument_is_reported_and_the_plugin_left_out(
 ) -> None:
     register_plugin(_ArgumentsPlugin("save_checkpoint_steps", "save checkpoint"), "sloppy")
     with caplog.at_level(logging.WARNING, logger="monsession"):
-        assert _plugin_manager.training_argument_owners() == {}
+        assert plugins.training_argument_owners() == {}
     [message] = caplog.messages
     assert message.startswith(
         "Plugin 'sloppy' (unknown distribution) failed in monsession_training_arguments: "
@@ -440,7 +441,7 @@ def test_default_hooks_sorted_by_order_then_plugin(register_plugin: Register) ->
         "alpha",
     )
     settings = _settings()
-    hooks = _plugin_manager.default_hooks(settings)
+    hooks = plugins.default_hooks(settings)
     assert hooks == [second, third, fourth, first]
     assert beta.seen == [settings]
 
@@ -468,7 +469,7 @@ def test_default_hooks_bad_answer_is_reported_and_left_out(
     register_plugin(_DefaultHooksPlugin([DefaultHook(kept)]), "fine")
     register_plugin(_DefaultHooksPlugin(answer), "careless")
     with caplog.at_level(logging.WARNING, logger="monsession"):
-        assert _plugin_manager.default_hooks(_settings()) == [kept]
+        assert plugins.default_hooks(_settings()) == [kept]
     [message] = caplog.messages
     assert message.startswith(
         "Plugin 'careless' (unknown distribution) failed in monsession_default_hooks: TypeError: "
@@ -479,8 +480,8 @@ def test_default_hooks_bad_answer_is_reported_and_left_out(
 def test_default_hooks_bad_answer_is_fatal_in_strict_mode(strict: Register) -> None:
     strict(_DefaultHooksPlugin([DefaultHook(_Hook("kept"))]), "fine")
     strict(_DefaultHooksPlugin([_Hook("bare")]), "careless")
-    with pytest.raises(_plugin_manager.PluginCallError, match=r"^Plugin 'careless' .* TypeError"):
-        _plugin_manager.default_hooks(_settings())
+    with pytest.raises(plugins.PluginCallError, match=r"^Plugin 'careless' .* TypeError"):
+        plugins.default_hooks(_settings())
 
 
 class _RaisingPlugin:
@@ -497,7 +498,7 @@ def test_default_hooks_plugin_that_raises_is_reported_and_left_out(
     register_plugin(_RaisingPlugin(), "raiser")
     register_plugin(_DefaultHooksPlugin([]), "late")  # Called first (pluggy is LIFO).
     with caplog.at_level(logging.WARNING, logger="monsession"):
-        assert _plugin_manager.default_hooks(_settings(checkpoint_dir="/ckpt")) == [kept]
+        assert plugins.default_hooks(_settings(checkpoint_dir="/ckpt")) == [kept]
     assert caplog.messages == [
         "Plugin 'raiser' (unknown distribution) failed in monsession_default_hooks: "
         "RuntimeError: cannot build hooks for /ckpt; its contribution is skipped. "
@@ -517,7 +518,7 @@ def test_default_hooks_value_error_is_the_users_and_reaches_them(register_plugin
     register_plugin(_DefaultHooksPlugin([]), "fine")
     register_plugin(_PickyPlugin(), "picky")
     with pytest.raises(ValueError, match="save_summaries_steps must be positive, got -3"):
-        _plugin_manager.default_hooks(_settings(save_summaries_steps=-3))
+        plugins.default_hooks(_settings(save_summaries_steps=-3))
 
 
 class _LockingPlugin:
@@ -539,13 +540,13 @@ def test_default_hooks_directory_locked_error_reaches_the_user(
     )
     register_plugin(_LockingPlugin(str(tmp_path)), "locking")
     with pytest.raises(monsession.plugins.DirectoryLockedError, match=f"process {os.getppid()}"):
-        _plugin_manager.default_hooks(_settings())
+        plugins.default_hooks(_settings())
 
 
 def test_default_hooks_plugin_that_raises_is_fatal_in_strict_mode(strict: Register) -> None:
     strict(_RaisingPlugin(), "raiser")
-    with pytest.raises(_plugin_manager.PluginCallError, match=r"^Plugin 'raiser' ") as raised:
-        _plugin_manager.default_hooks(_settings())
+    with pytest.raises(plugins.PluginCallError, match=r"^Plugin 'raiser' ") as raised:
+        plugins.default_hooks(_settings())
     assert isinstance(raised.value.__cause__, RuntimeError)
 
 
@@ -575,7 +576,7 @@ def test_pluggy_calls_plugins_with_tryfirst_and_wrappers(register_plugin: Regist
     register_plugin(_FirstPlugin(first), "first")  # Registered first, yet called first.
     register_plugin(_DefaultHooksPlugin([DefaultHook(plain, ORDER_CHECKPOINT_SAVER)]), "plain")
     wrapper = register_plugin(_WrapperPlugin(extra), "wrapper")
-    assert _plugin_manager.default_hooks(_settings()) == [extra, first, plain]
+    assert plugins.default_hooks(_settings()) == [extra, first, plain]
     assert wrapper.wrapped == [  # type: ignore[attr-defined]
         [[DefaultHook(first, ORDER_CHECKPOINT_SAVER)], [DefaultHook(plain, ORDER_CHECKPOINT_SAVER)]]
     ]
@@ -584,12 +585,10 @@ def test_pluggy_calls_plugins_with_tryfirst_and_wrappers(register_plugin: Regist
 def test_plugin_infos_lists_registered_plugins(register_plugin: Register) -> None:
     register_plugin(_HookClassesPlugin("b_mod:BHook", "b_mod:AHook"), "bee")
     register_plugin(_ArgumentsPlugin("log_step_count_steps"), "arg")
-    listing = _plugin_manager.plugin_infos()
+    listing = plugins.plugin_infos()
     assert [info.source.name for info in listing.plugins] == ["core", "arg", "bee"]
     bee = listing.plugins[2]
-    assert bee == _plugin_manager.PluginInfo(
-        _plugin_manager.PluginSource("bee"), ("AHook", "BHook"), ()
-    )
+    assert bee == plugins.PluginInfo(plugins.PluginSource("bee"), ("AHook", "BHook"), ())
     assert listing.plugins[1].training_arguments == ("log_step_count_steps",)
     assert (listing.failures, listing.blocked, listing.autoload) == ((), (), False)
 
@@ -605,8 +604,8 @@ def test_env_flag(monkeypatch: pytest.MonkeyPatch, value: str, expected: bool) -
 
 def test_known_families_name_our_distributions() -> None:
     families = {
-        **_plugin_manager.KNOWN_HOOK_FAMILIES,
-        **_plugin_manager.KNOWN_ARGUMENT_FAMILIES,
+        **plugins.KNOWN_HOOK_FAMILIES,
+        **plugins.KNOWN_ARGUMENT_FAMILIES,
     }.values()
     assert set(families) == {
         f"monsession-hooks-{name}"

@@ -33,7 +33,7 @@ MESSAGE = (
 STRICT = {"MONSESSION_STRICT_PLUGINS": "1"}
 LISTING_CODE = """
 import json
-from monsession._plugins import _plugin_manager as pm
+from monsession import plugins as pm
 
 listing = pm.plugin_infos()
 print(json.dumps({
@@ -75,7 +75,7 @@ def test_strict_mode_makes_it_an_error(newer_core_site: PluginSite) -> None:
     found = newer_core_site.run_json(
         """
         import json
-        from monsession._plugins import _plugin_manager as pm
+        from monsession import plugins as pm
         try:
             pm.get_plugin_manager()
         except pm.PluginLoadError as error:

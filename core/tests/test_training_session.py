@@ -9,6 +9,7 @@ import pytest
 import tensorflow as tf
 
 import monsession
+from monsession import plugins
 from monsession._plugins._hookspecs import (
     ORDER_CHECKPOINT_SAVER,
     ORDER_STEP_COUNTER,
@@ -187,6 +188,31 @@ def test_defaults_of_missing_families_warn_once_naming_what_is_not_saved(
                 f"which is not installed. Install it with: pip install {distribution} (or, "
                 f"from a checkout of the monsession repository: pip install ./{folder}). "
             ) in message
+
+
+def test_missing_family_warnings_name_the_directory_each_argument_writes_into(
+    graph, isolated_plugins, tmp_path, caplog
+):
+    monsession.get_or_create_global_step()
+    checkpoints, summaries = str(tmp_path / "checkpoints"), str(tmp_path / "summaries")
+    with caplog.at_level(logging.WARNING, logger="monsession"):
+        # Only summaries: save_checkpoint_secs has no directory, so it saves nothing.
+        with monsession.MonitoredTrainingSession(summary_dir=summaries):
+            pass
+        only_summaries = [r.getMessage() for r in _missing_family_warnings(caplog)]
+        plugins.reset_plugin_manager()  # Forget what was warned.
+        caplog.clear()
+        with monsession.MonitoredTrainingSession(checkpoint_dir=checkpoints, summary_dir=summaries):
+            pass
+    assert len(only_summaries) == 1
+    assert only_summaries[0].startswith(
+        f"MonitoredTrainingSession is not saving summaries and the step rate to {summaries!r} "
+    )
+    both = sorted(r.getMessage() for r in _missing_family_warnings(caplog))
+    assert [message.split(" (")[0] for message in both] == [
+        f"MonitoredTrainingSession is not saving checkpoints to {checkpoints!r}",
+        f"MonitoredTrainingSession is not saving summaries and the step rate to {summaries!r}",
+    ]
 
 
 def test_a_checkpoint_dir_nothing_will_write_is_not_created(program, isolated_plugins, tmp_path):

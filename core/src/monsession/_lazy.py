@@ -10,12 +10,11 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Callable, Mapping
-from typing import Any
 
 
 def lazy_attributes(
     module_name: str, targets: Mapping[str, str]
-) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
     """Returns a module's `__getattr__` and `__dir__` for lazily loaded names.
 
     Args:
@@ -28,7 +27,7 @@ def lazy_attributes(
       stored in the module, so later lookups cost nothing.
     """
 
-    def module_getattr(name: str) -> Any:
+    def module_getattr(name: str) -> object:
         target = targets.get(name)
         if target is None:
             raise AttributeError(f"module {module_name!r} has no attribute {name!r}")

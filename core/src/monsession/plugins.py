@@ -46,6 +46,10 @@ from typing import TYPE_CHECKING
 from monsession._lazy import lazy_attributes
 
 _MANAGER = "monsession._plugins._plugin_manager"
+_TYPES = "monsession._plugins._plugin_types"
+_FAMILIES = "monsession._plugins._families"
+_HOOK_CLASSES = "monsession._plugins._hook_classes"
+_DEFAULTS = "monsession._plugins._defaults"
 _HOOKSPECS = "monsession._plugins._hookspecs"
 _ARGUMENTS = "monsession._api._arguments"
 _HOOK_API = "monsession._api._hook_api"
@@ -60,9 +64,6 @@ _NAMES = {
             "ENV_DISABLE_AUTOLOAD",
             "ENV_DISABLED_PLUGINS",
             "ENV_STRICT",
-            "KNOWN_ARGUMENT_FAMILIES",
-            "KNOWN_HOOK_FAMILIES",
-            "HookClassEntry",
             "PluginCallError",
             "PluginCallFailure",
             "PluginFailure",
@@ -72,15 +73,14 @@ _NAMES = {
             "PluginLoadError",
             "PluginSource",
             "UnknownHookError",
-            "default_hooks",
-            "get_plugin_manager",
-            "hook_class_entries",
-            "plugin_infos",
-            "reset_plugin_manager",
-            "training_argument_owners",
         ),
-        _MANAGER,
+        _TYPES,
     ),
+    **dict.fromkeys(("get_plugin_manager", "reset_plugin_manager"), _MANAGER),
+    **dict.fromkeys(("KNOWN_ARGUMENT_FAMILIES", "KNOWN_HOOK_FAMILIES"), _FAMILIES),
+    **dict.fromkeys(("HookClassEntry", "hook_class_entries"), _HOOK_CLASSES),
+    **dict.fromkeys(("default_hooks", "training_argument_owners"), _DEFAULTS),
+    "plugin_infos": "monsession._plugins._listing",
     **dict.fromkeys(
         (
             "ORDER_CHECKPOINT_SAVER",
@@ -174,6 +174,9 @@ if TYPE_CHECKING:
         unregister_writer,
         wait_for_writes,
     )
+    from monsession._plugins._defaults import default_hooks, training_argument_owners
+    from monsession._plugins._families import KNOWN_ARGUMENT_FAMILIES, KNOWN_HOOK_FAMILIES
+    from monsession._plugins._hook_classes import HookClassEntry, hook_class_entries
     from monsession._plugins._hookspecs import (
         ORDER_CHECKPOINT_SAVER,
         ORDER_OTHER,
@@ -182,13 +185,12 @@ if TYPE_CHECKING:
         DefaultHook,
         TrainingSettings,
     )
-    from monsession._plugins._plugin_manager import (
+    from monsession._plugins._listing import plugin_infos
+    from monsession._plugins._plugin_manager import get_plugin_manager, reset_plugin_manager
+    from monsession._plugins._plugin_types import (
         ENV_DISABLE_AUTOLOAD,
         ENV_DISABLED_PLUGINS,
         ENV_STRICT,
-        KNOWN_ARGUMENT_FAMILIES,
-        KNOWN_HOOK_FAMILIES,
-        HookClassEntry,
         PluginCallError,
         PluginCallFailure,
         PluginFailure,
@@ -198,12 +200,6 @@ if TYPE_CHECKING:
         PluginLoadError,
         PluginSource,
         UnknownHookError,
-        default_hooks,
-        get_plugin_manager,
-        hook_class_entries,
-        plugin_infos,
-        reset_plugin_manager,
-        training_argument_owners,
     )
 
 __getattr__, __dir__ = lazy_attributes(__name__, _NAMES)

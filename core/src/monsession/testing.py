@@ -27,12 +27,20 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from monsession._api._hook_api import SessionRunHook
 
+if TYPE_CHECKING:
+    import tensorflow as tf
 
-def hooked_session(session: Any, hooks: Iterable[SessionRunHook]) -> Any:
+    from monsession._backends._eager import EagerSession
+    from monsession._session._hooked_session import _HookedSession
+
+
+def hooked_session(
+    session: tf.compat.v1.Session | EagerSession, hooks: Iterable[SessionRunHook]
+) -> _HookedSession:
     """Wraps `session` so that every `run()` calls the hooks around it.
 
     Each `run()` calls `before_run()`, one merged step and `after_run()` of
@@ -54,7 +62,7 @@ def hooked_session(session: Any, hooks: Iterable[SessionRunHook]) -> Any:
     return _HookedSession(session, list(hooks))
 
 
-def global_step_read_tensor(graph: Any = None) -> Any:
+def global_step_read_tensor(graph: tf.Graph | None = None) -> tf.Tensor | None:
     """TensorFlow's shared read tensor of the global step (graph mode), created if needed.
 
     What TensorFlow's own hooks fetch with every step and what the step
@@ -109,7 +117,7 @@ def count_host_reads() -> Iterator[HostReads]:
     with _counting_lock:
         read = tensor_class._numpy
 
-        def counted(tensor: Any) -> Any:
+        def counted(tensor: tf.Tensor) -> object:
             reads.count += 1
             return read(tensor)
 

@@ -22,7 +22,7 @@ from monsession._distribution._distributed import (
 from monsession._distribution._peers import StepAgreement
 from monsession._distribution._replicas import EagerReplicaSessionCreator
 from monsession._durability._signal_stop import resolve_stop_signals
-from monsession._plugins import _plugin_manager
+from monsession._plugins import _defaults
 from monsession._plugins._hookspecs import TrainingSettings
 from monsession._session._monitored_session import MonitoredSession
 
@@ -136,7 +136,7 @@ def worker_hooks(
     """
     collective = uses_collectives(strategy)
     worker_settings = dataclasses.replace(settings, summary_dir=None, saves_with_chief=collective)
-    saving = _plugin_manager.default_hooks(worker_settings) if collective else []
+    saving = _defaults.default_hooks(worker_settings) if collective else []
     return [*saving, *(hooks or [])]
 
 

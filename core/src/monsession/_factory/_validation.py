@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Mapping
 
 from monsession._api._arguments import check_directory, check_flag, check_hooks, check_interval
 from monsession._api._hook_api import SessionRunHook
 from monsession._backends._fusion import check_steps_per_execution
 from monsession._backends._mode import current_mode
 from monsession._factory._settings import USE_DEFAULT
-from monsession._plugins import _plugin_manager
+from monsession._plugins import _defaults
+from monsession._plugins._families import KNOWN_ARGUMENTS, missing_family_message
 from monsession._plugins._hookspecs import DefaultHook, TrainingSettings
+from monsession._plugins._plugin_manager import warn_once
 from monsession._session._monitored_session import check_session_arguments
 from monsession._session._scaffold import Scaffold
 from monsession._session._session_creators import check_creator_arguments
@@ -24,31 +25,21 @@ _SCHEDULES = (
     ("save_summaries_steps", "save_summaries_secs"),
 )
 
-# What the default hooks of each argument save, for the warning when their
-# family is missing.
-_SAVED_BY_ARGUMENT = {
-    "save_checkpoint_secs": "checkpoints",
-    "save_checkpoint_steps": "checkpoints",
-    "save_summaries_steps": "summaries",
-    "save_summaries_secs": "summaries",
-    "log_step_count_steps": "the step rate",
-}
-
 
 def check_arguments(
     *,
     hooks: Iterable[SessionRunHook] | None,
     chief_only_hooks: Iterable[SessionRunHook] | None,
     steps_per_execution: int | str,
-    schedules: dict[str, Any],
+    schedules: Mapping[str, object],
     directories: dict[str, str | None],
-    flags: dict[str, Any],
+    flags: Mapping[str, object],
     scaffold: Scaffold | None,
     master: str,
-    config: Any,
-    max_wait_secs: Any,
-    stop_grace_period_secs: Any,
-) -> tuple[list[Any] | None, list[Any] | None]:
+    config: object,
+    max_wait_secs: object,
+    stop_grace_period_secs: object,
+) -> tuple[list[SessionRunHook] | None, list[SessionRunHook] | None]:
     """Checks the arguments, in the order of the signature's documentation.
 
     Returns:
@@ -69,7 +60,7 @@ def check_arguments(
     return hooks, chief_only_hooks
 
 
-def _check_schedules(**values: Any) -> None:
+def _check_schedules(**values: object) -> None:
     """TensorFlow's rule: `None` or 0 turns a default hook off; anything else must be positive.
 
     TensorFlow builds no hook for 0 or a negative value, and raises for both
@@ -78,13 +69,13 @@ def _check_schedules(**values: Any) -> None:
     for name, value in values.items():
         if value is USE_DEFAULT or value is None:
             continue
-        secs = name.endswith("_secs")
-        number = "number of seconds" if secs else "int number of steps"
+        in_secs = name.endswith("_secs")
+        number = "number of seconds" if in_secs else "int number of steps"
         check_interval(
             OWNER,
             name,
             value,
-            "secs" if secs else "steps",
+            "secs" if in_secs else "steps",
             allow_zero=True,
             expected=f"None or 0 (off), or a positive {number}",
         )
@@ -99,35 +90,32 @@ def _check_schedules(**values: Any) -> None:
 
 def check_families_installed(settings: TrainingSettings) -> None:
     """Raises for an explicit argument whose family is missing; warns for the others."""
-    served = _plugin_manager.training_argument_owners()
+    served = _defaults.training_argument_owners()
     skipped: dict[str, list[str]] = {}
-    for argument, distribution in _plugin_manager.KNOWN_ARGUMENT_FAMILIES.items():
-        if argument in served or not _would_save(settings, argument):
-            continue
+    for argument, known in KNOWN_ARGUMENTS.items():
+        value = getattr(settings, argument)
+        if argument in served or not (value and value > 0 and known.directory_in(settings)):
+            continue  # Served, or its default hook would write nothing.
         if argument in settings.explicit:
-            value = getattr(settings, argument)
-            reason = _plugin_manager.missing_family_message(f"{argument}={value!r}", distribution)
+            reason = missing_family_message(f"{argument}={value!r}", known.distribution)
             raise ImportError(f"MonitoredTrainingSession: {reason}")
-        skipped.setdefault(distribution, []).append(argument)
+        skipped.setdefault(known.distribution, []).append(argument)
     for distribution, arguments in skipped.items():
         _warn_not_saving(settings, distribution, arguments)
 
 
-def _would_save(settings: TrainingSettings, argument: str) -> bool:
-    """Whether the default hook of `argument` would write: a positive value and a directory."""
-    value = getattr(settings, argument)
-    directory = settings.checkpoint_dir if "checkpoint" in argument else settings.summary_dir
-    return bool(value and value > 0 and directory)
-
-
 def _warn_not_saving(settings: TrainingSettings, distribution: str, arguments: list[str]) -> None:
-    """Warns, once per process and family, that the defaults of `arguments` save nothing."""
-    saved = " and ".join(dict.fromkeys(_SAVED_BY_ARGUMENT[argument] for argument in arguments))
-    directory = settings.checkpoint_dir if "checkpoint" in arguments[0] else settings.summary_dir
+    """Warns, once per process and family, that the defaults of `arguments` save nothing.
+
+    A family's arguments all write into one directory (`KNOWN_ARGUMENTS`).
+    """
+    known = [KNOWN_ARGUMENTS[argument] for argument in arguments]
+    saved = " and ".join(dict.fromkeys(argument.saves for argument in known))
+    directory = known[0].directory_in(settings)
     values = ", ".join(f"{argument}={getattr(settings, argument)!r}" for argument in arguments)
-    reason = _plugin_manager.missing_family_message(f"Saving {saved}", distribution)
+    reason = missing_family_message(f"Saving {saved}", distribution)
     turn_off = ", ".join(f"{argument}=None" for argument in arguments)
-    _plugin_manager.warn_once(
+    warn_once(
         f"MonitoredTrainingSession is not saving {saved} to {directory!r} ({values}, by "
         f"default): {reason.rstrip('.')}. Pass {turn_off} to turn them off and silence "
         "this warning.",
@@ -136,7 +124,7 @@ def _warn_not_saving(settings: TrainingSettings, distribution: str, arguments: l
 
 
 def warn_same_kind(
-    settings: TrainingSettings, defaults: list[DefaultHook], user_hooks: list[Any]
+    settings: TrainingSettings, defaults: list[DefaultHook], user_hooks: list[object]
 ) -> None:
     """Warns, once per process and class, of a user hook of a default hook's kind.
 
@@ -156,7 +144,7 @@ def warn_same_kind(
         ]
         turned_on = f" ({', '.join(values)})" if values else ""
         turn_off = ", ".join(f"{argument}=None" for argument in item.arguments)
-        _plugin_manager.warn_once(
+        warn_once(
             f"MonitoredTrainingSession: your hooks include a {kind.__name__} and the default "
             f"{kind.__name__}{turned_on} is on too; both run, as in TensorFlow, and save the "
             f"same things twice. To keep only yours, pass {turn_off}.",

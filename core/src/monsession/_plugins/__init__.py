@@ -1,1 +1,1 @@
-"""Plugins: the manager, hookspecs, their types, core's own plugin and the CLI."""
+"""Plugins: hookspecs and types, discovery, calling, the queries, core's own plugin, the CLI."""

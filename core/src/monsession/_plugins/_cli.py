@@ -21,8 +21,14 @@ from collections.abc import Sequence
 from typing import Any
 
 import monsession
-from monsession._plugins import _new_package, _plugin_manager
-from monsession._plugins._plugin_manager import PluginListing, PluginLoadError, PluginSource
+from monsession._plugins import _listing, _new_package, _plugin_manager
+from monsession._plugins._plugin_types import (
+    ENV_DISABLE_AUTOLOAD,
+    ENV_DISABLED_PLUGINS,
+    PluginListing,
+    PluginLoadError,
+    PluginSource,
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -156,13 +162,13 @@ def listing_text(listing: PluginListing) -> str:
     if listing.blocked:
         lines += [
             "",
-            f"Blocked by {_plugin_manager.ENV_DISABLED_PLUGINS} ({len(listing.blocked)}):",
+            f"Blocked by {ENV_DISABLED_PLUGINS} ({len(listing.blocked)}):",
         ]
         lines += [f"  {_describe(source)}" for source in listing.blocked]
     if not listing.autoload:
         lines += [
             "",
-            f"Entry-point autoloading is off ({_plugin_manager.ENV_DISABLE_AUTOLOAD} is set); "
+            f"Entry-point autoloading is off ({ENV_DISABLE_AUTOLOAD} is set); "
             "only core's plugin and plugins registered by hand are loaded.",
         ]
     return "\n".join(lines)
@@ -184,7 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "new-package":
         return _new_package_command(args.name, args.dir)
     try:
-        listing = _plugin_manager.plugin_infos()
+        listing = _listing.plugin_infos()
     except PluginLoadError as error:
         print(f"monsession: error: {error}", file=sys.stderr)
         return 1

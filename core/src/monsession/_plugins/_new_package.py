@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from monsession._plugins._plugin_manager import KNOWN_ARGUMENT_FAMILIES, KNOWN_HOOK_FAMILIES
+from monsession._plugins._families import KNOWN_ARGUMENT_FAMILIES, KNOWN_HOOK_FAMILIES
 
 if TYPE_CHECKING:
     from importlib.abc import Traversable

@@ -1,14 +1,12 @@
 """The plugin system's value types: where a plugin comes from, what it gives, what failed.
 
-Nothing here imports TensorFlow or pluggy's manager; hook classes given as
-lazy references stay unimported until `HookClassEntry.load` is called.
+Nothing here imports TensorFlow or pluggy. (`HookClassEntry`, which loads a
+class, is in `_hook_classes`.)
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
-from typing import Any
 
 ENV_DISABLE_AUTOLOAD = "MONSESSION_DISABLE_PLUGIN_AUTOLOAD"
 """The environment variable that, set to 1, loads no plugin entry point."""
@@ -132,54 +130,6 @@ class PluginListing:
     blocked: tuple[PluginSource, ...]
     autoload: bool
     newer_core: tuple[PluginForNewerCore, ...] = ()
-
-
-@dataclasses.dataclass(frozen=True)
-class HookClassEntry:
-    """A hook class that a plugin provides, reachable from `monsession.hooks`.
-
-    Args:
-      name: The class name users import.
-      ref: The class, or a lazy reference ``"package.module:QualName"``.
-      plugin: The name of the plugin that provides it.
-      distribution: The distribution that ships the plugin, if known.
-      version: That distribution's version, if known.
-    """
-
-    name: str
-    ref: type | str
-    plugin: str
-    distribution: str | None = None
-    version: str | None = None
-
-    def load(self) -> type:
-        """Returns the class, importing its module if `ref` is lazy.
-
-        Raises:
-          ImportError: If the module cannot be imported or lacks the class.
-          TypeError: If the reference does not name a class.
-        """
-        if isinstance(self.ref, type):
-            return self.ref
-        module_name, _, qualname = self.ref.partition(":")
-        obj: Any = importlib.import_module(module_name)
-        for part in qualname.split("."):
-            try:
-                obj = getattr(obj, part)
-            except AttributeError as error:
-                source = PluginSource(self.plugin, None, self.distribution, self.version)
-                raise ImportError(
-                    f"Hook class reference {self.ref!r} of plugin {source.describe()} does "
-                    f"not resolve: {error}; upgrade or reinstall the plugin's distribution.",
-                    name=self.name,
-                ) from error
-        if not isinstance(obj, type):
-            raise TypeError(
-                f"Hook class reference {self.ref!r} of plugin '{self.plugin}' names "
-                f"{obj!r}, not a class; the plugin must return a class or a "
-                "'package.module:ClassName' string."
-            )
-        return obj
 
 
 class PluginCallError(RuntimeError):
