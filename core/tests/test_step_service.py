@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 import monsession
-from monsession._api._hook_api import finish_run
+from monsession._api._run_context import finish_run
 
 
 @pytest.fixture(autouse=True)

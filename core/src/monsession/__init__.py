@@ -17,14 +17,8 @@ from monsession._api._control_hooks import (
     GlobalStepWaiterHook,
     StopAtStepHook,
 )
-from monsession._api._hook_api import (
-    NextAction,
-    SessionRunArgs,
-    SessionRunContext,
-    SessionRunHook,
-    SessionRunValues,
-    StatefulHook,
-)
+from monsession._api._hook_api import NextAction, SessionRunHook, StatefulHook
+from monsession._api._run_context import SessionRunArgs, SessionRunContext, SessionRunValues
 from monsession._api._timed_hook import TimedHook
 from monsession._api._timer import SecondOrStepTimer
 from monsession._lazy import lazy_attributes as _lazy_attributes

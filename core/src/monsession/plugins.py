@@ -53,6 +53,7 @@ _DEFAULTS = "monsession._plugins._defaults"
 _HOOKSPECS = "monsession._plugins._hookspecs"
 _ARGUMENTS = "monsession._api._arguments"
 _HOOK_API = "monsession._api._hook_api"
+_RUN_CONTEXT = "monsession._api._run_context"
 _GLOBAL_STEP = "monsession._api._global_step"
 _FETCHES = "monsession._backends._fetches"
 _HOOK_STATE = "monsession._durability._hook_state"
@@ -95,10 +96,8 @@ _NAMES = {
     **dict.fromkeys(
         ("check_directory", "check_flag", "check_interval", "check_schedule"), _ARGUMENTS
     ),
-    **dict.fromkeys(
-        ("HOOK_METHOD_NAMES", "TF_HOOK_METHOD_NAMES", "as_run_context", "hook_overrides"),
-        _HOOK_API,
-    ),
+    **dict.fromkeys(("HOOK_METHOD_NAMES", "TF_HOOK_METHOD_NAMES", "hook_overrides"), _HOOK_API),
+    "as_run_context": _RUN_CONTEXT,
     **dict.fromkeys(("read_global_step", "require_global_step"), _GLOBAL_STEP),
     **dict.fromkeys(("TensorNotFoundError", "check_scalar"), _FETCHES),
     "resolve_fetch": "monsession._backends._mode",
@@ -130,12 +129,8 @@ if TYPE_CHECKING:
         read_global_step,
         require_global_step,
     )
-    from monsession._api._hook_api import (
-        HOOK_METHOD_NAMES,
-        TF_HOOK_METHOD_NAMES,
-        as_run_context,
-        hook_overrides,
-    )
+    from monsession._api._hook_api import HOOK_METHOD_NAMES, TF_HOOK_METHOD_NAMES, hook_overrides
+    from monsession._api._run_context import as_run_context
     from monsession._backends._fetches import (
         TensorNotFoundError,
         check_scalar,

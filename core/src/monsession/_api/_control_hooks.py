@@ -8,12 +8,10 @@ from typing import TYPE_CHECKING, Any
 
 from monsession import tf_logging
 from monsession._api._arguments import check_interval
-from monsession._api._hook_api import (
-    NextAction,
-    SessionLike,
+from monsession._api._hook_api import NextAction, SessionLike, SessionRunHook
+from monsession._api._run_context import (
     SessionRunArgs,
     SessionRunContext,
-    SessionRunHook,
     SessionRunValues,
     as_run_context,
 )

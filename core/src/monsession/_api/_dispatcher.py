@@ -18,15 +18,8 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from monsession._api._hook_api import (
-    NextAction,
-    SessionLike,
-    SessionRunArgs,
-    SessionRunContext,
-    SessionRunHook,
-    SessionRunValues,
-    hook_overrides,
-)
+from monsession._api._hook_api import NextAction, SessionLike, SessionRunHook, hook_overrides
+from monsession._api._run_context import SessionRunArgs, SessionRunContext, SessionRunValues
 
 if TYPE_CHECKING:
     import tensorflow as tf

@@ -14,12 +14,8 @@ from collections.abc import Iterable, Iterator, Mapping
 import tensorflow as tf
 
 from monsession._api._dispatcher import HookDispatcher
-from monsession._api._hook_api import (
-    SessionRunArgs,
-    SessionRunContext,
-    SessionRunHook,
-    finish_run,
-)
+from monsession._api._hook_api import SessionRunHook
+from monsession._api._run_context import SessionRunArgs, SessionRunContext, finish_run
 from monsession._backends._backend import Backend, HookResults, StepSource
 from monsession._backends._mode import Mode, Session, current_mode
 from monsession._durability._file_errors import file_error_behind
