@@ -273,3 +273,23 @@ def test_chief_restores_from_checkpoint_dir_and_file(graph, tmp_path):
         assert sess.run(global_step) == 5
     with monsession.SingularMonitoredSession(checkpoint_filename_with_path=path) as sess:
         assert sess.run(global_step) == 5
+
+
+class _Ends(monsession.SessionRunHook):
+    def __init__(self):
+        self.ends = []
+
+    def end(self, session):
+        self.ends.append(session)
+
+
+def test_hooks_end_once_when_a_session_is_closed_twice(ops):
+    """TensorFlow calls `end(None)` again on a second close; monsession's hooks end once."""
+    _, _, _, total = ops
+    hook = _Ends()
+    sess = monsession.MonitoredSession(hooks=[hook])
+    sess.run(total)
+    sess.close()
+    with pytest.raises(RuntimeError, match="Session is already closed"):
+        sess.close()
+    assert len(hook.ends) == 1 and hook.ends[0] is not None

@@ -86,3 +86,45 @@ def test_a_bound_step_runs_and_one_not_to_rerun_returns_none_after_a_recovery():
         assert calls == ["preempted", "end"]  # Not retried.
     finally:
         tf.compat.v1.reset_default_graph()
+
+
+def _saved_graph_checkpoint(directory):
+    """A graph-mode checkpoint of a global step at 7 in `directory`; its prefix."""
+    with tf.Graph().as_default():
+        step = monsession.get_or_create_global_step()
+        with tf.compat.v1.Session() as sess:
+            sess.run(step.initializer)
+            sess.run(step.assign(7))
+            return tf.compat.v1.train.Saver().save(sess, str(directory / "model.ckpt"), 7)
+
+
+def test_the_chief_creator_returns_the_checkpoint_it_restored_graph(tmp_path):
+    prefix = _saved_graph_checkpoint(tmp_path)
+    with tf.Graph().as_default():
+        step = monsession.get_or_create_global_step()
+        creator = monsession.ChiefSessionCreator(checkpoint_dir=str(tmp_path))
+        created = creator.create_restored()
+        assert created.restored_from == prefix
+        assert created.session.run(step) == 7
+        created.session.close()
+    with tf.Graph().as_default():
+        monsession.get_or_create_global_step()
+        created = monsession.ChiefSessionCreator(
+            checkpoint_dir=str(tmp_path / "none")
+        ).create_restored()
+        assert created.restored_from is None
+        created.session.close()
+
+
+def test_the_chief_creator_returns_the_checkpoint_it_restored_eager(tmp_path):
+    weight = tf.Variable(3.0)
+    prefix = tf.train.Checkpoint(weight=weight).save(str(tmp_path / "ckpt"))
+    weight.assign(0.0)
+    scaffold = monsession.Scaffold(saver=tf.train.Checkpoint(weight=weight))
+    created = monsession.ChiefSessionCreator(
+        scaffold, checkpoint_dir=str(tmp_path)
+    ).create_restored()
+    assert created.restored_from == prefix
+    assert float(weight.numpy()) == 3.0
+    fresh = monsession.ChiefSessionCreator(checkpoint_dir=str(tmp_path / "none")).create_restored()
+    assert fresh.restored_from is None
