@@ -17,7 +17,11 @@ that provides hooks (and its tests) needs is here:
 * what a family's hookimpls return: `DefaultHook`, `TrainingSettings` and
   the `ORDER_*` positions of default hooks;
 * the hook contract: `as_run_context`, `hook_overrides`, `HOOK_METHOD_NAMES`,
-  `TF_HOOK_METHOD_NAMES` (TensorFlow's five, which every hook has);
+  `TF_HOOK_METHOD_NAMES` (TensorFlow's five, which every hook has), and
+  `HookDispatcher`, which calls a list of hooks as a monitored session does
+  (for a driver of hooks outside one, e.g. `HooksCallback` in `model.fit`);
+* the step a wrapper fuses: `fused_target` (through `monsession_fused_step`
+  attributes, wrappers of wrappers);
 * argument checks with errors that name the hook: `check_schedule`,
   `check_interval`, `check_flag`, `check_directory`;
 * the global step inside hooks: `require_global_step`, `read_global_step`;
@@ -98,6 +102,8 @@ _NAMES = {
     ),
     **dict.fromkeys(("HOOK_METHOD_NAMES", "TF_HOOK_METHOD_NAMES", "hook_overrides"), _HOOK_API),
     "as_run_context": _RUN_CONTEXT,
+    "HookDispatcher": "monsession._api._dispatcher",
+    "fused_target": "monsession._backends._fused_loop",
     **dict.fromkeys(("read_global_step", "require_global_step"), _GLOBAL_STEP),
     **dict.fromkeys(("TensorNotFoundError", "check_scalar"), _FETCHES),
     "resolve_fetch": "monsession._backends._mode",
@@ -125,6 +131,7 @@ if TYPE_CHECKING:
         check_interval,
         check_schedule,
     )
+    from monsession._api._dispatcher import HookDispatcher
     from monsession._api._global_step import (
         read_global_step,
         require_global_step,
@@ -135,6 +142,7 @@ if TYPE_CHECKING:
         TensorNotFoundError,
         check_scalar,
     )
+    from monsession._backends._fused_loop import fused_target
     from monsession._backends._mode import (
         resolve_fetch,
     )
@@ -215,6 +223,7 @@ __all__ = [
     "DirectoryLockHandle",
     "DirectoryLockedError",
     "HookClassEntry",
+    "HookDispatcher",
     "PluginCallError",
     "PluginCallFailure",
     "PluginFailure",
@@ -236,6 +245,7 @@ __all__ = [
     "default_hooks",
     "error_cause",
     "event_file_writer",
+    "fused_target",
     "get_plugin_manager",
     "hook_class_entries",
     "hook_overrides",

@@ -9,9 +9,10 @@ from typing import Any
 
 import keras
 
-from monsession import EagerSession, SessionRunHook, SessionRunValues
+from monsession import EagerSession, SessionRunHook
 from monsession.plugins import (
     TF_HOOK_METHOD_NAMES,
+    HookDispatcher,
     attach_hook_state,
     check_directory,
     load_hook_state,
@@ -35,15 +36,6 @@ def _check_hooks(hooks: Iterable[Any]) -> list[Any]:
                 "expected a monsession.SessionRunHook."
             )
     return checked
-
-
-def _acts_per_step(hook: Any) -> bool:
-    """Whether the hook overrides `before_run` or `after_run` (core's rule)."""
-    kind = type(hook)
-    return any(
-        getattr(kind, name, None) is not getattr(SessionRunHook, name)
-        for name in ("before_run", "after_run")
-    )
 
 
 class HooksCallback(keras.callbacks.Callback):
@@ -110,12 +102,12 @@ class HooksCallback(keras.callbacks.Callback):
             self._checkpoint_dir: str | None = os.fspath(checkpoint_dir)
         else:
             self._checkpoint_dir = checkpoint_directory(self._hooks)
-        self._per_step = [hook for hook in self._hooks if _acts_per_step(hook)]
+        self._dispatcher = HookDispatcher(self._hooks, _NAME)  # Calls them as a session does.
         self._scope: contextlib.ExitStack | None = None
         self._session: EagerSession | None = None
         self._steps: FitSteps | None = None
         self._context: FitRunContext | None = None
-        self._requests: dict[int, Any] = {}
+        self._requests: dict[Any, Any] = {}  # Each hook that asked for fetches, to them.
         self._batch_begin = 0  # Index of the first step of the current batch call.
         self._began = False  # Whether a train begin ran (hook state is loaded at the first).
 
@@ -139,8 +131,7 @@ class HooksCallback(keras.callbacks.Callback):
         self._session = session
         step = int(variable.numpy())
         self._steps = FitSteps(step)
-        for hook in self._hooks:
-            hook.begin()
+        self._dispatcher.begin()
         if step > 0 and self._checkpoint_dir is not None and not self._began:
             # As a monitored session created from a checkpoint: after begin(),
             # before after_create_session (a restored timer decides step one).
@@ -148,26 +139,20 @@ class HooksCallback(keras.callbacks.Callback):
             if prefix is not None:
                 load_hook_state(session, prefix)
         self._began = True  # A later fit goes on with the state the hooks have.
-        for hook in self._hooks:
-            hook.after_create_session(self._session, None)
+        self._dispatcher.after_create_session(self._session, None)
 
     def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
         assert self._steps is not None and self._session is not None, "train begin ran first"
         self._batch_begin = batch
         self._steps.start()
         context = FitRunContext(self._session, self._steps)
-        requests: dict[int, Any] = {}
-        for index, hook in enumerate(self._per_step):
-            args = hook.before_run(context)
-            if args is None:
-                continue
-            if args.feed_dict:
-                raise ValueError(
-                    f"{_NAME}: {type(hook).__name__} feeds {sorted(map(str, args.feed_dict))}, "
-                    "but model.fit takes no feeds; feed the data through fit's dataset."
-                )
-            if args.fetches is not None:
-                requests[index] = args.fetches
+        requests, feeds, _, feeders = self._dispatcher.before_run(context, None, None)
+        if feeds:
+            fed = sorted(map(str, feeds))
+            raise ValueError(
+                f"{_NAME}: {', '.join(sorted(set(feeders.values())))} feeds {fed}, "
+                "but model.fit takes no feeds; feed the data through fit's dataset."
+            )
         self._context = context
         self._requests = requests
 
@@ -177,12 +162,11 @@ class HooksCallback(keras.callbacks.Callback):
         self._steps.finish(batch - self._batch_begin + 1)
         context.batch_ran()
         logs = logs or {}
-        for index, hook in enumerate(self._per_step):
-            fetches = self._requests.get(index)
-            results = (
-                None if fetches is None else evaluate_fetches(type(hook).__name__, fetches, logs)
-            )
-            hook.after_run(context, SessionRunValues(results, None, None))
+        results = {
+            hook: evaluate_fetches(type(hook).__name__, fetches, logs)
+            for hook, fetches in self._requests.items()
+        }
+        self._dispatcher.after_run(context, results, None, None)
         if context.stop_requested:
             self.model.stop_training = True
 
@@ -190,8 +174,7 @@ class HooksCallback(keras.callbacks.Callback):
         session = self._session
         try:
             if session is not None:
-                for hook in self._hooks:
-                    hook.end(session)
+                self._dispatcher.end(session)
         finally:
             self._close()
 

@@ -38,6 +38,7 @@ from typing import Any
 
 import tensorflow as tf
 
+import monsession.plugins
 from monsession import tf_logging
 from monsession_hooks_summary import _tf_compat
 
@@ -159,9 +160,8 @@ class Recording:
         traced during an earlier session that wrote elsewhere, its summaries
         go there.
         """
-        step = getattr(fetches, "step", fetches)  # The step of `MonitoredSession.call`.
-        while getattr(step, "monsession_fused_step", step) is not step:  # Wrappers of wrappers.
-            step = step.monsession_fused_step
+        # The step of `MonitoredSession.call`; the step a wrapper names, if any.
+        step = monsession.plugins.fused_target(getattr(fetches, "step", fetches))
         tracing_count = getattr(step, "experimental_get_tracing_count", None)
         if not callable(tracing_count):
             return
