@@ -8,13 +8,14 @@ from typing import TYPE_CHECKING, Any
 
 from monsession import tf_logging
 from monsession._api._arguments import check_interval
-from monsession._api._hook_api import NextAction, SessionLike, SessionRunHook
+from monsession._api._hook_api import NextAction, SessionRunHook
 from monsession._api._run_context import (
     SessionRunArgs,
     SessionRunContext,
     SessionRunValues,
     as_run_context,
 )
+from monsession._api._session_like import SessionLike
 
 if TYPE_CHECKING:
     import tensorflow as tf

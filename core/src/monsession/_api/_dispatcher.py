@@ -18,8 +18,9 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from monsession._api._hook_api import NextAction, SessionLike, SessionRunHook, hook_overrides
+from monsession._api._hook_api import NextAction, SessionRunHook, hook_overrides
 from monsession._api._run_context import SessionRunArgs, SessionRunContext, SessionRunValues
+from monsession._api._session_like import SessionLike
 
 if TYPE_CHECKING:
     import tensorflow as tf

@@ -5,7 +5,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from monsession import _tf_compat
-from monsession._api._hook_api import SessionLike
+from monsession._api._session_like import SessionLike
 
 
 def get_or_create_global_step(graph: tf.Graph | None = None) -> tf.Variable:

@@ -8,24 +8,14 @@ without paying for it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
+
+from monsession._api._session_like import SessionLike
 
 if TYPE_CHECKING:
     import tensorflow as tf
 
     from monsession._api._run_context import SessionRunArgs, SessionRunContext, SessionRunValues
-
-
-class SessionLike(Protocol):
-    """The session a hook is given: an object with `run(fetches, feed_dict=None)`.
-
-    A `tf.compat.v1.Session` in graph mode (or TensorFlow's session wrappers),
-    monsession's session in eager mode; what `run` takes and returns is that
-    session's (see `MonitoredSession.run`).
-    """
-
-    def run(self, fetches: Any, feed_dict: Any = None) -> Any:
-        """Runs `fetches` (feeding `feed_dict`) and returns their values."""
 
 
 class SessionRunHook:

@@ -12,7 +12,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, cast
 
 if TYPE_CHECKING:
-    from monsession._api._hook_api import SessionLike
+    from monsession._api._session_like import SessionLike
 
 _NOTHING_KEPT: Mapping[str, Any] = MappingProxyType({})
 

@@ -1,0 +1,117 @@
+"""The per-step ratios of two revisions side by side, in one run.
+
+    python benchmarks/compare_revisions.py BASE [THIS] [--bench core hooks fused] [--repeats 3]
+
+For a change that must not change speed (a refactor): each benchmark runs
+alternately from a worktree of BASE and of THIS (default: HEAD),
+`--repeats` times each, in fresh processes that import monsession from that
+tree's sources (`PYTHONPATH`; the installed distributions still name the
+plugins). Each run computes its own ratios side by side (see the
+benchmark); reported is the median of each ratio over the repeats, for both
+trees, and their quotient. The checkout's own results files are untouched.
+
+Writes benchmarks/results/compare_revisions.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import pathlib
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = pathlib.Path(__file__).parent
+REPO = HERE.parent
+RESULTS = HERE / "results" / "compare_revisions.json"
+SOURCES = (
+    "core",
+    "hooks-checkpoint",
+    "hooks-summary",
+    "hooks-logging",
+    "hooks-debug",
+    "hooks-keras",
+)
+
+# Each benchmark: its quick arguments and the entries of its JSON compared.
+BENCHES = {
+    "core": (["--steps", "200", "--rounds", "9"], "ratios"),
+    "hooks": (["--steps", "200", "--rounds", "9"], "added_us_per_step"),
+    "fused": (["--steps", "500", "--rounds", "5"], "ratios"),
+}
+
+
+def _run(tree: pathlib.Path, bench: str) -> dict[str, float]:
+    """One run of `bench` from `tree`'s sources; the entries it compares."""
+    arguments, entry = BENCHES[bench]
+    path = os.pathsep.join(str(tree / source / "src") for source in SOURCES)
+    env = {**os.environ, "PYTHONPATH": path, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    script = tree / "benchmarks" / f"bench_{bench}.py"
+    done = subprocess.run(
+        [sys.executable, str(script), *arguments],
+        env=env,
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    printed = done.stdout[done.stdout.index("{") :]
+    return {key: float(value) for key, value in json.loads(printed)[entry].items()}
+
+
+def _medians(runs: list[dict[str, float]]) -> dict[str, float]:
+    return {key: round(statistics.median(run[key] for run in runs), 3) for key in runs[0]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("base", help="the revision to compare with, e.g. a commit of main")
+    parser.add_argument("this", nargs="?", default="HEAD", help="the revision measured against it")
+    parser.add_argument("--bench", nargs="+", choices=sorted(BENCHES), default=sorted(BENCHES))
+    parser.add_argument("--repeats", type=int, default=3, help="runs per tree and benchmark")
+    args = parser.parse_args()
+    report: dict[str, object] = {
+        "base": args.base,
+        "this": args.this,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "repeats": args.repeats,
+    }
+    with tempfile.TemporaryDirectory() as parent:
+        trees = {name: pathlib.Path(parent) / name for name in ("base", "this")}
+        for name, tree in trees.items():
+            revision = getattr(args, name)
+            subprocess.run(
+                ["git", "-C", str(REPO), "worktree", "add", "--detach", "-q", str(tree), revision],
+                check=True,
+            )
+        try:
+            for bench in args.bench:
+                runs: dict[str, list[dict[str, float]]] = {"base": [], "this": []}
+                for _ in range(args.repeats):  # Alternating: both trees see the same noise.
+                    for name, tree in trees.items():
+                        runs[name].append(_run(tree, bench))
+                base_medians, this_medians = _medians(runs["base"]), _medians(runs["this"])
+                report[bench] = {
+                    key: {
+                        "base": base_medians[key],
+                        "this": this_medians[key],
+                        "this / base": round(this_medians[key] / base_medians[key], 3)
+                        if base_medians[key]
+                        else None,
+                    }
+                    for key in this_medians
+                    if key in base_medians
+                }
+                print(bench, json.dumps(report[bench], indent=2), flush=True)
+        finally:
+            for tree in trees.values():
+                subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(tree)])
+    RESULTS.write_text(json.dumps(report, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
