@@ -12,10 +12,11 @@ import inspect
 import logging
 from collections.abc import Callable, Mapping
 from functools import partial
-from typing import Any
+from typing import Any, TypeGuard
 
 import tensorflow as tf
 
+from monsession._backends._backend import FeedDict
 from monsession._backends._owned_step import advancing, owned_global_step
 from monsession._backends._traces import Traces
 from monsession._durability._lost_tasks import join_unless_lost, parameter_server_tasks
@@ -23,12 +24,13 @@ from monsession._tf_compat import cluster_coordinator, read_variable_to_host, wa
 
 logger = logging.getLogger("monsession")
 
-_NO_FEEDS: Mapping[str, Any] = {}  # Never changed: passed on as `**feeds`.
+_NO_FEEDS: Mapping[str, object] = {}  # Never changed: passed on as `**feeds`.
+_NO_OWNERS: Mapping[object, str] = {}  # Never changed.
 
 _Caller = Callable[..., Any]
 
 
-def _is_step_callable(leaf: Any) -> bool:
+def _is_step_callable(leaf: object) -> TypeGuard[Callable[..., object]]:
     return callable(leaf) and not isinstance(leaf, (tf.Variable, tf.Tensor))
 
 
@@ -47,19 +49,18 @@ def _accepted_keywords(fn: _Caller) -> frozenset[str] | None:
 _CONTAINERS = (list, tuple, dict)
 
 
-def _map_structure(fn: _Caller, structure: Any) -> Any:
+def _map_structure(fn: _Caller, structure: object) -> object:
     """`tf.nest.map_structure` over lists, tuples and dicts; other values are leaves.
 
     Plain lists, tuples and dicts (what hooks fetch) are mapped here, keeping
     the key order as `tf.nest` does; their subclasses (namedtuples,
     `OrderedDict`...) go to `tf.nest`.
     """
-    kind = type(structure)
-    if kind is dict:
+    if type(structure) is dict:
         return {key: _map_structure(fn, value) for key, value in structure.items()}
-    if kind is list:
+    if type(structure) is list:
         return [_map_structure(fn, item) for item in structure]
-    if kind is tuple:
+    if type(structure) is tuple:
         return tuple([_map_structure(fn, item) for item in structure])
     if isinstance(structure, _CONTAINERS):
         return tf.nest.map_structure(fn, structure)
@@ -79,8 +80,8 @@ class BoundStep:
     def __init__(
         self,
         step: _Caller,
-        args: tuple[Any, ...],
-        kwargs: Mapping[str, Any],
+        args: tuple[object, ...],
+        kwargs: Mapping[str, object],
         retry: bool = True,
     ) -> None:
         self.step = step
@@ -88,11 +89,11 @@ class BoundStep:
         self.kwargs = kwargs
         self.retry = retry
 
-    def __call__(self, **feeds: Any) -> Any:
+    def __call__(self, **feeds: object) -> object:
         return self.step(*self.args, **self.kwargs, **feeds)
 
     @property
-    def _monsession_watched_by(self) -> Any:  # Seen through, for NanTensorHook.watch.
+    def _monsession_watched_by(self) -> object:  # Seen through, for NanTensorHook.watch.
         return getattr(self.step, "_monsession_watched_by", None)
 
     @property
@@ -100,19 +101,21 @@ class BoundStep:
         return _describe(self.step)
 
 
-def _describe(fn: Any) -> str:
+def _describe(fn: object) -> str:
     return getattr(fn, "__name__", None) or type(fn).__name__
 
 
 class _StepCaller:
     """Calls the leaves of a step structure, checking feeds once per shape."""
 
-    def __init__(self, traces: Traces, owned_step: Any = None) -> None:
+    def __init__(self, traces: Traces, owned_step: tf.Variable | None = None) -> None:
         self._checked: set[tuple[int, frozenset[str]]] = set()
         self._traces = traces
         self.owned_step = owned_step  # The global step, if the session advances it.
 
-    def check_feeds(self, fn: _Caller, names: frozenset[str], owner_of: Mapping[str, str]) -> None:
+    def check_feeds(
+        self, fn: _Caller, names: frozenset[str], owner_of: Mapping[object, str]
+    ) -> None:
         key = (id(fn), names)
         if key in self._checked:
             return
@@ -126,7 +129,9 @@ class _StepCaller:
                 )
         self._checked.add(key)
 
-    def call(self, fetches: Any, feeds: Mapping[str, Any], owner_of: Mapping[str, str]) -> Any:
+    def call(
+        self, fetches: object, feeds: Mapping[str, object], owner_of: Mapping[object, str]
+    ) -> object:
         names = frozenset(feeds) if feeds else None
         if isinstance(fetches, _CONTAINERS):
             return _map_structure(
@@ -136,11 +141,11 @@ class _StepCaller:
 
     def _run_leaf(
         self,
-        leaf: Any,
-        feeds: Mapping[str, Any],
+        leaf: object,
+        feeds: Mapping[str, object],
         names: frozenset[str] | None,
-        owner_of: Mapping[str, str],
-    ) -> Any:
+        owner_of: Mapping[object, str],
+    ) -> object:
         if isinstance(leaf, tf.Variable):
             return leaf.read_value()
         if isinstance(leaf, tf.Tensor):
@@ -188,7 +193,9 @@ def to_numpy(value: Any) -> Any:
     return value
 
 
-def _current_coordinator() -> tuple[Any, dict[str, str]]:
+def _current_coordinator() -> tuple[
+    tf.distribute.experimental.coordinator.ClusterCoordinator | None, dict[str, str]
+]:
     """The `ClusterCoordinator` of the current `ParameterServerStrategy`, if any, and
     the addresses of its parameter servers."""
     if not tf.distribute.has_strategy():
@@ -221,12 +228,12 @@ class EagerSession:
         self._after_join: Callable[[], None] | None = None
 
     @property
-    def owned_global_step(self) -> Any:
+    def owned_global_step(self) -> tf.Variable | None:
         """The global step the session advances per step (see `_owned_step`), or `None`."""
         return self._caller.owned_step
 
     @property
-    def coordinator(self) -> Any:
+    def coordinator(self) -> tf.distribute.experimental.coordinator.ClusterCoordinator | None:
         """The `ClusterCoordinator` of the strategy the session was created in, or `None`."""
         return self._coordinator
 
@@ -246,18 +253,22 @@ class EagerSession:
         self._after_join = check
 
     def run(
-        self, fetches: Any, feed_dict: Any = None, options: Any = None, run_metadata: Any = None
-    ) -> Any:
+        self,
+        fetches: object,
+        feed_dict: FeedDict | None = None,
+        options: tf.compat.v1.RunOptions | None = None,
+        run_metadata: tf.compat.v1.RunMetadata | None = None,
+    ) -> object:
         """Runs `fetches` and returns their values as NumPy (without hooks: advances nothing)."""
         return _map_structure(to_numpy, self.call(fetches, feed_dict, advance=False))
 
     def call(
         self,
-        fetches: Any,
-        feed_dict: Any = None,
-        owner_of: Mapping[str, str] | None = None,
+        fetches: object,
+        feed_dict: FeedDict | None = None,
+        owner_of: Mapping[object, str] | None = None,
         advance: bool = True,
-    ) -> Any:
+    ) -> object:
         """Runs `fetches` and returns the step's outputs as they are (tensors).
 
         `advance`: whether a global step the session owns is advanced by the
@@ -267,7 +278,7 @@ class EagerSession:
             raise RuntimeError("Attempted to use a closed EagerSession.")
         caller = self._caller if advance else self._side_caller
         if not feed_dict:
-            return caller.call(fetches, _NO_FEEDS, owner_of or _NO_FEEDS)
+            return caller.call(fetches, _NO_FEEDS, owner_of or _NO_OWNERS)
         feeds = dict(feed_dict)
         owner_of = owner_of or {}
         _check_feed_keys(feeds, owner_of)

@@ -32,7 +32,7 @@ from typing import Any
 import tensorflow as tf
 
 from monsession._api._global_step import get_global_step
-from monsession._backends._backend import StepSource
+from monsession._backends._backend import FeedDict, HookResults, StepSource
 from monsession._backends._called_step import check_value_run, only_values
 from monsession._backends._closure_steps import ClosureSteps, step_names
 from monsession._backends._eager import (
@@ -52,21 +52,21 @@ from monsession._backends._step_counter import StepCounter
 _REMOTE_VALUE = tf.distribute.experimental.coordinator.RemoteValue
 
 
-def _calls_a_step(fetches: Any) -> bool:
+def _calls_a_step(fetches: object) -> bool:
     """Whether running `fetches` calls at least one callable."""
     if isinstance(fetches, _CONTAINERS):
         return any(_is_step_callable(leaf) for leaf in tf.nest.flatten(fetches))
     return _is_step_callable(fetches)
 
 
-def _hook_name(hook: Any) -> str:
+def _hook_name(hook: object) -> str:
     return type(hook).__name__
 
 
 OUTPUT = "output"  # What hooks call a step output that is not a mapping.
 
 
-def _output_entry(hook: Any, name: str, outputs: Any) -> Any:
+def _output_entry(hook: object, name: str, outputs: object) -> object:
     """The step output a hook names: a mapping's key, `"output"`, or `"output/<i>"`.
 
     Raises:
@@ -101,8 +101,8 @@ class EagerBackend:
     def __init__(self, sess: EagerSession) -> None:
         self._sess = sess
         self._variable = get_global_step()
-        self._protos: tuple[Any, Any] | None = None
-        self._last_fetches: Any = None
+        self._protos: tuple[tf.compat.v1.RunOptions, tf.compat.v1.RunMetadata] | None = None
+        self._last_fetches: object = None
         self._last_calls = False
         self._values_checked = False  # Whether a run of values alone was checked (_called_step).
         # Closures in flight (ClusterCoordinator): the device lags the count.
@@ -110,7 +110,7 @@ class EagerBackend:
         self._counter = StepCounter(None if self._variable is None else self._read_step)
         if self._variable is not None:
             self._counter.read_before()
-        self._stepped: Any = None  # The fetches of the last run that called a step.
+        self._stepped: object = None  # The fetches of the last run that called a step.
         if self._in_flight and self._variable is not None:
             closure_steps = ClosureSteps(
                 self._counter,
@@ -119,7 +119,7 @@ class EagerBackend:
             )
             sess.call_after_join(closure_steps.after_join)
 
-    def _calls_a_step(self, fetches: Any) -> bool:
+    def _calls_a_step(self, fetches: object) -> bool:
         """Whether running `fetches` calls a step (remembered for the last step object)."""
         if fetches is self._last_fetches:
             return self._last_calls
@@ -154,7 +154,9 @@ class EagerBackend:
     def schedules_steps(self) -> bool:
         return self._in_flight
 
-    def fusable_step(self, fetches: Any, feed_dict: Any) -> tuple[Any, str | None, int | None]:
+    def fusable_step(
+        self, fetches: object, feed_dict: FeedDict | None
+    ) -> tuple[tf.types.experimental.PolymorphicFunction | None, str | None, int | None]:
         limit = fetches.silent_limit if isinstance(fetches, StepSource) else None
         # A scheduled closure never advances an owned global step: `_schedule_silent` does.
         owned = None if self._in_flight else self._sess.owned_global_step
@@ -178,12 +180,12 @@ class EagerBackend:
 
     def run_silent(
         self,
-        step: Any,
+        step: tf.types.experimental.PolymorphicFunction,
         keep: tuple[str, ...],
         max_steps: int,
         at_time: float | None,
         timed: bool = True,
-    ) -> tuple[int, Mapping[str, Any]]:
+    ) -> tuple[int, Mapping[str, tf.Tensor]]:
         """Runs up to `max_steps` of `step` in the fused loop, and advances the host step.
 
         Raises:
@@ -192,8 +194,9 @@ class EagerBackend:
         """
         assert self._variable is not None
         loop = loop_for(step, keep, self._variable)  # Traced before the clock starts.
-        if self._in_flight:
-            return self._schedule_silent(loop, keep, max_steps)
+        coordinator = self._sess.coordinator
+        if coordinator is not None:  # Closures in flight.
+            return self._schedule_silent(coordinator, loop, keep, max_steps)
         deadline = time.time() + MAX_SECONDS_PER_CALL if timed else math.inf
         if at_time is not None:
             deadline = min(deadline, at_time)
@@ -220,15 +223,19 @@ class EagerBackend:
         return done, kept
 
     def _schedule_silent(
-        self, loop: Any, keep: tuple[str, ...], steps: int
-    ) -> tuple[int, Mapping[str, Any]]:
+        self,
+        coordinator: tf.distribute.experimental.coordinator.ClusterCoordinator,
+        loop: tf.types.experimental.PolymorphicFunction,
+        keep: tuple[str, ...],
+        steps: int,
+    ) -> tuple[int, Mapping[str, tf.Tensor]]:
         """Schedules `steps` silent steps as one closure, counted now (the closure runs later).
 
         An owned global step is advanced here, once, on the coordinator:
         never in the closure, which may run again on another worker. Kept
         entries wait for the closure.
         """
-        remote = self._sess.coordinator.schedule(
+        remote = coordinator.schedule(
             loop, args=(tf.constant(steps, tf.int64), tf.constant(math.inf, tf.float64))
         )
         owned = self._sess.owned_global_step
@@ -238,25 +245,26 @@ class EagerBackend:
         if not keep:
             return steps, {}
         self._sess.wait_for_closures()
-        return steps, _map_structure(tf.convert_to_tensor, remote.fetch()[1])
+        kept: Mapping[str, object] = remote.fetch()[1]
+        return steps, {name: tf.convert_to_tensor(value) for name, value in kept.items()}
 
-    def empty_run_protos(self) -> tuple[Any, Any]:
+    def empty_run_protos(self) -> tuple[tf.compat.v1.RunOptions, tf.compat.v1.RunMetadata]:
         if self._protos is None:
             self._protos = (tf.compat.v1.RunOptions(), tf.compat.v1.RunMetadata())
         return self._protos
 
-    def new_run_metadata(self) -> Any:
+    def new_run_metadata(self) -> tf.compat.v1.RunMetadata:
         return tf.compat.v1.RunMetadata()
 
     def run(
         self,
-        fetches: Any,
-        hook_fetches: dict[Any, Any],
-        feed_dict: Any,
-        options: Any,
-        run_metadata: Any,
-        feed_owners: Mapping[Any, str],
-    ) -> tuple[Any, dict[Any, Any]]:
+        fetches: object,
+        hook_fetches: HookResults,
+        feed_dict: FeedDict | None,
+        options: tf.compat.v1.RunOptions | None,
+        run_metadata: tf.compat.v1.RunMetadata | None,
+        feed_owners: Mapping[object, str],
+    ) -> tuple[object, HookResults]:
         # A run that is not a training step is a side call: an owned global
         # step is not advanced by it, and the host copy is read again when needed.
         counter = self._counter
@@ -289,7 +297,7 @@ class EagerBackend:
             self._check_step(read)
         return outputs, hook_results
 
-    def _check_value_run(self, fetches: Any) -> None:
+    def _check_value_run(self, fetches: object) -> None:
         """`sess.run(train_step())` is an error or a WARNING (`_called_step`), on the first one."""
         self._values_checked = only_values(fetches)
         if self._values_checked:
@@ -318,16 +326,18 @@ class EagerBackend:
         self._counter.adopt(actual)
 
     @classmethod
-    def _evaluate(cls, hook: Any, requested: Any, outputs: Any, read: dict[int, Any]) -> Any:
+    def _evaluate(
+        cls, hook: object, requested: object, outputs: object, read: dict[int, Any]
+    ) -> object:
         if isinstance(requested, _CONTAINERS):
             return _map_structure(lambda leaf: cls._value_of(hook, leaf, outputs, read), requested)
         return cls._value_of(hook, requested, outputs, read)
 
     @staticmethod
-    def _value_of(hook: Any, leaf: Any, outputs: Any, read: dict[int, Any]) -> Any:
+    def _value_of(hook: object, leaf: object, outputs: object, read: dict[int, Any]) -> object:
         fetch = leaf
 
-        def to_host(value: Any) -> Any:
+        def to_host(value: object) -> object:
             if isinstance(value, _REMOTE_VALUE):
                 # ClusterCoordinator.schedule's result: fetched (waiting for
                 # its closure) only now that a hook asks for it.

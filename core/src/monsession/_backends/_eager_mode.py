@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
+from typing import ParamSpec
 
 import tensorflow as tf
 
@@ -13,6 +14,8 @@ from monsession._backends._eager_restore import create_eager_session
 from monsession._backends._fetches import resolve_eager_fetch
 from monsession._backends._mode import ChiefRestore, CreatedSession, Session
 from monsession._backends._owned_step import own_global_step_if_missing
+
+_P = ParamSpec("_P")
 
 
 class EagerMode:
@@ -58,11 +61,7 @@ class EagerMode:
         """Eager mode has no queue runners."""
 
     def bind_call(
-        self,
-        owner: str,
-        step: Callable[..., object],
-        args: tuple[object, ...],
-        kwargs: Mapping[str, object],
+        self, owner: str, step: Callable[_P, object], /, *args: _P.args, **kwargs: _P.kwargs
     ) -> object:
         return BoundStep(step, args, kwargs)
 

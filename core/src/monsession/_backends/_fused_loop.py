@@ -12,8 +12,7 @@ run; the eager backend runs the loop.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Mapping
 
 import tensorflow as tf
 
@@ -27,7 +26,9 @@ FUSED_STEP_ATTRIBUTE = "monsession_fused_step"
 _LOOP_SIGNATURE = [tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.float64)]
 
 
-def fusable_step(fetches: Any, owned: Any) -> Any:
+def fusable_step(
+    fetches: object, owned: tf.Variable | None
+) -> tf.types.experimental.PolymorphicFunction | None:
     """The `tf.function` to fuse for `run(fetches)`, or `None` (see `_fusable`).
 
     With a global step the session owns (`owned`), the step wrapped to advance it.
@@ -38,7 +39,7 @@ def fusable_step(fetches: Any, owned: Any) -> Any:
     return advancing(step, owned)
 
 
-def _fusable(fetches: Any) -> Any:
+def _fusable(fetches: object) -> tf.types.experimental.PolymorphicFunction | None:
     """The `tf.function` to fuse for `run(fetches)`, or `None`.
 
     A `tf.function` (or `sess.call` of one, without arguments), or a wrapper
@@ -56,7 +57,7 @@ def _fusable(fetches: Any) -> Any:
     return None
 
 
-def fused_target(step: Any) -> Any:
+def fused_target(step: object) -> object:
     """What `step` names in its `monsession_fused_step` attribute, through wrappers of wrappers.
 
     E.g. `NanTensorHook.watch` of a step that schedules a closure names that step,
@@ -72,23 +73,28 @@ def fused_target(step: Any) -> Any:
 
 # Each step's loops, by the entries they keep: traced once per step and
 # global step variable, shared by the sessions that run the step.
-_LOOPS: weakref.WeakKeyDictionary[Any, dict[tuple[str, ...], tuple[Any, Any]]] = (
-    weakref.WeakKeyDictionary()
-)
+_LOOPS: weakref.WeakKeyDictionary[
+    tf.types.experimental.PolymorphicFunction,
+    dict[tuple[str, ...], tuple[tf.Variable, tf.types.experimental.PolymorphicFunction]],
+] = weakref.WeakKeyDictionary()
 
 
-def loop_for(step: Any, keep: tuple[str, ...], variable: Any) -> Callable[..., Any]:
+def loop_for(
+    step: tf.types.experimental.PolymorphicFunction, keep: tuple[str, ...], variable: tf.Variable
+) -> tf.types.experimental.PolymorphicFunction:
     """The fused loop of `step` keeping `keep` and reading `variable`, traced on first use."""
     loops = _LOOPS.setdefault(step, {})
     cached = loops.get(keep)
     if cached is None or cached[0] is not variable:
         loop = _build_loop(step, variable, keep)
-        loop.get_concrete_function()  # type: ignore[attr-defined]
+        loop.get_concrete_function()
         cached = loops[keep] = (variable, loop)
     return cached[1]
 
 
-def _kept_specs(step: Any, keep: tuple[str, ...]) -> list[Any]:
+def _kept_specs(
+    step: tf.types.experimental.PolymorphicFunction, keep: tuple[str, ...]
+) -> list[tf.TensorSpec]:
     """The specs of the entries `keep` names in the step's outputs."""
     outputs = step.get_concrete_function().structured_outputs
     specs = []
@@ -106,7 +112,9 @@ def _kept_specs(step: Any, keep: tuple[str, ...]) -> list[Any]:
     return specs
 
 
-def _build_loop(step: Any, variable: Any, keep: tuple[str, ...]) -> Callable[..., Any]:
+def _build_loop(
+    step: tf.types.experimental.PolymorphicFunction, variable: tf.Variable, keep: tuple[str, ...]
+) -> tf.types.experimental.PolymorphicFunction:
     """A `tf.function(max_steps, deadline)` running `step` silently.
 
     It runs the step while fewer than `max_steps` ran and `tf.timestamp()`
@@ -117,11 +125,11 @@ def _build_loop(step: Any, variable: Any, keep: tuple[str, ...]) -> Callable[...
     traced = weakref.ref(step)  # Called only while tracing: the cache's key stays weak.
 
     @tf.function(input_signature=_LOOP_SIGNATURE, autograph=False)
-    def loop(max_steps: Any, deadline: Any) -> Any:
-        def more(done: Any, *arrays: Any) -> Any:
+    def loop(max_steps: tf.Tensor, deadline: tf.Tensor) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
+        def more(done: tf.Tensor, *arrays: tf.TensorArray) -> tf.Tensor:
             return tf.logical_and(done < max_steps, tf.timestamp() < deadline)
 
-        def one_step(done: Any, *arrays: Any) -> Any:
+        def one_step(done: tf.Tensor, *arrays: tf.TensorArray) -> tuple[tf.Tensor, ...]:
             outputs = traced()()  # type: ignore[misc]
             written = [
                 array.write(

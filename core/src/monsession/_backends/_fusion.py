@@ -30,10 +30,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from monsession._api._dispatcher import HookDispatcher
-from monsession._backends._backend import Backend
+from monsession._backends._backend import Backend, FeedDict
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 logger = logging.getLogger("monsession")
 
@@ -50,7 +53,7 @@ _UNCAPPED = 2**62
 MAX_COUNTED_SILENT_STEPS = 500
 
 
-def check_steps_per_execution(owner: str, value: Any, fuses_steps: bool) -> int | None:
+def check_steps_per_execution(owner: str, value: object, fuses_steps: bool) -> int | None:
     """Validates `steps_per_execution`.
 
     `fuses_steps`: whether the mode may run several steps per call
@@ -132,8 +135,8 @@ class Fusion:
             )
 
     def run_silent_steps(
-        self, fetches: Any, feed_dict: Any, backend: Backend
-    ) -> tuple[int, Mapping[str, Any]]:
+        self, fetches: object, feed_dict: FeedDict | None, backend: Backend
+    ) -> tuple[int, Mapping[str, tf.Tensor]]:
         """Runs the silent steps before the coming run, if any.
 
         Returns:
@@ -210,8 +213,8 @@ class Fusion:
         self._agreed = silent_steps
 
     def _run_counted_steps(
-        self, fetches: Any, feed_dict: Any, backend: Backend, counted: int
-    ) -> tuple[int, Mapping[str, Any]]:
+        self, fetches: object, feed_dict: FeedDict | None, backend: Backend, counted: int
+    ) -> tuple[int, Mapping[str, tf.Tensor]]:
         """Exactly `counted` silent steps, no clock: agreed by the workers, or one closure."""
         counted = min(counted, MAX_COUNTED_SILENT_STEPS)
         if counted < 1:

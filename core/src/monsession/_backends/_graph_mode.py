@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
+from typing import ParamSpec
 
 import tensorflow as tf
 
@@ -15,6 +16,8 @@ from monsession._backends._mode import ChiefRestore, CreatedSession, Session
 from monsession._durability._checkpoint_files import report_and_repair, restore_newest
 
 logger = logging.getLogger("monsession")
+
+_P = ParamSpec("_P")
 
 
 class GraphMode:
@@ -68,11 +71,7 @@ class GraphMode:
             tf.compat.v1.train.start_queue_runners(sess=sess, coord=coord)
 
     def bind_call(
-        self,
-        owner: str,
-        step: Callable[..., object],
-        args: tuple[object, ...],
-        kwargs: Mapping[str, object],
+        self, owner: str, step: Callable[_P, object], /, *args: _P.args, **kwargs: _P.kwargs
     ) -> object:
         raise RuntimeError(
             f"{owner}.call() runs a TF2 step function (eager mode); in graph mode use "

@@ -9,15 +9,17 @@ and restoring the session, fusing steps) is a member of the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, NamedTuple, Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NamedTuple, ParamSpec, Protocol
 
 import tensorflow as tf
 
 from monsession._api._hook_api import SessionLike
 
 if TYPE_CHECKING:
-    from monsession._backends._backend import Backend
+    from monsession._backends._backend import Backend, FeedDict
+
+_P = ParamSpec("_P")
 
 
 class Session(SessionLike, Protocol):
@@ -30,6 +32,15 @@ class Session(SessionLike, Protocol):
     @property
     def sess_str(self) -> str:
         """The master it is connected to (graph mode)."""
+
+    def run(
+        self,
+        fetches: object,
+        feed_dict: FeedDict | None = None,
+        options: tf.compat.v1.RunOptions | None = None,
+        run_metadata: tf.compat.v1.RunMetadata | None = None,
+    ) -> object:
+        """Runs `fetches` (without hooks) and returns their values."""
 
     def close(self) -> None:
         """Closes the session."""
@@ -100,11 +111,7 @@ class Mode(Protocol):
         """Starts the graph's queue runners, if any, under `coord`."""
 
     def bind_call(
-        self,
-        owner: str,
-        step: Callable[..., object],
-        args: tuple[object, ...],
-        kwargs: Mapping[str, object],
+        self, owner: str, step: Callable[_P, object], /, *args: _P.args, **kwargs: _P.kwargs
     ) -> object:
         """The fetches of `owner.call(step, *args, **kwargs)`; raises in graph mode."""
 

@@ -17,7 +17,7 @@ from monsession._loops._loop_session import LoopSession
 _OWNER = "Epochs"
 
 
-def _epoch_length(dataset: Any) -> int:
+def _epoch_length(dataset: object) -> int:
     if not isinstance(dataset, tf.data.Dataset):
         raise TypeError(f"{_OWNER}: dataset must be a tf.data.Dataset, got {dataset!r}.")
     length = int(dataset.cardinality())
@@ -69,7 +69,9 @@ class Epochs(tf.Module):
         `num_epochs` is smaller than 1.
     """
 
-    def __init__(self, dataset: Any, num_epochs: int | None = None, name: str | None = None):
+    def __init__(
+        self, dataset: tf.data.Dataset, num_epochs: int | None = None, name: str | None = None
+    ) -> None:
         super().__init__(name=name)
         if num_epochs is not None:
             expected = f"{_OWNER}: num_epochs must be an int >= 1 or None, got {num_epochs!r}."
@@ -169,7 +171,7 @@ class Epochs(tf.Module):
         if not progress.recovered() and pulled.ended is not None:
             progress.epoch = pulled.ended + 1
 
-    def _pull(self, hooks: HookDispatcher, progress: _Progress) -> tuple[Any, int | None]:
+    def _pull(self, hooks: HookDispatcher, progress: _Progress) -> tuple[object, int | None]:
         """Takes the next batch on the host.
 
         Returns:
@@ -198,27 +200,29 @@ class Epochs(tf.Module):
         self.epoch.assign_add(1)
         return epoch
 
-    def _fused(self, step: Callable[..., Any]) -> Any:
+    def _fused(
+        self, step: Callable[..., object]
+    ) -> tf.types.experimental.PolymorphicFunction | None:
         """`step` on the next batch, pulled inside one `tf.function`; `None` unless one.
 
         A wrapper that names the `tf.function` it calls in its
         `monsession_fused_step` attribute (`NanTensorHook.watch`) fuses that
         function: the wrapper has nothing to do on silent steps.
         """
-        step = fused_target(step)
-        if not isinstance(step, tf.types.experimental.PolymorphicFunction):
+        target = fused_target(step)
+        if not isinstance(target, tf.types.experimental.PolymorphicFunction):
             return None
         fused = _FUSED.setdefault(self, weakref.WeakKeyDictionary())
-        if step not in fused:
+        if target not in fused:
             iterator = self.iterator
 
             @tf.function(autograph=False)
-            def pulled_step() -> Any:
+            def pulled_step() -> object:
                 _, batch = next(iterator)
-                return step(*_arguments(batch))
+                return target(*_arguments(batch))
 
-            fused[step] = pulled_step
-        return fused[step]
+            fused[target] = pulled_step
+        return fused[target]
 
 
 # Each Epochs' fused steps, by step function: traced once per step.
@@ -227,7 +231,7 @@ _FUSED: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 _NO_KEYWORDS: dict[str, Any] = {}  # Never changed.
 
 
-def _arguments(batch: Any) -> tuple[Any, ...]:
+def _arguments(batch: object) -> tuple[object, ...]:
     """A tuple batch passes as the step's positional arguments, any other as its one."""
     return batch if isinstance(batch, tuple) else (batch,)
 

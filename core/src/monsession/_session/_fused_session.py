@@ -20,7 +20,7 @@ from monsession._session._hooked_session import HookSelection, _HookedSession
 from monsession._session._session_layers import Feeds, _WrappedSession
 
 
-class _FusedSession(_WrappedSession):
+class _FusedSession(_WrappedSession[_HookedSession]):
     """Runs the silent and quiet steps of each training run around a `_HookedSession`.
 
     Args:

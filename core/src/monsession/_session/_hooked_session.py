@@ -70,7 +70,7 @@ class HookSelection:
         return self.hooks is None and self.training
 
 
-class _HookedSession(_WrappedSession):
+class _HookedSession(_WrappedSession[Session]):
     """Calls the hooks around each step and merges their requests into it.
 
     The session's `HookDispatcher` calls the hooks: only those that
@@ -141,7 +141,7 @@ class _HookedSession(_WrappedSession):
             # not add one to the global step, which is read again when needed.
             backend.forget_step()
         run_context = SessionRunContext(
-            SessionRunArgs(fetches, feed_dict), self._sess, backend, silent, kept
+            SessionRunArgs(fetches, feed_dict), self._inner(), backend, silent, kept
         )
         hook_fetches, feed_dict, options, feed_owners = self._dispatcher.before_run(
             run_context, feed_dict, options, chosen

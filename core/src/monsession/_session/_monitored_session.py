@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import inspect
+import types
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 import tensorflow as tf
 
@@ -14,12 +15,15 @@ from monsession._api._hook_api import SessionRunHook
 from monsession._backends._fusion import check_steps_per_execution
 from monsession._backends._mode import Session, current_mode
 from monsession._session._hooked_session import HookSelection, _HookedSession
+from monsession._session._scaffold import Scaffold
 from monsession._session._session_creators import (
     ChiefSessionCreator,
     SessionCreator,
     check_creator_arguments,
 )
 from monsession._session._session_layers import (
+    Feeds,
+    Layer,
     _CoordinatedSession,
     _RecoverableSession,
     _WrappedSession,
@@ -39,8 +43,14 @@ __all__ = [  # The private layers are importable from here, as in TensorFlow.
 from monsession._api._step_context import StepContext
 from monsession._api._step_context import StepContext as _StepContext
 
+if TYPE_CHECKING:
+    from monsession._distribution._peers import StepAgreement
 
-def _check_step_fn(step_fn: Callable[..., Any]) -> None:
+_P = ParamSpec("_P")
+_Result = TypeVar("_Result")
+
+
+def _check_step_fn(step_fn: Callable[[_StepContext], object]) -> None:
     try:
         names = tuple(inspect.signature(step_fn).parameters)
     except (TypeError, ValueError) as error:
@@ -52,7 +62,9 @@ def _check_step_fn(step_fn: Callable[..., Any]) -> None:
         )
 
 
-def check_session_arguments(owner: str, session_creator: Any, stop_grace_period_secs: Any) -> None:
+def check_session_arguments(
+    owner: str, session_creator: object, stop_grace_period_secs: object
+) -> None:
     """Checks the session creator and grace period a monitored session is given.
 
     Raises:
@@ -123,21 +135,21 @@ class _MonitoredSession:
         self._signals.install()
 
     @property
-    def graph(self) -> Any:
+    def graph(self) -> tf.Graph | None:
         """The graph launched in this session; `None` in eager mode or once closed."""
         tf_sess = self._tf_sess()
         return None if tf_sess is None else tf_sess.graph
 
     def run(
         self,
-        fetches: Any,
-        feed_dict: Any = None,
-        options: Any = None,
-        run_metadata: Any = None,
+        fetches: object,
+        feed_dict: Feeds = None,
+        options: tf.compat.v1.RunOptions | None = None,
+        run_metadata: tf.compat.v1.RunMetadata | None = None,
         *,
         hooks: Iterable[SessionRunHook] | None = None,
         training: bool | None = None,
-    ) -> Any:
+    ) -> object:
         """Runs one step with the hooks (or with the ones chosen by `hooks`).
 
         Graph mode: exactly `tf.compat.v1.Session.run()`. Eager mode:
@@ -200,7 +212,7 @@ class _MonitoredSession:
         self._signals.after_step()
         return results
 
-    def call(self, step: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+    def call(self, step: Callable[_P, object], /, *args: _P.args, **kwargs: _P.kwargs) -> object:
         """Eager mode: runs `step(*args, **kwargs)` with the hooks, as `run(step)` does.
 
         Per-batch data passes as the step's own arguments. Hooks name the
@@ -213,9 +225,9 @@ class _MonitoredSession:
         Raises:
           RuntimeError: In graph mode (use `run()`), or as `run()` raises.
         """
-        return self.run(self._mode.bind_call(type(self).__name__, step, args, kwargs))
+        return self.run(self._mode.bind_call(type(self).__name__, step, *args, **kwargs))
 
-    def run_step_fn(self, step_fn: Callable[[_StepContext], Any]) -> Any:
+    def run_step_fn(self, step_fn: Callable[[_StepContext], _Result]) -> _Result:
         """Runs `step_fn(step_context)`, which decides how to run the step.
 
         Args:
@@ -256,18 +268,23 @@ class _MonitoredSession:
     def __enter__(self) -> _MonitoredSession:
         return self
 
-    def __exit__(self, exception_type: Any, exception_value: Any, traceback: Any) -> bool:
+    def __exit__(
+        self,
+        exception_type: type[BaseException] | None,
+        exception_value: BaseException | None,
+        traceback: types.TracebackType | None,
+    ) -> bool:
         if self._sess is None and self._signals.closed_on_signal:
             # run() already closed the session and handed the signal on.
             return exception_type is StoppedOnSignalError
         if exception_type in (tf.errors.OutOfRangeError, StopIteration):
-            exception_type = None
-        if exception_type is not None:
+            exception_type = exception_value = None
+        if exception_value is not None:
             self._stack.notify_failure(exception_value)
         self._signals.close(lambda: self._close_layers(exception_type), failed=bool(exception_type))
         return exception_type is None
 
-    def _open_session(self, method: str) -> _WrappedSession:
+    def _open_session(self, method: str) -> Layer:
         """The outermost layer; raises once closed."""
         if self._sess is None:
             raise RuntimeError(f"{type(self).__name__}.{method}() called after close().")
@@ -283,7 +300,7 @@ class _MonitoredSession:
                 self._on_close.pop()()
 
     @property
-    def _sess(self) -> _WrappedSession | None:
+    def _sess(self) -> Layer | None:
         """The outermost layer; `None` once closed."""
         return self._stack.outer
 
@@ -314,7 +331,7 @@ class _MonitoredSession:
         """Calls `callback()` once the session is closed, after every layer (last added first)."""
         self._on_close.append(callback)
 
-    def agree_with_workers(self, agreement: Any) -> None:
+    def agree_with_workers(self, agreement: StepAgreement) -> None:
         """Stops on a signal, and fuses steps, only as the workers of a job agree.
 
         Used by `MonitoredTrainingSession` under collective ops: after each
@@ -432,9 +449,9 @@ class SingularMonitoredSession(_MonitoredSession):
     def __init__(
         self,
         hooks: Iterable[SessionRunHook] | None = None,
-        scaffold: Any = None,
+        scaffold: Scaffold | None = None,
         master: str = "",
-        config: Any = None,
+        config: tf.compat.v1.ConfigProto | None = None,
         checkpoint_dir: str | None = None,
         stop_grace_period_secs: float = 120,
         checkpoint_filename_with_path: str | None = None,
@@ -467,6 +484,6 @@ class SingularMonitoredSession(_MonitoredSession):
             steps_per_execution=steps_per_execution,
         )
 
-    def raw_session(self) -> Any:
+    def raw_session(self) -> Session | None:
         """The underlying `tf.compat.v1.Session` (or `EagerSession`)."""
         return self._tf_sess()

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TypeAlias, TypeVar
 
 import tensorflow as tf
 
 from monsession import _tf_compat
-from monsession._backends._mode import current_mode
+from monsession._backends._backend import FeedDict
+from monsession._backends._mode import Session, current_mode
 
 logger = logging.getLogger("monsession")
 
@@ -17,7 +18,15 @@ _v1 = tf.compat.v1
 _GraphKeys = _v1.GraphKeys
 
 
-def _first_not_none(value: Any, fallback: Any) -> Any:
+_T = TypeVar("_T")
+
+ScaffoldSaver: TypeAlias = (
+    tf.compat.v1.train.Saver | tf.train.Checkpoint | tf.train.CheckpointManager
+)
+"""What saves and restores: a `Saver` (graph), or the state, object-based (see `Scaffold`)."""
+
+
+def _first_not_none(value: _T | None, fallback: _T | None) -> _T | None:
     return value if value is not None else fallback
 
 
@@ -56,16 +65,16 @@ class Scaffold:
 
     def __init__(
         self,
-        init_op: Any = None,
-        init_feed_dict: Any = None,
-        init_fn: Callable[[Scaffold, Any], None] | None = None,
-        ready_op: Any = None,
-        ready_for_local_init_op: Any = None,
-        local_init_op: Any = None,
-        summary_op: Any = None,
-        saver: Any = None,
+        init_op: tf.Operation | None = None,
+        init_feed_dict: FeedDict | None = None,
+        init_fn: Callable[[Scaffold, Session], None] | None = None,
+        ready_op: tf.Tensor | None = None,
+        ready_for_local_init_op: tf.Tensor | None = None,
+        local_init_op: tf.Operation | None = None,
+        summary_op: tf.Tensor | None = None,
+        saver: ScaffoldSaver | None = None,
         copy_from_scaffold: Scaffold | None = None,
-        local_init_feed_dict: Any = None,
+        local_init_feed_dict: FeedDict | None = None,
     ) -> None:
         if copy_from_scaffold is not None:
             if not isinstance(copy_from_scaffold, Scaffold):
@@ -85,7 +94,7 @@ class Scaffold:
             local_init_feed_dict = _first_not_none(local_init_feed_dict, other.local_init_feed_dict)
             summary_op = _first_not_none(summary_op, other.summary_op)
             saver = _first_not_none(saver, other.saver)
-        self._user_init_fn: Callable[[Scaffold, Any], None] | None = init_fn
+        self._user_init_fn: Callable[[Scaffold, Session], None] | None = init_fn
         self._init_op = init_op
         self._init_feed_dict = init_feed_dict
         self._ready_op = ready_op
@@ -139,7 +148,7 @@ class Scaffold:
         logger.info("Graph was finalized.")
 
     @property
-    def init_fn(self) -> Callable[[Any], None] | None:
+    def init_fn(self) -> Callable[[Session], None] | None:
         """`init_fn` bound to this scaffold: called as `init_fn(session)`."""
         user_init_fn = self._user_init_fn
         if user_init_fn is None:
@@ -147,42 +156,42 @@ class Scaffold:
         return lambda session: user_init_fn(self, session)
 
     @property
-    def user_init_fn(self) -> Callable[[Scaffold, Any], None] | None:
+    def user_init_fn(self) -> Callable[[Scaffold, Session], None] | None:
         """`init_fn` as given to the constructor: called as `init_fn(scaffold, session)`."""
         return self._user_init_fn
 
     @property
-    def init_op(self) -> Any:
+    def init_op(self) -> tf.Operation | None:
         """The op that initializes the variables (after `finalize()`, the default if none given)."""
         return self._init_op
 
     @property
-    def ready_op(self) -> Any:
+    def ready_op(self) -> tf.Tensor | None:
         """The op that lists the variables not yet initialized (empty when ready)."""
         return self._ready_op
 
     @property
-    def ready_for_local_init_op(self) -> Any:
+    def ready_for_local_init_op(self) -> tf.Tensor | None:
         """The op that lists the global variables `local_init_op` still needs."""
         return self._ready_for_local_init_op
 
     @property
-    def local_init_op(self) -> Any:
+    def local_init_op(self) -> tf.Operation | None:
         """The op that initializes local variables and tables, run in every session."""
         return self._local_init_op
 
     @property
-    def local_init_feed_dict(self) -> Any:
+    def local_init_feed_dict(self) -> FeedDict | None:
         """The feed of `local_init_op`, or `None`."""
         return self._local_init_feed_dict
 
     @property
-    def summary_op(self) -> Any:
+    def summary_op(self) -> tf.Tensor | None:
         """The op that merges the graph's summaries, or `None`."""
         return self._summary_op
 
     @property
-    def saver(self) -> Any:
+    def saver(self) -> ScaffoldSaver | None:
         """What saves and restores.
 
         A `tf.compat.v1.train.Saver`; in eager mode the `tf.train.Checkpoint` (or
@@ -191,14 +200,14 @@ class Scaffold:
         return self._saver
 
     @property
-    def init_feed_dict(self) -> Any:
+    def init_feed_dict(self) -> FeedDict | None:
         """The feed of `init_op`, or `None`."""
         return self._init_feed_dict
 
     @staticmethod
     def get_or_default(
-        arg_name: str, collection_key: str, default_constructor: Callable[[], Any]
-    ) -> Any:
+        arg_name: str, collection_key: str, default_constructor: Callable[[], _T]
+    ) -> _T:
         """Returns the single item of a graph collection, or builds and adds one.
 
         Args:
@@ -224,7 +233,7 @@ class Scaffold:
         return op
 
     @staticmethod
-    def default_local_init_op() -> Any:
+    def default_local_init_op() -> tf.Operation:
         """Groups the local variable, table and local resource initializers."""
         return tf.group(
             _v1.local_variables_initializer(),
@@ -236,15 +245,15 @@ class Scaffold:
 _resources_module = _tf_compat.resources_module
 
 
-def _local_resources() -> Any:
+def _local_resources() -> list[object]:
     return _resources_module().local_resources()
 
 
-def _initialize_resources(resources: Any) -> Any:
+def _initialize_resources(resources: list[object]) -> tf.Operation:
     return _resources_module().initialize_resources(resources)
 
 
-def _default_init_op() -> Any:
+def _default_init_op() -> tf.Operation:
     resources = _resources_module()
     return tf.group(
         _v1.global_variables_initializer(),
@@ -253,14 +262,14 @@ def _default_init_op() -> Any:
     )
 
 
-def _default_ready_op() -> Any:
+def _default_ready_op() -> tf.Tensor:
     resources = _resources_module()
     return tf.concat(
         [_v1.report_uninitialized_variables(), resources.report_uninitialized_resources()], 0
     )
 
 
-def _default_ready_for_local_init_op() -> Any:
+def _default_ready_for_local_init_op() -> tf.Tensor:
     resources = _resources_module()
     return tf.concat(
         [
@@ -271,7 +280,7 @@ def _default_ready_for_local_init_op() -> Any:
     )
 
 
-def _default_saver() -> Any:
+def _default_saver() -> tf.compat.v1.train.Saver:
     """The graph's single saver from the SAVERS collection, or a new one."""
     savers = _v1.get_collection(_GraphKeys.SAVERS)
     if savers:

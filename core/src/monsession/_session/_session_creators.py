@@ -5,7 +5,6 @@ from __future__ import annotations
 import abc
 import logging
 import os
-from typing import Any
 
 import tensorflow as tf
 
@@ -50,11 +49,11 @@ def retry_policy_of(creator: object) -> RetryPolicy:
 
 def check_creator_arguments(
     owner: str,
-    scaffold: Any = None,
-    master: Any = "",
-    config: Any = None,
-    checkpoint_dir: Any = None,
-    checkpoint_filename_with_path: Any = None,
+    scaffold: object = None,
+    master: object = "",
+    config: object = None,
+    checkpoint_dir: object = None,
+    checkpoint_filename_with_path: object = None,
 ) -> None:
     """Checks the arguments a session creator takes, naming `owner` in errors.
 
@@ -100,7 +99,7 @@ def check_creator_arguments(
             )
 
 
-def _describe(value: Any) -> str:
+def _describe(value: object) -> str:
     if isinstance(value, type):
         return f"the class {value.__name__}"
     return f"{value!r} of type {type(value).__name__}"
@@ -115,16 +114,18 @@ class _ScaffoldedCreator(SessionCreator):
     # (or a recovering one) up to 29 seconds earlier.
     _poll_secs: float = 30
 
-    def __init__(self, scaffold: Scaffold | None, master: str, config: Any) -> None:
+    def __init__(
+        self, scaffold: Scaffold | None, master: str, config: tf.compat.v1.ConfigProto | None
+    ) -> None:
         self._scaffold = scaffold or Scaffold()
-        self._session_manager: Any = None
+        self._session_manager: tf.compat.v1.train.SessionManager | None = None
         self._master = master
         self._config = config
 
     def create_session(self) -> Session:
         return self.create_restored().session
 
-    def _get_session_manager(self) -> Any:
+    def _get_session_manager(self) -> tf.compat.v1.train.SessionManager:
         if self._session_manager is None:
             self._session_manager = tf.compat.v1.train.SessionManager(
                 local_init_op=self._scaffold.local_init_op,
@@ -174,7 +175,7 @@ class ChiefSessionCreator(_ScaffoldedCreator):
         self,
         scaffold: Scaffold | None = None,
         master: str = "",
-        config: Any = None,
+        config: tf.compat.v1.ConfigProto | None = None,
         checkpoint_dir: str | os.PathLike[str] | None = None,
         checkpoint_filename_with_path: str | os.PathLike[str] | None = None,
     ) -> None:
@@ -206,7 +207,7 @@ class ChiefSessionCreator(_ScaffoldedCreator):
             )
         )
 
-    def _prepare_session(self, path: str | None) -> Any:
+    def _prepare_session(self, path: str | None) -> Session:
         """A new session: `path` restored, or the model initialized when `None`."""
         return self._get_session_manager().prepare_session(
             self._master,
@@ -246,7 +247,7 @@ class WorkerSessionCreator(_ScaffoldedCreator):
         self,
         scaffold: Scaffold | None = None,
         master: str = "",
-        config: Any = None,
+        config: tf.compat.v1.ConfigProto | None = None,
         max_wait_secs: float = 30 * 60,
     ) -> None:
         check_creator_arguments("WorkerSessionCreator", scaffold, master, config)

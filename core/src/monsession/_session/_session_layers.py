@@ -17,8 +17,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Iterator
-from typing import Any, Protocol
+from collections.abc import Callable, Iterator
+from typing import Generic, Protocol, TypeVar
+
+import tensorflow as tf
 
 from monsession._api._step_context import StepContext
 from monsession._backends._backend import FeedDict
@@ -42,27 +44,50 @@ Feeds = FeedDict | None
 """A run's `feed_dict`: graph feeds, or the step's keyword arguments (eager)."""
 
 
-class _WrappedSession:
-    """Forwards to a wrapped session; adds `should_stop` and a quiet `close`."""
+class RunWithHooks(Protocol):
+    """`run` of a session layer: what `StepContext.run_with_hooks` calls."""
 
-    def __init__(self, sess: Any) -> None:
-        self._sess = sess
-        self._wrapped_is_stoppable = isinstance(sess, _WrappedSession)
+    def __call__(
+        self,
+        fetches: object,
+        feed_dict: Feeds = None,
+        options: tf.compat.v1.RunOptions | None = None,
+        run_metadata: tf.compat.v1.RunMetadata | None = None,
+    ) -> object:
+        """Runs one step with the hooks; returns the caller's results."""
+
+
+_Inner = TypeVar("_Inner", bound=Session, covariant=True)
+_Result = TypeVar("_Result")
+
+
+class _WrappedSession(Generic[_Inner]):
+    """Forwards to a wrapped session (raw, or a layer); adds `should_stop` and a quiet `close`."""
+
+    def __init__(self, sess: _Inner) -> None:
+        self._sess: _Inner | None = sess
+
+    def _inner(self) -> _Inner:
+        """The wrapped session; raises once this layer is closed."""
+        if self._sess is None:
+            raise RuntimeError("Session is already closed.")
+        return self._sess
 
     @property
-    def graph(self) -> Any:
-        return self._sess.graph
+    def graph(self) -> tf.Graph | None:
+        return self._inner().graph
 
     @property
-    def sess_str(self) -> Any:
-        return self._sess.sess_str
+    def sess_str(self) -> str:
+        return self._inner().sess_str
 
     def should_stop(self) -> bool:
         """True when this layer or a wrapped one wants to stop, or after close."""
         if self._check_stop():
             return True
-        if self._sess:
-            return self._wrapped_is_stoppable and self._sess.should_stop()
+        sess = self._sess
+        if sess:
+            return isinstance(sess, _WrappedSession) and sess.should_stop()
         return True
 
     def _check_stop(self) -> bool:
@@ -78,14 +103,36 @@ class _WrappedSession:
             finally:
                 self._sess = None
 
-    def run(self, *args: Any, **kwargs: Any) -> Any:
-        return self._sess.run(*args, **kwargs)
+    def run(
+        self,
+        fetches: object,
+        feed_dict: Feeds = None,
+        options: tf.compat.v1.RunOptions | None = None,
+        run_metadata: tf.compat.v1.RunMetadata | None = None,
+    ) -> object:
+        return self._inner().run(fetches, feed_dict, options, run_metadata)
 
-    def run_step_fn(self, step_fn: Any, raw_session: Any, run_with_hooks: Any) -> Any:
+    def run_step_fn(
+        self,
+        step_fn: Callable[[StepContext], _Result],
+        raw_session: Session | None,
+        run_with_hooks: RunWithHooks | None,
+    ) -> _Result:
         return step_fn(StepContext(raw_session, run_with_hooks or self.run))
 
 
-class _RecoverableSession(_WrappedSession):
+Layer = _WrappedSession[Session]
+"""A session layer around another layer or a raw session."""
+
+
+class LayerCreator(Protocol):
+    """Creates the layers a `_RecoverableSession` wraps (`_session_stack`'s creator)."""
+
+    def create_session(self) -> Layer:
+        """The inner layers around a new raw session."""
+
+
+class _RecoverableSession(_WrappedSession[Layer]):
     """Re-creates the wrapped session when a step raises a preemption error.
 
     Retries are bounded and back off (see `_retry`): a streak of consecutive
@@ -105,7 +152,7 @@ class _RecoverableSession(_WrappedSession):
 
     def __init__(
         self,
-        sess_creator: Any,
+        sess_creator: LayerCreator,
         policy: RetryPolicy | None = None,
         owner: str = "MonitoredSession",
         mode: Mode | None = None,
@@ -119,7 +166,7 @@ class _RecoverableSession(_WrappedSession):
         self.recoveries = 0  # How many times a preemption error re-created the session.
         super().__init__(self._create_session())
 
-    def _create_session(self) -> Any:
+    def _create_session(self) -> Layer:
         while True:
             try:
                 session = self._sess_creator.create_session()
@@ -157,8 +204,12 @@ class _RecoverableSession(_WrappedSession):
             return True
 
     def run(
-        self, fetches: Any, feed_dict: Any = None, options: Any = None, run_metadata: Any = None
-    ) -> Any:
+        self,
+        fetches: object,
+        feed_dict: Feeds = None,
+        options: tf.compat.v1.RunOptions | None = None,
+        run_metadata: tf.compat.v1.RunMetadata | None = None,
+    ) -> object:
         while True:
             try:
                 if not self._sess:
@@ -174,7 +225,12 @@ class _RecoverableSession(_WrappedSession):
                 self._budget.succeeded()
                 return results
 
-    def run_step_fn(self, step_fn: Any, raw_session: Any, run_with_hooks: Any) -> Any:
+    def run_step_fn(
+        self,
+        step_fn: Callable[[StepContext], _Result],
+        raw_session: Session | None,
+        run_with_hooks: RunWithHooks | None,
+    ) -> _Result:
         while True:
             try:
                 if not self._sess:
@@ -187,7 +243,7 @@ class _RecoverableSession(_WrappedSession):
                 return results
 
 
-class _CoordinatedSession(_WrappedSession):
+class _CoordinatedSession(_WrappedSession[Layer]):
     """Reports step errors to a coordinator and joins its threads on close.
 
     Args:
@@ -196,7 +252,9 @@ class _CoordinatedSession(_WrappedSession):
       stop_grace_period_secs: Seconds given to threads to stop on `close()`.
     """
 
-    def __init__(self, sess: Any, coord: Any, stop_grace_period_secs: float = 120) -> None:
+    def __init__(
+        self, sess: Layer, coord: tf.train.Coordinator, stop_grace_period_secs: float = 120
+    ) -> None:
         super().__init__(sess)
         self._coord = coord
         self._stop_grace_period_secs = stop_grace_period_secs
@@ -241,11 +299,15 @@ class _CoordinatedSession(_WrappedSession):
                 pass
 
     def run(
-        self, fetches: Any, feed_dict: Any = None, options: Any = None, run_metadata: Any = None
-    ) -> Any:
+        self,
+        fetches: object,
+        feed_dict: Feeds = None,
+        options: tf.compat.v1.RunOptions | None = None,
+        run_metadata: tf.compat.v1.RunMetadata | None = None,
+    ) -> object:
         # Plain handlers, not `_breaking()`: this is every step's path.
         try:
-            return self._sess.run(fetches, feed_dict, options, run_metadata)
+            return self._inner().run(fetches, feed_dict, options, run_metadata)
         except PREEMPTION_ERRORS as error:
             self._broken_by = error
             raise
@@ -261,6 +323,11 @@ class _CoordinatedSession(_WrappedSession):
                 raise step_error from None
             raise
 
-    def run_step_fn(self, step_fn: Any, raw_session: Any, run_with_hooks: Any) -> Any:
+    def run_step_fn(
+        self,
+        step_fn: Callable[[StepContext], _Result],
+        raw_session: Session | None,
+        run_with_hooks: RunWithHooks | None,
+    ) -> _Result:
         with self._breaking():  # The step may run the raw session itself.
             return super().run_step_fn(step_fn, raw_session, run_with_hooks)

@@ -22,10 +22,10 @@ from monsession._session._fused_session import _FusedSession
 from monsession._session._hooked_session import HookSelection, _HookedSession
 from monsession._session._session_creators import SessionCreator, retry_policy_of
 from monsession._session._session_layers import (
+    Layer,
     TFSessionCreator,
     _CoordinatedSession,
     _RecoverableSession,
-    _WrappedSession,
 )
 
 
@@ -81,7 +81,7 @@ class _CoordinatedSessionCreator(SessionCreator):
         hooked = _HookedSession(
             self.tf_sess, self._dispatcher, self._selection, self._hook_states, self._mode
         )
-        layer: _WrappedSession = hooked
+        layer: Layer = hooked
         if self._fusion is not None:
             layer = _FusedSession(hooked, self._fusion, self._selection or HookSelection())
         return _CoordinatedSession(layer, self.coord, self._stop_grace_period_secs)
@@ -124,7 +124,7 @@ class SessionStack:
             self.hook_states,
             self.selection,
         )
-        self.outer: _WrappedSession | None
+        self.outer: Layer | None
         if should_recover:
             policy = retry_policy_of(session_creator)
             self.outer = _RecoverableSession(self.creator, policy, owner, mode)

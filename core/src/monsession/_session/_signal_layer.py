@@ -14,9 +14,13 @@ from __future__ import annotations
 import logging
 import signal
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from monsession._durability._signal_stop import SignalStop, resolve_stop_signals
+
+if TYPE_CHECKING:
+    from monsession._backends._fusion import Fusion
+    from monsession._distribution._peers import StepAgreement
 
 logger = logging.getLogger("monsession")
 
@@ -42,15 +46,15 @@ class SignalLayer:
     ) -> None:
         self._owner = owner
         self._stop = SignalStop(resolve_stop_signals(stop_on_signals, has_end_work, owner), owner)
-        self._agreement: Any = None  # A StepAgreement of the session's strategy.
-        self._fusion: Any = None  # The session's Fusion, told the silent steps agreed.
+        self._agreement: StepAgreement | None = None  # Of the session's strategy.
+        self._fusion: Fusion | None = None  # The session's, told the silent steps agreed.
         self.closed_on_signal = False
 
     def install(self) -> None:
         """Installs the handlers: from now on a signal stops the session at a step boundary."""
         self._stop.install()
 
-    def agree_with_workers(self, agreement: Any, fusion: Any = None) -> None:
+    def agree_with_workers(self, agreement: StepAgreement, fusion: Fusion | None = None) -> None:
         """Stops on a signal only once the workers agree, through `agreement` after each step.
 
         Args:
