@@ -17,12 +17,8 @@ import tensorflow as tf
 
 import monsession
 from monsession import _tf_compat
-from monsession._durability._preemption_errors import (
-    in_current_strategy,
-    lost_parameter_servers,
-    why_not_retried,
-)
-from monsession._durability._retry import RetryPolicy
+from monsession._durability._preemption_errors import lost_parameter_servers, why_not_retried
+from monsession._durability._retry import RetryPolicy, in_current_strategy
 
 # A closure that failed on a worker because parameter server 0 was gone.
 CLOSURE_FAILED = (

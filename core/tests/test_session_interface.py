@@ -1,6 +1,5 @@
-"""What the monitored session offers the rest of core: close callbacks, its hooks, its steps.
+"""What the monitored session offers the rest of core: its hooks, its steps, its creation.
 
-Close callbacks (`call_on_close`) run after the hooks' `end()`, and
 `Epochs.run` runs its batches through `run` (`LoopSession`) with the
 session's `dispatcher`: these are the session's own methods, not its
 private attributes.
@@ -27,26 +26,14 @@ class Ender(monsession.SessionRunHook):
             raise self.fail_with
 
 
-def test_close_callbacks_run_after_end_and_close_last_added_first(graph):
-    monsession.get_or_create_global_step()
-    calls = []
-    sess = monsession.MonitoredSession(hooks=[Ender(calls)])
-    sess.call_on_close(lambda: calls.append(("first", sess.graph)))
-    sess.call_on_close(lambda: calls.append(("second", sess.graph)))
-    sess.close()
-    # The session is closed (no graph any more) when the callbacks run.
-    assert calls == ["end", ("second", None), ("first", None)]
-
-
-def test_close_callbacks_run_when_a_hooks_end_raises(graph):
+def test_a_session_whose_hooks_end_raises_is_closed_all_the_same(graph):
     monsession.get_or_create_global_step()
     calls = []
     sess = monsession.MonitoredSession(hooks=[Ender(calls, fail_with=OSError("disk full"))])
-    sess.call_on_close(lambda: calls.append("released"))
     with pytest.raises(OSError, match="disk full"):
         sess.close()
-    assert calls == ["end", "released"]
-    assert sess.should_stop()  # Closed all the same.
+    assert calls == ["end"]
+    assert sess.should_stop() and sess._is_closed()
 
 
 def test_hooks_are_the_sessions_own_in_order(graph):

@@ -106,7 +106,7 @@ _NAMES = {
     "fused_target": "monsession._backends._fused_loop",
     **dict.fromkeys(("read_global_step", "require_global_step"), _GLOBAL_STEP),
     **dict.fromkeys(("TensorNotFoundError", "check_scalar"), _FETCHES),
-    "resolve_fetch": "monsession._backends._mode",
+    "resolve_fetch": "monsession._backends._current_mode",
     **dict.fromkeys(
         ("attach_hook_state", "load_hook_state", "prune_hook_state", "save_hook_state"),
         _HOOK_STATE,
@@ -138,14 +138,12 @@ if TYPE_CHECKING:
     )
     from monsession._api._hook_api import HOOK_METHOD_NAMES, TF_HOOK_METHOD_NAMES, hook_overrides
     from monsession._api._run_context import as_run_context
+    from monsession._backends._current_mode import resolve_fetch
     from monsession._backends._fetches import (
         TensorNotFoundError,
         check_scalar,
     )
     from monsession._backends._fused_loop import fused_target
-    from monsession._backends._mode import (
-        resolve_fetch,
-    )
     from monsession._backends._pending import (
         settle,
     )

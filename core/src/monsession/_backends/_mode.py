@@ -1,10 +1,11 @@
 """The execution mode: what differs between graph and eager around the steps.
 
-`current_mode()` is the one place core asks TensorFlow which mode it runs
-in. Everything that differs by mode before and around a session (building
-the graph, resolving what hooks fetch, owning the global step, creating
-and restoring the session, fusing steps) is a member of the
-`Mode` it returns; per-step work is the `Backend`'s (`_backend`).
+Everything that differs by mode before and around a session (building the
+graph, resolving what hooks fetch, owning the global step, creating and
+restoring the session, fusing steps) is a member of the `Mode` protocol,
+implemented by `_graph_mode` and `_eager_mode`; `_current_mode` picks one.
+Per-step work is the `Backend`'s (`_backend`). This module imports no
+implementation.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, NamedTuple, ParamSpec, Protocol
 
 import tensorflow as tf
 
-from monsession._api._hook_api import SessionLike
+from monsession._api._session_like import SessionLike
 
 if TYPE_CHECKING:
     from monsession._backends._backend import Backend, FeedDict
@@ -120,41 +121,3 @@ class Mode(Protocol):
 
     def resolve_fetch(self, owner: str, argument: str, target: object) -> object:
         """What a hook fetches for `target` (see `monsession.plugins.resolve_fetch`)."""
-
-
-def current_mode() -> Mode:
-    """The mode of the code running now: eager unless a graph is the default."""
-    if tf.executing_eagerly():
-        from monsession._backends._eager_mode import EAGER
-
-        return EAGER
-    from monsession._backends._graph_mode import GRAPH
-
-    return GRAPH
-
-
-def resolve_fetch(owner: str, argument: str, target: object) -> object:
-    """Returns what a hook fetches for `target`, checked for the current mode.
-
-    Graph mode (call it in `begin()`, under the session's graph): a string
-    names a tensor of the default graph (``"loss"`` means ``"loss:0"``; an
-    op with several outputs must be named with the index); a tensor, op or
-    variable must belong to the default graph; callables are refused. Eager
-    mode: a string names an entry of the mapping the step returns, and
-    `tf.Variable`s, tensors and zero-argument callables are kept.
-
-    Args:
-      owner: The hook's name, for messages.
-      argument: The constructor argument `target` came from, for messages.
-      target: What the hook was given.
-
-    Returns:
-      The fetch to put in `SessionRunArgs`.
-
-    Raises:
-      TensorNotFoundError: (a `KeyError` and `ValueError`) If a name is not
-        in the graph.
-      ValueError: If a name is ambiguous or a tensor belongs to another graph.
-      TypeError: If `target` is of a type the mode cannot fetch.
-    """
-    return current_mode().resolve_fetch(owner, argument, target)

@@ -19,16 +19,11 @@ checkpoint into it. There the lost ps is waited for, a short time only
 
 from __future__ import annotations
 
-import dataclasses
 import re
-from typing import TYPE_CHECKING, Any
 
 import tensorflow as tf
 
 from monsession._tf_compat import parameter_server_unavailable_error
-
-if TYPE_CHECKING:
-    from monsession._durability._retry import RetryPolicy
 
 # What `_RecoverableSession` catches to re-create the session, as in TensorFlow.
 PREEMPTION_ERRORS = (tf.errors.AbortedError, tf.errors.UnavailableError)
@@ -86,13 +81,3 @@ def why_lost_server_not_retried(lost: list[str], secs: float) -> str:
         f"{secs:g} s; the variables it held were lost with it. Restart the whole job "
         "(parameter servers and workers): it resumes from the latest checkpoint"
     )
-
-
-def in_current_strategy(policy: RetryPolicy) -> RetryPolicy:
-    """`policy`, under which a lost parameter server raises at once if the current
-    strategy (the one whose `scope()` the session is created in) is a
-    `ParameterServerStrategy`; else `policy` unchanged."""
-    strategy: Any = tf.distribute.get_strategy() if tf.distribute.has_strategy() else None
-    if not isinstance(strategy, tf.distribute.experimental.ParameterServerStrategy):
-        return policy
-    return dataclasses.replace(policy, cannot_retry=why_not_retried)

@@ -26,9 +26,12 @@ import time
 from collections.abc import Callable
 from typing import NoReturn
 
+import tensorflow as tf
+
 from monsession._durability._preemption_errors import (
     lost_parameter_servers,
     why_lost_server_not_retried,
+    why_not_retried,
 )
 
 logger = logging.getLogger("monsession")
@@ -228,3 +231,13 @@ def _same_type(error: Exception, message: str) -> Exception:
         return type(error)(None, None, message)
     except TypeError:
         return RuntimeError(message)
+
+
+def in_current_strategy(policy: RetryPolicy) -> RetryPolicy:
+    """`policy`, under which a lost parameter server raises at once if the current
+    strategy (the one whose `scope()` the session is created in) is a
+    `ParameterServerStrategy`; else `policy` unchanged."""
+    strategy: object = tf.distribute.get_strategy() if tf.distribute.has_strategy() else None
+    if not isinstance(strategy, tf.distribute.experimental.ParameterServerStrategy):
+        return policy
+    return dataclasses.replace(policy, cannot_retry=why_not_retried)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from monsession._backends._mode import current_mode
+from monsession._backends._current_mode import current_mode
 from monsession._plugins._hookspecs import TrainingSettings
 from monsession._session._scaffold import Scaffold
 

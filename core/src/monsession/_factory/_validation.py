@@ -6,15 +6,15 @@ from collections.abc import Iterable, Mapping
 
 from monsession._api._arguments import check_directory, check_flag, check_hooks, check_interval
 from monsession._api._hook_api import SessionRunHook
+from monsession._backends._current_mode import current_mode
 from monsession._backends._fusion import check_steps_per_execution
-from monsession._backends._mode import current_mode
 from monsession._factory._settings import USE_DEFAULT
 from monsession._plugins import _defaults
 from monsession._plugins._families import KNOWN_ARGUMENTS, missing_family_message
 from monsession._plugins._hookspecs import DefaultHook, TrainingSettings
 from monsession._plugins._plugin_manager import warn_once
-from monsession._session._monitored_session import check_session_arguments
 from monsession._session._scaffold import Scaffold
+from monsession._session._session_arguments import check_session_arguments
 from monsession._session._session_creators import check_creator_arguments
 
 OWNER = "MonitoredTrainingSession"

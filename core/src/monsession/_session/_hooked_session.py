@@ -17,7 +17,8 @@ from monsession._api._dispatcher import HookDispatcher
 from monsession._api._hook_api import SessionRunHook
 from monsession._api._run_context import SessionRunArgs, SessionRunContext, finish_run
 from monsession._backends._backend import Backend, HookResults, StepSource
-from monsession._backends._mode import Mode, Session, current_mode
+from monsession._backends._current_mode import current_mode
+from monsession._backends._mode import Mode, Session
 from monsession._durability._file_errors import file_error_behind
 from monsession._durability._hook_state import HookStates
 from monsession._session._session_layers import Feeds, _WrappedSession

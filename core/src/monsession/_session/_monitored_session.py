@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
-import inspect
 import types
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 import tensorflow as tf
 
-from monsession._api._arguments import check_hooks, check_interval
+from monsession._api._arguments import check_hooks
 from monsession._api._dispatcher import HookDispatcher
 from monsession._api._hook_api import SessionRunHook
+from monsession._backends._current_mode import current_mode
 from monsession._backends._fusion import check_steps_per_execution
-from monsession._backends._mode import Session, current_mode
+from monsession._backends._mode import Session
 from monsession._session._hooked_session import HookSelection, _HookedSession
 from monsession._session._scaffold import Scaffold
+from monsession._session._session_arguments import check_session_arguments, check_step_fn
 from monsession._session._session_creators import (
     ChiefSessionCreator,
     SessionCreator,
@@ -50,45 +51,6 @@ _P = ParamSpec("_P")
 _Result = TypeVar("_Result")
 
 
-def _check_step_fn(step_fn: Callable[[_StepContext], object]) -> None:
-    try:
-        names = tuple(inspect.signature(step_fn).parameters)
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"`step_fn` must be a function; got {step_fn!r}.") from error
-    if names not in (("step_context",), ("self", "step_context")):
-        raise ValueError(
-            "`step_fn` may either have one `step_context` argument, or `self` and "
-            f"`step_context` arguments if it's an instance method. Got {names} instead."
-        )
-
-
-def check_session_arguments(
-    owner: str, session_creator: object, stop_grace_period_secs: object
-) -> None:
-    """Checks the session creator and grace period a monitored session is given.
-
-    Raises:
-      TypeError: If `session_creator` has no `create_session` method (a class
-        instead of an instance included), or `stop_grace_period_secs` is not
-        a number.
-      ValueError: If `stop_grace_period_secs` is negative or NaN.
-    """
-    if session_creator is not None and (
-        isinstance(session_creator, type)
-        or not callable(getattr(session_creator, "create_session", None))
-    ):
-        what = (
-            f"the class {session_creator.__name__}, not an instance"
-            if isinstance(session_creator, type)
-            else f"{session_creator!r} of type {type(session_creator).__name__}"
-        )
-        raise TypeError(
-            f"{owner}: session_creator must be a SessionCreator instance (e.g. "
-            f"ChiefSessionCreator(...)) or None, got {what}."
-        )
-    check_interval(owner, "stop_grace_period_secs", stop_grace_period_secs, "secs", allow_zero=True)
-
-
 class _MonitoredSession:
     """The common part of `MonitoredSession` and `SingularMonitoredSession`."""
 
@@ -109,7 +71,6 @@ class _MonitoredSession:
             type(self).__name__, steps_per_execution, self._mode.fuses_steps
         )
         self._steps_per_execution = steps_per_execution
-        self._on_close: list[Callable[[], None]] = []
         self._restore_graph_finalization = self._mode.keep_graph_finalization()
         self._hooks = check_hooks(type(self).__name__, "hooks", hooks)
         check_session_arguments(type(self).__name__, session_creator, stop_grace_period_secs)
@@ -244,7 +205,7 @@ class _MonitoredSession:
           StopIteration: If `step_fn` called `request_stop()`.
           ValueError: If `step_fn` does not have the arguments above.
         """
-        _check_step_fn(step_fn)
+        check_step_fn(step_fn)
         sess = self._open_session("run_step_fn")
         self._signals.before_step("run_step_fn", self._close_layers)
         results = sess.run_step_fn(step_fn, self._tf_sess(), run_with_hooks=None)
@@ -291,13 +252,11 @@ class _MonitoredSession:
         return self._sess
 
     def _close_layers(self, exception_type: type[BaseException] | None = None) -> None:
-        """Ends the hooks and closes every layer; then unfinalizes the graph and calls back."""
+        """Ends the hooks and closes every layer; then unfinalizes the graph."""
         try:
             self._stack.close(clean=not exception_type)
         finally:
             self._restore_graph_finalization()
-            while self._on_close:
-                self._on_close.pop()()
 
     @property
     def _sess(self) -> Layer | None:
@@ -326,10 +285,6 @@ class _MonitoredSession:
     def dispatcher(self) -> HookDispatcher:
         """The `HookDispatcher` that calls the session's hooks (for `Epochs.run`)."""
         return self._dispatcher
-
-    def call_on_close(self, callback: Callable[[], None]) -> None:
-        """Calls `callback()` once the session is closed, after every layer (last added first)."""
-        self._on_close.append(callback)
 
     def agree_with_workers(self, agreement: StepAgreement) -> None:
         """Stops on a signal, and fuses steps, only as the workers of a job agree.

@@ -10,7 +10,8 @@ import tensorflow as tf
 
 from monsession import _tf_compat
 from monsession._backends._backend import FeedDict
-from monsession._backends._mode import Session, current_mode
+from monsession._backends._current_mode import current_mode
+from monsession._backends._mode import Session
 
 logger = logging.getLogger("monsession")
 

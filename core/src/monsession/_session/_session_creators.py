@@ -9,9 +9,9 @@ import os
 import tensorflow as tf
 
 from monsession._api._arguments import check_directory, check_interval
-from monsession._backends._mode import ChiefRestore, CreatedSession, Session, current_mode
-from monsession._durability._preemption_errors import in_current_strategy
-from monsession._durability._retry import RetryPolicy
+from monsession._backends._current_mode import current_mode
+from monsession._backends._mode import ChiefRestore, CreatedSession, Session
+from monsession._durability._retry import RetryPolicy, in_current_strategy
 from monsession._session._scaffold import Scaffold
 
 logger = logging.getLogger("monsession")

@@ -24,7 +24,8 @@ import tensorflow as tf
 
 from monsession._api._step_context import StepContext
 from monsession._backends._backend import FeedDict
-from monsession._backends._mode import Mode, Session, current_mode
+from monsession._backends._current_mode import current_mode
+from monsession._backends._mode import Mode, Session
 from monsession._durability._lost_tasks import answers_within, close_within
 from monsession._durability._preemption_errors import PREEMPTION_ERRORS
 from monsession._durability._retry import RetryBudget, RetryPolicy
