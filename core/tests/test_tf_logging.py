@@ -74,6 +74,10 @@ from monsession import tf_logging
 tf.get_logger()  # TensorFlow decides here whether its logger gets a handler of its own.
 if order == "after":
     logging.basicConfig(format="root: %(name)s: %(message)s")
+if order == "late":  # Only after a first session (e.g. a library adds a root handler).
+    with monsession.MonitoredSession(hooks=[monsession.StopAtStepHook(num_steps=1)]):
+        pass
+    logging.basicConfig(format="root: %(name)s: %(message)s")
 tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.INFO)
 with monsession.MonitoredSession(hooks=[monsession.StopAtStepHook(num_steps=1)]) as session:
     tf.compat.v1.logging.info("a line of TensorFlow's own")
@@ -81,9 +85,10 @@ with monsession.MonitoredSession(hooks=[monsession.StopAtStepHook(num_steps=1)])
 """
 
 
-@pytest.mark.parametrize("order", ["before", "after", "never"])
+@pytest.mark.parametrize("order", ["before", "after", "late", "never"])
 def test_a_log_line_is_printed_once_whenever_logging_is_configured(tmp_path, order):
-    """`logging.basicConfig()` before or after importing TensorFlow: one line per record."""
+    """`logging.basicConfig()` before or after importing TensorFlow, or after a first session:
+    one line per record."""
     script = tmp_path / "program.py"
     script.write_text(_SETUP_ORDER_SCRIPT, encoding="utf-8")
     result = subprocess.run(

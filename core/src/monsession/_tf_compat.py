@@ -189,7 +189,7 @@ def tf_logging() -> types.ModuleType:
 
     Looked up at call time: TensorFlow's own hook tests patch this module's
     functions, which `tf.compat.v1.logging` holds separate references to.
-    The first lookup applies `one_line_per_record` (once per process).
+    Each lookup applies `one_line_per_record` (it acts once per process).
     """
     from tensorflow.python.platform import tf_logging
 
@@ -202,24 +202,26 @@ _CONFIGURING = threading.Lock()
 
 
 def one_line_per_record() -> None:
-    """Removes the handler TensorFlow gave its logger if the root logger has one; once per process.
+    """Removes the handler TensorFlow gave its logger once the root logger has one; once.
 
     `tf.get_logger()` adds a stderr handler to the ``"tensorflow"`` logger
     only if the root logger has no handler yet ("this prevents double
     logging"), and decides once. A program that configures logging after
-    importing TensorFlow (`logging.basicConfig()`) would print every record
-    twice: through that handler, and through the root's. This makes
-    TensorFlow's rule hold whatever the order: if records reach a root
-    handler, TensorFlow's own handler (a plain `StreamHandler` with
-    `logging.BASIC_FORMAT`) goes. Handlers that a program added are kept.
+    importing TensorFlow (`logging.basicConfig()`, or a library that adds a
+    root handler) would print every record twice: through that handler, and
+    through the root's. This makes TensorFlow's rule hold whatever the
+    order: once records reach a root handler, TensorFlow's own handler (a
+    plain `StreamHandler` with `logging.BASIC_FORMAT`) goes. Handlers that a
+    program added are kept.
 
-    Like TensorFlow, it decides once: the first call (the first monitored
-    session, or the first line a hook logs through `monsession.tf_logging`)
-    acts, later calls do nothing, so handlers a program sets up afterwards
-    are never touched.
+    It acts once per process: called by each monitored session and each line
+    a hook logs through `monsession.tf_logging`, it only looks whether the
+    root logger has a handler until it has one; then it removes TensorFlow's
+    handler, if any, and never touches the loggers again, so handlers a
+    program sets up afterwards stay as they are.
     """
-    if _LOGGER_CONFIGURED.is_set():
-        return
+    if _LOGGER_CONFIGURED.is_set() or not logging.getLogger().handlers:
+        return  # Done, or nothing to do until records reach a root handler.
     with _CONFIGURING:
         if not _LOGGER_CONFIGURED.is_set():
             _remove_tensorflows_handler()
@@ -228,7 +230,7 @@ def one_line_per_record() -> None:
 
 def _remove_tensorflows_handler() -> None:
     logger = tf.get_logger()
-    if not logging.getLogger().handlers or not logger.propagate:
+    if not logger.propagate:
         return
     for handler in list(logger.handlers):
         formatter = handler.formatter

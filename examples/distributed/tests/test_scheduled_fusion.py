@@ -26,6 +26,11 @@ PROGRAM = """
     import tempfile
     import tensorflow as tf
     import monsession
+    from monsession._backends import _fusion
+
+    # No time budget: a block is exactly the steps before the next hook action,
+    # whatever the pace of this (possibly busy) machine.
+    _fusion.MAX_SECONDS_PER_CALL = 3600.0
 
     def free_port():
         with socket.socket() as sock:

@@ -55,6 +55,7 @@ class EagerReplicaSessionCreator(SessionCreator):
         return self.create_restored().session
 
     def create_restored(self) -> CreatedSession:
+        """This worker's session and the chief's checkpoint restored into it (`None`: none)."""
         self._scaffold.finalize()
         created = create_eager_session(
             self._scaffold.saver, self._scaffold.init_fn, self._checkpoint_dir

@@ -196,6 +196,7 @@ class ChiefSessionCreator(_ScaffoldedCreator):
         )
 
     def create_restored(self) -> CreatedSession:
+        """The chief's session and the checkpoint restored into it (`None`: initialized)."""
         self._scaffold.finalize()
         return current_mode().create_chief_session(
             ChiefRestore(
@@ -260,6 +261,7 @@ class WorkerSessionCreator(_ScaffoldedCreator):
             self.retry_policy = RetryPolicy(deadline_secs=float(max_wait_secs))
 
     def create_restored(self) -> CreatedSession:
+        """The worker's session, once the chief's model is ready; it restores nothing itself."""
         self._scaffold.finalize()
         return current_mode().create_worker_session(
             lambda: self._get_session_manager().wait_for_session(
