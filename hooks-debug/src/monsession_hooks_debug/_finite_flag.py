@@ -1,0 +1,202 @@
+"""`NanTensorHook`'s flag check: the loss is checked on the device, inside the step.
+
+`FiniteFlag` holds three device variables: how many watched steps ran, the
+number of the first one whose loss was bad (-1 while none was) and that loss.
+`FiniteFlag.update` adds, to the traced step, one `is_nan` (or `is_finite`)
+of the loss and the updates of those variables; it returns the first bad
+step's number as a tensor that nobody reads until a check is due.
+
+`FlagCheck` is the host side: a check reads that one number, and only when
+it is due; a divergence is then named by the global step of the first bad
+loss, which the host knows from the number of the step that produced it.
+"""
+
+from __future__ import annotations
+
+import bisect
+from typing import Any
+
+import tensorflow as tf
+
+import monsession
+from monsession import NextAction, SessionRunArgs, SessionRunContext
+from monsession_hooks_debug._loss_checks import CheckSchedule, Divergence, WatchedStep, loss_entry
+
+_HOOK = "NanTensorHook"
+_ARGUMENT = "loss_tensor"
+
+
+class FiniteFlag:
+    """The device variables of the flag check (created once per hook, in eager mode).
+
+    Args:
+      name: The loss entry of the mapping the step returns.
+      detect_inf: Also treat an infinite loss as bad.
+    """
+
+    def __init__(self, name: str, detect_inf: bool) -> None:
+        self._name = name
+        self._detect_inf = detect_inf
+        self._variables: tuple[Any, Any, Any] | None = None
+        self._separate: Any = None  # `update` as its own tf.function, for other steps.
+
+    @property
+    def ready(self) -> bool:
+        """Whether the variables exist (steps traced before then are not checked)."""
+        return self._variables is not None
+
+    def create(self) -> None:
+        """Creates the variables, outside any `tf.function`, if they do not exist."""
+        if self._variables is None:
+            with tf.init_scope():
+                self._variables = (
+                    tf.Variable(0, dtype=tf.int64, trainable=False, name="nan_check_steps"),
+                    tf.Variable(-1, dtype=tf.int64, trainable=False, name="nan_check_first_bad"),
+                    tf.Variable(0.0, dtype=tf.float64, trainable=False, name="nan_check_bad_loss"),
+                )
+
+    def reset(self) -> None:
+        """Forgets every step checked so far (a new session)."""
+        assert self._variables is not None
+        count, first, _ = self._variables
+        count.assign(0)
+        first.assign(-1)
+
+    def clear(self) -> None:
+        """Forgets a bad loss already reported; the count goes on."""
+        assert self._variables is not None
+        self._variables[1].assign(-1)
+
+    def update(self, outputs: Any) -> Any:
+        """Checks the loss in `outputs`, inside the step being traced.
+
+        Returns:
+          The number of the first watched step whose loss was bad, or -1, as
+          an int64 tensor.
+        """
+        assert self._variables is not None
+        count, first, bad_loss = self._variables
+        loss = loss_entry(outputs, self._name)
+        monsession.plugins.check_scalar(
+            _HOOK, _ARGUMENT, f"the step's {self._name!r} entry", loss.dtype, loss.shape
+        )
+        loss = tf.reshape(loss, [])
+        if self._detect_inf:
+            bad = tf.logical_not(tf.math.is_finite(loss))
+        else:
+            bad = tf.math.is_nan(loss)
+        number = count.assign_add(1)
+        before = first.read_value()
+        first_now = tf.logical_and(bad, before < 0)
+        after = tf.where(first_now, number, before)
+        first.assign(after)
+        bad_loss.assign(tf.where(first_now, tf.cast(loss, tf.float64), bad_loss.read_value()))
+        return after
+
+    def update_after(self, outputs: Any) -> Any:
+        """`update` as a call of its own, after a step that is not a `tf.function`."""
+        if self._separate is None:
+            self._separate = tf.function(self.update, autograph=False)
+        return self._separate({self._name: loss_entry(outputs, self._name)})
+
+    def read_first(self) -> int:
+        """The number of the first bad step, or -1 (one read)."""
+        assert self._variables is not None
+        return int(self._variables[1].numpy())
+
+    def read_loss(self) -> float:
+        """The first bad loss (read only when a check found one)."""
+        assert self._variables is not None
+        return float(self._variables[2].numpy())
+
+
+class FlagCheck:
+    """Eager mode, outside `tf.distribute` strategies: the step run through `NanTensorHook.watch`.
+
+    Each watched step updates the device flag (`FiniteFlag`) in the same call,
+    fused steps too (a step that is not a `tf.function`: in a call of its
+    own). Every `every_n` global steps (each step with 1), and in `flush()`,
+    one number is read; between checks nothing is read and nothing
+    waits for the device. The host keeps how the numbers of watched steps map
+    to global steps (one entry per change of that offset, not one per step).
+
+    Args:
+      flag: The hook's device variables, created and reset when the session began.
+      every_n: The global steps between checks.
+    """
+
+    def __init__(self, flag: FiniteFlag, every_n: int) -> None:
+        self._flag = flag
+        self._schedule = CheckSchedule(every_n)
+        self._count = 0  # Watched steps run, as the device counts them.
+        self._latest: Any = None  # The last flagged call's result, unread.
+        self._starts: list[int] = []  # The first step number of each offset...
+        self._offsets: list[int | None] = []  # ... and its global step minus number.
+
+    def call(self, step: WatchedStep, args: Any, kwargs: Any) -> Any:
+        """Runs the step with the flag's update; returns the step's outputs.
+
+        Every call counts, including those of runs that the hook is not
+        called for; the host counts them as the session's runs (silent
+        steps and the hook's runs), so the step is meant to be run by the
+        session only.
+        """
+        if step.flagged is not None:
+            outputs, self._latest = step.flagged(*args, **kwargs)
+        else:
+            outputs = step.step_fn(*args, **kwargs)
+            self._latest = self._flag.update_after(outputs)
+        return outputs
+
+    def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
+        silent = run_context.silent_steps
+        if silent:  # Runs the hook was not called for; fused ones updated the flag in the loop.
+            self._count += silent
+            self._schedule.add_runs(silent)
+            self._note(self._count, run_context.global_step, first=self._count - silent + 1)
+        self._latest = None  # Set again if this run calls the step.
+        return None
+
+    def next_action(self, global_step: int) -> NextAction:
+        return NextAction(steps=self._schedule.steps_to_check(global_step))
+
+    def after_run(self, run_context: SessionRunContext, results: Any) -> Divergence | None:
+        self._count += 1
+        step = run_context.global_step_after()
+        self._note(self._count, step)
+        if self._schedule.due(step):
+            return self._check(step)
+        return None
+
+    def flush(self) -> Divergence | None:
+        self._schedule.forget_runs()
+        return self._check(None)
+
+    def _note(self, number: int, step: int | None, first: int | None = None) -> None:
+        """Records that watched step `number` (and those from `first` on) ended at `step`."""
+        offset = None if step is None else step - number
+        if not self._offsets or self._offsets[-1] != offset:
+            self._starts.append(number if first is None else first)
+            self._offsets.append(offset)
+
+    def _check(self, step: int | None) -> Divergence | None:
+        if self._latest is not None:
+            number = int(self._latest.numpy())  # The one read of a check.
+        else:
+            number = self._flag.read_first()
+        self._latest = None
+        if number < 0:
+            del self._starts[:-1], self._offsets[:-1]
+            return None
+        loss = self._flag.read_loss()
+        self._flag.clear()
+        index = bisect.bisect_right(self._starts, number) - 1
+        offset = self._offsets[index] if index >= 0 else None
+        del self._starts[:-1], self._offsets[:-1]
+        checked = step if step is not None else self._known_step()
+        detail = f" (found by the check at global step {checked})" if checked is not None else ""
+        return Divergence(loss, None if offset is None else number + offset, detail)
+
+    def _known_step(self) -> int | None:
+        offset = self._offsets[-1] if self._offsets else None
+        return None if offset is None else self._count + offset
