@@ -142,7 +142,7 @@ class FlagCheck:
         session only.
         """
         if step.flagged is not None:
-            outputs, self._latest = step.flagged(*args, **kwargs)
+            outputs, self._latest = step.call_flagged(args, kwargs)
         else:
             outputs = step.step_fn(*args, **kwargs)
             self._latest = self._flag.update_after(outputs)

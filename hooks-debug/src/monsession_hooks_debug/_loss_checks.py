@@ -44,7 +44,6 @@ class Divergence:
     detail: str = ""
 
 
-@dataclasses.dataclass(frozen=True)
 class WatchedStep:
     """What `NanTensorHook.watch` wraps.
 
@@ -55,8 +54,27 @@ class WatchedStep:
         `tf.function`.
     """
 
-    step_fn: Any
-    flagged: Any
+    def __init__(self, step_fn: Any, flagged: Any) -> None:
+        self.step_fn = step_fn
+        self.flagged = flagged
+        self._trace: tuple[int, Any] | None = None  # (tracing count, argument-free trace)
+
+    def call_flagged(self, args: Any, kwargs: Any) -> Any:
+        """`flagged(*args, **kwargs)`; without arguments, straight through its trace.
+
+        A `tf.function` call binds its arguments and looks its trace up on
+        every call; a step without arguments has one trace, called directly
+        (looked up again whenever the function was traced again).
+        """
+        flagged = self.flagged
+        if args or kwargs or tf.config.functions_run_eagerly():
+            return flagged(*args, **kwargs)
+        count = flagged.experimental_get_tracing_count()
+        if self._trace is None or self._trace[0] != count:
+            if count == 0:
+                return flagged()  # The first call traces it.
+            self._trace = (count, flagged.get_concrete_function())
+        return self._trace[1]()
 
 
 class LossCheck(Protocol):

@@ -130,12 +130,17 @@ class NanTensorHook(SessionRunHook):
         self._wrappers: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
     def watch(self, step_fn: Callable[..., Any]) -> Callable[..., Any]:
-        """Returns `step_fn` wrapped so the hook can keep its loss on the device.
+        """Returns `step_fn` wrapped so the hook can check its loss on the device.
 
-        Needed in eager mode with `check_every_n_steps` > 1; harmless otherwise.
-        The wrapper takes the same arguments and returns the same outputs; after
-        each call made by the monitored session it keeps a handle on the
-        `loss_tensor` entry of the returned mapping, without reading it::
+        Needed in eager mode with `check_every_n_steps` > 1; with 1 it saves
+        the read of the loss after every step but one of a flag; harmless in
+        graph mode. The wrapper takes the same arguments and returns the same
+        outputs. A `tf.function` step is called inside a `tf.function` that
+        also checks the `loss_tensor` entry of the returned mapping and keeps
+        the result on the device, in the same call, fused steps too; under a
+        `tf.distribute` strategy (or for a step that is not a `tf.function`)
+        the check runs beside the step. The same wrapper is returned for the
+        same step::
 
             hook = NanTensorHook("loss", check_every_n_steps=100)
             step = hook.watch(train_step)
