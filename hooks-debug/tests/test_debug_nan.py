@@ -478,3 +478,15 @@ def test_the_flag_is_read_only_when_a_check_is_due():
     # One read (the flag) at each check, on global steps 5, 10 and 15; none between.
     assert [index + 1 for index, count in enumerate(reads) if count] == [5, 10, 15]
     assert all(count == 1 for count in reads if count)
+
+
+@pytest.mark.parametrize("every", [1, 5])
+def test_watched_step_detects_inf_and_names_its_value(every):
+    program = eager_program()
+    hook = NanTensorHook("loss", detect_inf=True, check_every_n_steps=every)
+    with pytest.raises(NanLossDuringTrainingError, match="Inf loss during training") as info:
+        with monsession.MonitoredSession(hooks=[hook]) as sess:
+            run_until_stopped(sess, hook.watch(program.step))
+    assert info.value.step == INF_STEP
+    assert np.isinf(info.value.loss)
+    assert int(program.global_step.numpy()) == -(-INF_STEP // every) * every

@@ -1,14 +1,14 @@
 """`NanTensorHook`'s flag check: the loss is checked on the device, inside the step.
 
-`FiniteFlag` holds three device variables: how many watched steps ran, the
-number of the first one whose loss was bad (-1 while none was) and that loss.
-`FiniteFlag.update` adds, to the traced step, one `is_nan` (or `is_finite`)
-of the loss and the updates of those variables; it returns the first bad
-step's number as a tensor that nobody reads until a check is due.
+`FiniteFlag` holds the device variables: whether every loss so far was good
+and how many steps were checked while it was. `FiniteFlag.update` adds, to
+the traced step, one NaN test (or `is_finite`) of the loss AND-ed into the
+flag; it returns the flag as a tensor that nobody reads until a check is due.
 
-`FlagCheck` is the host side: a check reads that one number, and only when
-it is due; a divergence is then named by the global step of the first bad
-loss, which the host knows from the number of the step that produced it.
+`FlagCheck` is the host side: a check reads that one flag, and only when it
+is due; when it is down, one more read gives the number of the first bad
+step, and the divergence is named by its global step, which the host knows
+from the number of the step that produced it.
 """
 
 from __future__ import annotations
@@ -29,6 +29,11 @@ _ARGUMENT = "loss_tensor"
 class FiniteFlag:
     """The device variables of the flag check (created once per hook, in eager mode).
 
+    ``finite``: whether every loss checked so far was good; ``good``: how many
+    steps were checked while it was true (so the first bad step is number
+    ``good + 1``); ``bad_loss`` (with `detect_inf` only): the first bad loss,
+    NaN or infinite. Without `detect_inf` a bad loss is NaN.
+
     Args:
       name: The loss entry of the mapping the step returns.
       detect_inf: Also treat an infinite loss as bad.
@@ -37,60 +42,56 @@ class FiniteFlag:
     def __init__(self, name: str, detect_inf: bool) -> None:
         self._name = name
         self._detect_inf = detect_inf
-        self._variables: tuple[Any, Any, Any] | None = None
+        self._finite: Any = None
+        self._good: Any = None
+        self._bad_loss: Any = None
         self._separate: Any = None  # `update` as its own tf.function, for other steps.
 
     @property
     def ready(self) -> bool:
-        """Whether the variables exist (steps traced before then are not checked)."""
-        return self._variables is not None
+        """Whether the variables exist."""
+        return self._finite is not None
 
     def create(self) -> None:
         """Creates the variables, outside any `tf.function`, if they do not exist."""
-        if self._variables is None:
-            with tf.init_scope():
-                self._variables = (
-                    tf.Variable(0, dtype=tf.int64, trainable=False, name="nan_check_steps"),
-                    tf.Variable(-1, dtype=tf.int64, trainable=False, name="nan_check_first_bad"),
-                    tf.Variable(0.0, dtype=tf.float64, trainable=False, name="nan_check_bad_loss"),
+        if self._finite is not None:
+            return
+        with tf.init_scope():
+            self._finite = tf.Variable(True, trainable=False, name="nan_check_finite")
+            self._good = tf.Variable(0, dtype=tf.int64, trainable=False, name="nan_check_good")
+            if self._detect_inf:
+                self._bad_loss = tf.Variable(
+                    0.0, dtype=tf.float64, trainable=False, name="nan_check_bad_loss"
                 )
 
-    def reset(self) -> None:
-        """Forgets every step checked so far (a new session)."""
-        assert self._variables is not None
-        count, first, _ = self._variables
-        count.assign(0)
-        first.assign(-1)
-
-    def clear(self) -> None:
-        """Forgets a bad loss already reported; the count goes on."""
-        assert self._variables is not None
-        self._variables[1].assign(-1)
+    def reset(self, checked: int = 0) -> None:
+        """Starts again after `checked` steps, none bad (a new session, or after a report)."""
+        self._finite.assign(True)
+        self._good.assign(checked)
 
     def update(self, outputs: Any) -> Any:
         """Checks the loss in `outputs`, inside the step being traced.
 
         Returns:
-          The number of the first watched step whose loss was bad, or -1, as
-          an int64 tensor.
+          Whether every loss checked so far was good, as a boolean tensor.
         """
-        assert self._variables is not None
-        count, first, bad_loss = self._variables
         loss = loss_entry(outputs, self._name)
         monsession.plugins.check_scalar(
             _HOOK, _ARGUMENT, f"the step's {self._name!r} entry", loss.dtype, loss.shape
         )
-        loss = tf.reshape(loss, [])
-        if self._detect_inf:
-            bad = tf.logical_not(tf.math.is_finite(loss))
-        else:
-            bad = tf.math.is_nan(loss)
-        number = count.assign_add(1)
-        before = first.read_value()
-        first_now = tf.logical_and(bad, before < 0)
-        after = tf.where(first_now, number, before)
-        first.assign(after)
-        bad_loss.assign(tf.where(first_now, tf.cast(loss, tf.float64), bad_loss.read_value()))
+        if loss.shape.rank != 0:
+            loss = tf.reshape(loss, [])
+        # A NaN is the one value not equal to itself.
+        good = tf.math.is_finite(loss) if self._detect_inf else tf.equal(loss, loss)
+        before = self._finite.read_value()
+        after = tf.logical_and(before, good)
+        self._finite.assign(after)
+        self._good.assign_add(tf.cast(after, tf.int64))
+        if self._bad_loss is not None:
+            first = tf.not_equal(before, after)
+            self._bad_loss.assign(
+                tf.where(first, tf.cast(loss, tf.float64), self._bad_loss.read_value())
+            )
         return after
 
     def update_after(self, outputs: Any) -> Any:
@@ -99,15 +100,15 @@ class FiniteFlag:
             self._separate = tf.function(self.update, autograph=False)
         return self._separate({self._name: loss_entry(outputs, self._name)})
 
-    def read_first(self) -> int:
-        """The number of the first bad step, or -1 (one read)."""
-        assert self._variables is not None
-        return int(self._variables[1].numpy())
+    def read_finite(self) -> bool:
+        """Whether every loss checked so far was good (one read)."""
+        return bool(self._finite.numpy())
 
-    def read_loss(self) -> float:
-        """The first bad loss (read only when a check found one)."""
-        assert self._variables is not None
-        return float(self._variables[2].numpy())
+    def first_bad(self) -> tuple[int, float]:
+        """The number of the first bad step and its loss (read when a check found one)."""
+        number = int(self._good.numpy()) + 1
+        loss = float(self._bad_loss.numpy()) if self._bad_loss is not None else float("nan")
+        return number, loss
 
 
 class FlagCheck:
@@ -181,15 +182,15 @@ class FlagCheck:
 
     def _check(self, step: int | None) -> Divergence | None:
         if self._latest is not None:
-            number = int(self._latest.numpy())  # The one read of a check.
+            finite = bool(self._latest.numpy())  # The one read of a check.
         else:
-            number = self._flag.read_first()
+            finite = self._flag.read_finite()
         self._latest = None
-        if number < 0:
+        if finite:
             del self._starts[:-1], self._offsets[:-1]
             return None
-        loss = self._flag.read_loss()
-        self._flag.clear()
+        number, loss = self._flag.first_bad()
+        self._flag.reset(self._count)
         index = bisect.bisect_right(self._starts, number) - 1
         offset = self._offsets[index] if index >= 0 else None
         del self._starts[:-1], self._offsets[:-1]
