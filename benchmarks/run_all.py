@@ -213,6 +213,24 @@ TARGETS = [
             3,
         ),
     ),
+    *[
+        Target(
+            f"eager, `NanTensorHook`, {label}, {executor} executor: / the session without it",
+            "x",
+            limit,
+            lambda r, v=variant, e=executor: _debug_ratio(r, v, e),
+        )
+        # The targets of issue 38, as `bench_debug.TARGETS` (which checks them too).
+        for variant, label in (
+            ("nan_every_step", 'every step (`"loss"` fetched)'),
+            ("nan_every_step_watch", "every step (`watch`)"),
+            ("nan_every_100", "every 100 steps (`watch`)"),
+        )
+        for executor, limit in (
+            ("sync", 1.03 if variant == "nan_every_100" else 1.10),
+            ("async", 1.03 if variant == "nan_every_100" else 1.5),
+        )
+    ],
     Target(
         "graph session creation, ~100 MB checkpoint: with / without the damaged-checkpoint check",
         "x",
@@ -226,6 +244,12 @@ TARGETS = [
         lambda r: r["restore_check"]["eager/large"]["create / create_unchecked"],
     ),
 ]
+
+
+def _debug_ratio(results: dict[str, Any], variant: str, executor: str) -> float:
+    """A `bench_debug` variant's median step time over the session's without the hook."""
+    us = results["debug"]["executors"][executor]["median_step_us"]
+    return round(us[variant] / us["session"], 3)
 
 
 def run_benchmarks(quick: bool) -> dict[str, Any]:

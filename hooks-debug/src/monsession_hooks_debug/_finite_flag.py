@@ -85,12 +85,13 @@ class FiniteFlag:
         good = tf.math.is_finite(loss) if self._detect_inf else tf.equal(loss, loss)
         before = self._finite.read_value()
         after = tf.logical_and(before, good)
-        self._finite.assign(after)
-        self._good.assign_add(tf.cast(after, tf.int64))
+        self._finite.assign(after, read_value=False)
+        self._good.assign_add(tf.cast(after, tf.int64), read_value=False)
         if self._bad_loss is not None:
             first = tf.not_equal(before, after)
             self._bad_loss.assign(
-                tf.where(first, tf.cast(loss, tf.float64), self._bad_loss.read_value())
+                tf.where(first, tf.cast(loss, tf.float64), self._bad_loss.read_value()),
+                read_value=False,
             )
         return after
 
