@@ -3,6 +3,9 @@
 Variants, each calling its own copy of the same `tf.function` step:
 
 * ``raw``: a plain Python loop;
+* ``raw_flag_every_step``: the same loop checking every step by hand (a
+  finite-flag ANDed on the device in the step, read after each call): the
+  floor of any every-step check;
 * ``session``: `monsession.MonitoredSession` with no hooks (the session's own cost);
 * ``nan_every_step``: with ``NanTensorHook("loss")``, which fetches the loss
   after every step, as TensorFlow's hook does;
@@ -46,7 +49,14 @@ import monsession
 from monsession_hooks_debug import NanTensorHook
 
 RESULTS = pathlib.Path(__file__).parent / "results" / "debug.json"
-VARIANTS = ("raw", "session", "nan_every_step", "nan_every_step_watch", "nan_every_100")
+VARIANTS = (
+    "raw",
+    "raw_flag_every_step",
+    "session",
+    "nan_every_step",
+    "nan_every_step_watch",
+    "nan_every_100",
+)
 # Ratio to the session without the hook: (variant, executor) -> the most it may be.
 TARGETS = {
     ("nan_every_step", "sync"): 1.10,
@@ -83,6 +93,25 @@ def make_step() -> tuple[Any, Any]:
     return step, global_step
 
 
+def hand_written_flag_check(step: Any) -> Any:
+    """The floor of checking every step: a raw loop that ANDs `loss == loss`
+    into a device flag inside the step and reads the flag after each call."""
+    finite = tf.Variable(True, trainable=False)
+
+    @tf.function(autograph=False)
+    def checked() -> Any:
+        loss = step()["loss"]
+        after = tf.logical_and(finite.read_value(), tf.equal(loss, loss))
+        finite.assign(after, read_value=False)
+        return after
+
+    def call() -> None:
+        if not checked().numpy():
+            raise FloatingPointError("NaN loss")
+
+    return call
+
+
 class Runner:
     """One variant: a step callable, run `steps` times per sample."""
 
@@ -91,6 +120,9 @@ class Runner:
         self.session: Any = None
         if variant == "raw":
             self.call = step
+            return
+        if variant == "raw_flag_every_step":
+            self.call = hand_written_flag_check(step)
             return
         hooks: list[Any] = []
         run_step = step

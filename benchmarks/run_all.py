@@ -462,7 +462,8 @@ def markdown(report: dict[str, Any]) -> str:
             )
 
         lines.append(
-            f"| {executor} | {cell('raw')} | {cell('nan_every_step')} | "
+            f"| {executor} | {cell('raw')} | {cell('raw_flag_every_step')} | "
+            f"{cell('nan_every_step')} | "
             f"{cell('nan_every_step_watch')} | {cell('nan_every_100')} |"
         )
     keras_ratios, keras_us = report["keras"]["ratios"], report["keras"]["median_step_us"]

@@ -490,3 +490,18 @@ def test_watched_step_detects_inf_and_names_its_value(every):
     assert info.value.step == INF_STEP
     assert np.isinf(info.value.loss)
     assert int(program.global_step.numpy()) == -(-INF_STEP // every) * every
+
+
+def test_a_watched_python_step_is_checked_beside_it(caplog):
+    # A step that is not a tf.function: its loss is checked in a call of its own.
+    program = eager_program()
+
+    def python_step():
+        return program.step()
+
+    hook = NanTensorHook("loss", fail_on_nan_loss=False, check_every_n_steps=5)
+    with caplog.at_level(logging.WARNING, logger="tensorflow"):
+        with monsession.MonitoredSession(hooks=[hook]) as sess:
+            runs = run_until_stopped(sess, hook.watch(python_step))
+    assert runs == -(-NAN_STEP // 5) * 5
+    assert f"Model diverged with loss = NaN at global step {NAN_STEP}" in caplog.text

@@ -2,13 +2,12 @@
 
 `EveryStepCheck` is TensorFlow's way: the loss is fetched with every run and
 checked on the host. In eager mode a step run through `NanTensorHook.watch`
-is checked on the device instead: `FlagCheck` (in `_finite_flag`) when the
-step is a `tf.function` outside a `tf.distribute` strategy, else
-`KeptLossCheck`, which keeps each run's loss tensor without reading it and
-reads N of them in one transfer. Only eager steps return device tensors that
-can be kept unread, so that is the one place where the hook's work differs
-by mode; the hook picks its check in `begin()` and, for a watched step, at
-the first run.
+is checked on the device instead: `FlagCheck` (in `_finite_flag`) outside
+`tf.distribute` strategies, else `KeptLossCheck`, which keeps each run's
+loss tensor without reading it and reads N of them in one transfer. Only
+eager steps return device tensors that can be kept unread, so that is the
+one place where the hook's work differs by mode; the hook picks its check in
+`begin()` and, for a watched step, at the first run.
 """
 
 from __future__ import annotations
@@ -204,8 +203,8 @@ class EveryStepCheck:
 class KeptLossCheck:
     """Eager mode: keeps each run's loss on the device and checks N at once.
 
-    For a watched step that `FlagCheck` cannot flag: one that is not a
-    `tf.function`, or runs under a `tf.distribute` strategy. The watch
+    For a watched step run under a `tf.distribute` strategy, whose outputs
+    may be per-replica values (`FlagCheck` is used everywhere else). The watch
     wrapper hands each call's outputs to this check; steps fused by the
     session (`steps_per_execution`) hand their losses over stacked, in
     `run_context.silent_outputs`. When a check is due (`CheckSchedule`, and
