@@ -1,14 +1,22 @@
 """Per-step overhead of `NanTensorHook` on a small eager loop, in one run.
 
-Variants, each calling the same `tf.function` step:
+Variants, each calling its own copy of the same `tf.function` step:
 
 * ``raw``: a plain Python loop;
+* ``raw_flag_every_step``: the same loop checking every step by hand (a
+  finite-flag ANDed on the device in the step, read after each call): the
+  floor of any every-step check;
 * ``session``: `monsession.MonitoredSession` with no hooks (the session's own cost);
-* ``nan_every_step``: with ``NanTensorHook("loss")``, which reads the loss after
-  every step, as TensorFlow's hook does;
+* ``nan_every_step``: with ``NanTensorHook("loss")``, which fetches the loss
+  after every step, as TensorFlow's hook does;
+* ``nan_every_step_watch``: the same hook with the step wrapped by
+  ``hook.watch``: the step checks its loss on the device and the hook reads
+  one flag after every step;
 * ``nan_every_100``: with ``NanTensorHook("loss", check_every_n_steps=100)`` and
-  the step wrapped by ``hook.watch``: losses stay on the device and are checked
-  in one read every 100 steps.
+  the step wrapped by ``hook.watch``: the flag is read every 100 steps.
+
+The targets (issue 38) are ratios to ``session``: every step <= 1.10 (sync)
+and <= 1.5 (async); every 100 steps <= 1.03 in both.
 
 Two executor settings: ``sync`` (TensorFlow's default on CPU: each op finishes
 before the call returns) and ``async`` (`set_synchronous_execution(False)`:
@@ -41,7 +49,23 @@ import monsession
 from monsession_hooks_debug import NanTensorHook
 
 RESULTS = pathlib.Path(__file__).parent / "results" / "debug.json"
-VARIANTS = ("raw", "session", "nan_every_step", "nan_every_100")
+VARIANTS = (
+    "raw",
+    "raw_flag_every_step",
+    "session",
+    "nan_every_step",
+    "nan_every_step_watch",
+    "nan_every_100",
+)
+# Ratio to the session without the hook: (variant, executor) -> the most it may be.
+TARGETS = {
+    ("nan_every_step", "sync"): 1.10,
+    ("nan_every_step", "async"): 1.5,
+    ("nan_every_step_watch", "sync"): 1.10,
+    ("nan_every_step_watch", "async"): 1.5,
+    ("nan_every_100", "sync"): 1.03,
+    ("nan_every_100", "async"): 1.03,
+}
 EXECUTORS = ("sync", "async")
 WARMUP_STEPS = 50
 
@@ -69,6 +93,25 @@ def make_step() -> tuple[Any, Any]:
     return step, global_step
 
 
+def hand_written_flag_check(step: Any) -> Any:
+    """The floor of checking every step: a raw loop that ANDs `loss == loss`
+    into a device flag inside the step and reads the flag after each call."""
+    finite = tf.Variable(True, trainable=False)
+
+    @tf.function(autograph=False)
+    def checked() -> Any:
+        loss = step()["loss"]
+        after = tf.logical_and(finite.read_value(), tf.equal(loss, loss))
+        finite.assign(after, read_value=False)
+        return after
+
+    def call() -> None:
+        if not checked().numpy():
+            raise FloatingPointError("NaN loss")
+
+    return call
+
+
 class Runner:
     """One variant: a step callable, run `steps` times per sample."""
 
@@ -78,10 +121,16 @@ class Runner:
         if variant == "raw":
             self.call = step
             return
+        if variant == "raw_flag_every_step":
+            self.call = hand_written_flag_check(step)
+            return
         hooks: list[Any] = []
         run_step = step
         if variant == "nan_every_step":
             hooks = [NanTensorHook("loss")]
+        elif variant == "nan_every_step_watch":
+            hook = NanTensorHook("loss")
+            hooks, run_step = [hook], hook.watch(step)
         elif variant == "nan_every_100":
             hook = NanTensorHook("loss", check_every_n_steps=100)
             hooks, run_step = [hook], hook.watch(step)
@@ -108,8 +157,9 @@ class Runner:
 
 def measure(executor: str, steps: int, rounds: int) -> dict[str, list[float]]:
     tf.config.experimental.set_synchronous_execution(executor == "sync")
-    step, global_step = make_step()
-    runners = {variant: Runner(variant, step, global_step) for variant in VARIANTS}
+    # Each variant its own copy of the step and global step: a session that
+    # shares its global step with others sees it jump and reads it every run.
+    runners = {variant: Runner(variant, *make_step()) for variant in VARIANTS}
     try:
         for runner in runners.values():
             runner.sample(WARMUP_STEPS)
@@ -144,9 +194,26 @@ def run(steps: int, rounds: int) -> dict[str, Any]:
             "ratio_to_raw": {k: round(v / raw, 3) for k, v in medians.items()},
             "nan_hook_overhead_over_session": {
                 "every_step": round(medians["nan_every_step"] / medians["session"], 3),
+                "every_step_watch": round(medians["nan_every_step_watch"] / medians["session"], 3),
                 "every_100": round(medians["nan_every_100"] / medians["session"], 3),
             },
         }
+    result["targets"] = [
+        {
+            "variant": variant,
+            "executor": executor,
+            "ratio_to_session": (
+                ratio := round(
+                    result["executors"][executor]["median_step_us"][variant]
+                    / result["executors"][executor]["median_step_us"]["session"],
+                    3,
+                )
+            ),
+            "target": target,
+            "met": ratio <= target,
+        }
+        for (variant, executor), target in TARGETS.items()
+    ]
     return result
 
 

@@ -13,6 +13,8 @@ from debug_testing import (
     eager_program,
     first_bad_step,
     graph_program,
+    host_reads_per_step,
+    mode_context,
     run_until_stopped,
 )
 
@@ -375,3 +377,131 @@ def test_eager_misuse_gets_clear_errors():
     ):
         with monsession.MonitoredSession(hooks=[hook]) as sess:
             sess.run(hook.watch(program.step))
+
+
+# The device flag: a NaN at step 37, checked every 100 steps.
+
+NAN_AT = 37
+
+
+def _nan_at_step_37(mode):
+    """A step whose loss is NaN from global step 37 on (the step after the run)."""
+    global_step = monsession.get_or_create_global_step()
+    if mode == "graph":
+        increment = tf.compat.v1.assign_add(global_step, 1)
+        loss = tf.where(increment >= NAN_AT, float("nan"), 1.0)
+        return global_step, tf.group(increment, loss), loss
+
+    @tf.function
+    def step():
+        reached = global_step.assign_add(1)
+        return {"loss": tf.where(reached >= NAN_AT, float("nan"), 1.0)}
+
+    return global_step, step, "loss"
+
+
+@pytest.mark.parametrize("fail", [True, False], ids=["raise", "stop"])
+@pytest.mark.parametrize(
+    "variant", ["graph", "eager-every-step", "eager-watched-every-step", "eager-every-100"]
+)
+def test_nan_at_step_37_is_reported_as_step_37(variant, fail, caplog):
+    mode = "graph" if variant == "graph" else "eager"
+    every = 100 if variant == "eager-every-100" else 1
+    with mode_context(mode):
+        global_step, step, loss = _nan_at_step_37(mode)
+        hook = NanTensorHook(loss, fail_on_nan_loss=fail, check_every_n_steps=every)
+        run = hook.watch(step) if variant.startswith("eager-w") or every > 1 else step
+        error = None
+        with caplog.at_level(logging.WARNING, logger="tensorflow"):
+            try:
+                with monsession.MonitoredSession(hooks=[hook]) as sess:
+                    for _ in range(150):
+                        if sess.should_stop():
+                            break
+                        sess.run(run)
+            except NanLossDuringTrainingError as caught:
+                error = caught
+            checked = (
+                int(global_step.numpy()) if mode == "eager" else NAN_AT
+            )  # Graph mode checks the loss of every run, fetched with it.
+    # The first check at or after the NaN finds it, and names the step of the NaN.
+    assert checked == (100 if every == 100 else NAN_AT)
+    if fail:
+        assert error is not None and error.step == NAN_AT and np.isnan(error.loss)
+    else:
+        assert error is None
+    assert f"Model diverged with loss = NaN at global step {NAN_AT}" in caplog.text
+    if every == 100:
+        assert "(found by the check at global step 100)" in caplog.text
+
+
+@pytest.mark.parametrize("fail", [True, False], ids=["raise", "stop"])
+def test_nan_at_step_37_fused_between_checks(fail, caplog):
+    tf.compat.v1.reset_default_graph()
+    global_step, step, _ = _nan_at_step_37("eager")
+    hook = NanTensorHook("loss", fail_on_nan_loss=fail, check_every_n_steps=20)
+    runs = RunsSeen()
+    error = None
+    with caplog.at_level(logging.WARNING, logger="tensorflow"):
+        try:
+            with monsession.MonitoredSession(
+                hooks=[hook, runs], steps_per_execution="auto"
+            ) as sess:
+                run_until_stopped(sess, hook.watch(step))
+        except NanLossDuringTrainingError as caught:
+            error = caught
+    # Stopped at the check at 40; the steps between checks ran fused, flagged inside the loop.
+    assert int(global_step.numpy()) == 40
+    assert runs.silent and sum(runs.silent) >= 30
+    if fail:
+        assert error is not None and error.step == NAN_AT
+    assert f"Model diverged with loss = NaN at global step {NAN_AT}" in caplog.text
+
+
+class RunsSeen(monsession.SessionRunHook):
+    """Records how many steps ran fused before each run it sees (it acts at every check)."""
+
+    def __init__(self) -> None:
+        self.silent: list[int] = []
+
+    def next_action(self, global_step):
+        return monsession.NextAction(steps=20 - global_step % 20)
+
+    def before_run(self, run_context):
+        self.silent.append(run_context.silent_steps)
+
+
+def test_the_flag_is_read_only_when_a_check_is_due():
+    program = eager_program(lr=STABLE_LR)
+    hook = NanTensorHook("loss", check_every_n_steps=5)
+    reads = host_reads_per_step([hook], hook.watch(program.step), 15)
+    # One read (the flag) at each check, on global steps 5, 10 and 15; none between.
+    assert [index + 1 for index, count in enumerate(reads) if count] == [5, 10, 15]
+    assert all(count == 1 for count in reads if count)
+
+
+@pytest.mark.parametrize("every", [1, 5])
+def test_watched_step_detects_inf_and_names_its_value(every):
+    program = eager_program()
+    hook = NanTensorHook("loss", detect_inf=True, check_every_n_steps=every)
+    with pytest.raises(NanLossDuringTrainingError, match="Inf loss during training") as info:
+        with monsession.MonitoredSession(hooks=[hook]) as sess:
+            run_until_stopped(sess, hook.watch(program.step))
+    assert info.value.step == INF_STEP
+    assert np.isinf(info.value.loss)
+    assert int(program.global_step.numpy()) == -(-INF_STEP // every) * every
+
+
+def test_a_watched_python_step_is_checked_beside_it(caplog):
+    # A step that is not a tf.function: its loss is checked in a call of its own.
+    program = eager_program()
+
+    def python_step():
+        return program.step()
+
+    hook = NanTensorHook("loss", fail_on_nan_loss=False, check_every_n_steps=5)
+    with caplog.at_level(logging.WARNING, logger="tensorflow"):
+        with monsession.MonitoredSession(hooks=[hook]) as sess:
+            runs = run_until_stopped(sess, hook.watch(python_step))
+    assert runs == -(-NAN_STEP // 5) * 5
+    assert f"Model diverged with loss = NaN at global step {NAN_STEP}" in caplog.text

@@ -1,11 +1,13 @@
 """How `NanTensorHook` checks the loss: every step, or kept on the device.
 
 `EveryStepCheck` is TensorFlow's way: the loss is fetched with every run and
-checked on the host. `KeptLossCheck` (eager mode, every N runs) keeps each
-run's loss tensor without reading it and reads N of them in one transfer.
-Only eager steps return device tensors that can be kept unread, so that is
-the one place where the hook's work differs by mode; the hook picks one
-check in `begin()`.
+checked on the host. In eager mode a step run through `NanTensorHook.watch`
+is checked on the device instead: `FlagCheck` (in `_finite_flag`) outside
+`tf.distribute` strategies, else `KeptLossCheck`, which keeps each run's
+loss tensor without reading it and reads N of them in one transfer. Only
+eager steps return device tensors that can be kept unread, so that is the
+one place where the hook's work differs by mode; the hook picks its check in
+`begin()` and, for a watched step, at the first run.
 """
 
 from __future__ import annotations
@@ -41,11 +43,44 @@ class Divergence:
     detail: str = ""
 
 
+class WatchedStep:
+    """What `NanTensorHook.watch` wraps.
+
+    Args:
+      step_fn: The step as the user gave it.
+      flagged: A `tf.function` returning the step's outputs and the device
+        flag (`FiniteFlag.update`), or `None` when the step is not a
+        `tf.function`.
+    """
+
+    def __init__(self, step_fn: Any, flagged: Any) -> None:
+        self.step_fn = step_fn
+        self.flagged = flagged
+        self._trace: tuple[int, Any] | None = None  # (tracing count, argument-free trace)
+
+    def call_flagged(self, args: Any, kwargs: Any) -> Any:
+        """`flagged(*args, **kwargs)`; without arguments, straight through its trace.
+
+        A `tf.function` call binds its arguments and looks its trace up on
+        every call; a step without arguments has one trace, called directly
+        (looked up again whenever the function was traced again).
+        """
+        flagged = self.flagged
+        if args or kwargs or tf.config.functions_run_eagerly():
+            return flagged(*args, **kwargs)
+        count = flagged.experimental_get_tracing_count()
+        if self._trace is None or self._trace[0] != count:
+            if count == 0:
+                return flagged()  # The first call traces it.
+            self._trace = (count, flagged.get_concrete_function())
+        return self._trace[1]()
+
+
 class LossCheck(Protocol):
     """One way of checking the loss; the hook calls it around every run."""
 
-    def keep(self, outputs: Any) -> None:
-        """Called by `NanTensorHook.watch` with the outputs of each step call."""
+    def call(self, step: WatchedStep, args: Any, kwargs: Any) -> Any:
+        """Runs a call of the watched step; returns the step's outputs."""
 
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
         """What the hook asks of this run."""
@@ -64,6 +99,67 @@ def _check_value_type(what: str, dtype: Any, shape: Any) -> None:
     monsession.plugins.check_scalar(_HOOK, _ARGUMENT, what, dtype, shape)
 
 
+def loss_entry(outputs: Any, name: str) -> Any:
+    """The `name` entry of a step's outputs, one value per step (per-replica values merged)."""
+    try:
+        loss = outputs[name]
+    except (KeyError, TypeError, IndexError):
+        got = (
+            f"entries {sorted(outputs)}"
+            if isinstance(outputs, Mapping)
+            else f"a {type(outputs).__name__}"
+        )
+        raise ValueError(
+            f"{_HOOK} watches the step's {name!r} entry, but the step returned {got}."
+        ) from None
+    # A strategy.run output: one loss per step, as a fetch of it is.
+    return monsession.plugins.replica_value(loss, f"{_HOOK} watches {name!r}")
+
+
+class CheckSchedule:
+    """When the checks of a watched loss are due: at the global steps that are multiples of N.
+
+    A session restored at any step keeps the schedule of the run it
+    continues. Where the global step is unknown, runs are counted instead.
+
+    Args:
+      every_n: The global steps between checks.
+    """
+
+    def __init__(self, every_n: int) -> None:
+        self._every_n = every_n
+        self._runs = 0
+        self._due: int | None = None  # The global step of the next check, once known.
+
+    def steps_to_check(self, global_step: int) -> int:
+        """Runs from now to the run that reaches the next multiple of N."""
+        return self._every_n - global_step % self._every_n
+
+    def add_runs(self, runs: int) -> None:
+        """Counts steps the session fused (they end at no run of their own)."""
+        self._runs += runs
+
+    def due(self, step: int | None) -> bool:
+        """Whether a check is due after the run that ended at global step `step`."""
+        self._runs += 1
+        every_n = self._every_n
+        if step is None:
+            due = self._runs >= every_n
+        else:
+            if self._due is None:  # The first multiple of N at or after this step.
+                self._due = -(-step // every_n) * every_n
+            due = step >= self._due
+            if due:
+                self._due = (step // every_n + 1) * every_n
+        if due:
+            self._runs = 0
+        return due
+
+    def forget_runs(self) -> None:
+        """Starts counting runs again (after a check made out of schedule)."""
+        self._runs = 0
+
+
 class EveryStepCheck:
     """Fetches the loss with every run and checks it on the host.
 
@@ -78,8 +174,8 @@ class EveryStepCheck:
         self._detect_inf = detect_inf
         self._value_checked = False
 
-    def keep(self, outputs: Any) -> None:
-        pass
+    def call(self, step: WatchedStep, args: Any, kwargs: Any) -> Any:
+        return step.step_fn(*args, **kwargs)
 
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs:
         return self._request
@@ -107,53 +203,36 @@ class EveryStepCheck:
 class KeptLossCheck:
     """Eager mode: keeps each run's loss on the device and checks N at once.
 
-    The step must run through `NanTensorHook.watch`, which hands its outputs
-    to `keep()`. Steps fused by the session (`steps_per_execution`) hand
-    their losses over stacked, in `run_context.silent_outputs`. Every
-    `every_n` steps (and in `flush()`) the kept losses are concatenated on
-    the device and read in one transfer; the first bad one is reported with
-    the global step after the step that produced it, which the step service
-    knows on the host. The checks fall on the global steps that are
-    multiples of N, so a session restored at any step keeps the schedule of
-    the run it continues (runs are counted only where the step is unknown).
+    For a watched step run under a `tf.distribute` strategy, whose outputs
+    may be per-replica values (`FlagCheck` is used everywhere else). The watch
+    wrapper hands each call's outputs to this check; steps fused by the
+    session (`steps_per_execution`) hand their losses over stacked, in
+    `run_context.silent_outputs`. When a check is due (`CheckSchedule`, and
+    in `flush()`) the kept losses are concatenated on the device and read in
+    one transfer; the first bad one is reported with the global step after
+    the step that produced it, which the step service knows on the host.
 
     Args:
-      owner: The hook, whose `watch` wrapper must run the step.
       name: The loss entry of the mapping the step returns.
-      every_n: How many runs between checks.
+      every_n: The global steps between checks.
       detect_inf: Also treat an infinite loss as bad.
     """
 
-    def __init__(self, owner: Any, name: str, every_n: int, detect_inf: bool) -> None:
-        self._owner = owner
+    def __init__(self, name: str, every_n: int, detect_inf: bool) -> None:
         self._name = name
-        self._every_n = every_n
+        self._schedule = CheckSchedule(every_n)
         self._detect_inf = detect_inf
         self._losses: list[Any] = []  # Vectors of losses, one per step.
         self._steps: list[int | None] = []  # The global step after each kept loss's step.
         self._collecting = False
-        self._runs = 0
-        self._due: int | None = None  # The global step of the next check, once known.
-        self._saw_watched_step = False
         self._value_checked = False
 
-    def keep(self, outputs: Any) -> None:
-        if not self._collecting:
-            return
-        try:
-            loss = outputs[self._name]
-        except (KeyError, TypeError, IndexError):
-            got = (
-                f"entries {sorted(outputs)}"
-                if isinstance(outputs, Mapping)
-                else f"a {type(outputs).__name__}"
-            )
-            raise ValueError(
-                f"{_HOOK} watches the step's {self._name!r} entry, but the step returned {got}."
-            ) from None
-        # A strategy.run output: one loss per step, as a fetch of it is.
-        loss = monsession.plugins.replica_value(loss, f"{_HOOK} watches {self._name!r}")
-        self._keep_losses(loss, loss.shape)
+    def call(self, step: WatchedStep, args: Any, kwargs: Any) -> Any:
+        outputs = step.step_fn(*args, **kwargs)
+        if self._collecting:
+            loss = loss_entry(outputs, self._name)
+            self._keep_losses(loss, loss.shape)
+        return outputs
 
     def _keep_losses(self, losses: Any, shape: Any) -> None:
         """Keeps `losses` (one loss of `shape`, or several stacked) as a vector."""
@@ -163,8 +242,6 @@ class KeptLossCheck:
         self._losses.append(tf.reshape(losses, [-1]))
 
     def before_run(self, run_context: SessionRunContext) -> None:
-        if not self._saw_watched_step:
-            self._require_watched(run_context.original_args.fetches)
         silent = run_context.silent_steps
         if silent:
             # Fused steps: their losses come stacked, after global steps up to this run's.
@@ -174,37 +251,27 @@ class KeptLossCheck:
             self._steps.extend(
                 [None] * silent if before is None else range(before - silent + 1, before + 1)
             )
-            self._runs += silent
+            self._schedule.add_runs(silent)
         self._collecting = True
         return None
 
     def next_action(self, global_step: int) -> NextAction:
-        # The run that reaches the next multiple of N checks.
-        return NextAction(steps=self._every_n - global_step % self._every_n, keep=(self._name,))
+        return NextAction(steps=self._schedule.steps_to_check(global_step), keep=(self._name,))
 
     def after_run(self, run_context: SessionRunContext, results: Any) -> Divergence | None:
         self._collecting = False
         step = run_context.global_step_after()  # Known on the host: no device read.
         kept = sum(int(losses.shape[0]) for losses in self._losses)
         self._steps.extend([step] * (kept - len(self._steps)))
-        self._runs += 1
-        every_n = self._every_n
-        if step is None:
-            due = self._runs >= every_n
-        else:
-            if self._due is None:  # The first multiple of N at or after this step.
-                self._due = -(-step // every_n) * every_n
-            due = step >= self._due
-            if due:
-                self._due = (step // every_n + 1) * every_n
-        if due:
+        if self._schedule.due(step):
             return self.flush()
         return None
 
     def flush(self) -> Divergence | None:
         self._collecting = False
+        self._schedule.forget_runs()
         losses, steps = self._losses, self._steps
-        self._losses, self._steps, self._runs = [], [], 0
+        self._losses, self._steps = [], []
         if not losses:
             return None
         values = tf.concat(losses, 0).numpy()  # The one read of a check.
@@ -216,13 +283,3 @@ class KeptLossCheck:
         detail = f" (found by the check at global step {known[-1]})" if known else ""
         step = steps[index] if index < len(steps) else None
         return Divergence(float(values[index]), step, detail)
-
-    def _require_watched(self, fetches: Any) -> None:
-        leaves = [fetches] if callable(fetches) else tf.nest.flatten(fetches)
-        if not any(getattr(leaf, "_monsession_watched_by", None) is self._owner for leaf in leaves):
-            raise ValueError(
-                f"{_HOOK}(check_every_n_steps={self._every_n}) checks losses kept on the "
-                "device, so it must see the step's outputs: run the step wrapped by this "
-                "hook, e.g. `step = hook.watch(train_step)` then `sess.run(step)`."
-            )
-        self._saw_watched_step = True

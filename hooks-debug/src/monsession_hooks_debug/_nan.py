@@ -1,22 +1,24 @@
 """`NanTensorHook`: stops or fails training when the loss diverges.
 
-Two ways to watch the loss (see `_loss_checks`):
+Two ways to watch the loss (see `_loss_checks` and `_finite_flag`):
 
-* **Every step** (TensorFlow's way, and the default): the hook fetches the
-  loss with each step and checks it on the host. In graph mode the loss comes
-  back with the step's own `Session.run`; in eager mode it is read after the
-  step, which waits for the step to finish.
-* **Every N steps** (`check_every_n_steps=N`, eager mode): the step is
-  wrapped with `NanTensorHook.watch`, which keeps a handle on each step's loss
-  tensor without reading it. Every N steps the hook stacks the kept losses on
-  the device and reads them back in one transfer of N floats. Between checks
-  nothing is copied to the host and nothing waits for the device, and the
-  first bad step is still reported exactly.
+* **Fetched** (TensorFlow's way, the default, and graph mode): the hook
+  fetches the loss with each step and checks it on the host. In graph mode
+  the loss comes back with the step's own `Session.run`; in eager mode it is
+  read after the step, which waits for the step to finish.
+* **Watched** (eager mode, the step wrapped with `NanTensorHook.watch`): the
+  step checks its own loss on the device, in the same call, and keeps the
+  number of the first bad step in a device variable. The hook reads that one
+  number when a check is due (every step, or every `check_every_n_steps`),
+  and names the global step of the first bad loss. Between checks nothing is
+  copied to the host and nothing waits for the device, and steps fused by
+  the session (`steps_per_execution`) are checked inside the fused loop.
 """
 
 from __future__ import annotations
 
 import functools
+import weakref
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -32,12 +34,14 @@ from monsession import (
     SessionRunValues,
     tf_logging,
 )
-from monsession.plugins import as_run_context
+from monsession.plugins import as_run_context, fused_target
+from monsession_hooks_debug._finite_flag import FiniteFlag, FlagCheck
 from monsession_hooks_debug._loss_checks import (
     Divergence,
     EveryStepCheck,
     KeptLossCheck,
     LossCheck,
+    WatchedStep,
 )
 
 _HOOK = "NanTensorHook"
@@ -84,14 +88,16 @@ class NanTensorHook(SessionRunHook):
       detect_inf: Also treat an infinite loss as divergence (not in
         TensorFlow, which only looks for NaN).
       check_every_n_steps: Eager mode only. With 1 (the default) the loss is
-        read after every step, as TensorFlow does. With N > 1 the step must be
-        run through `watch(step)`; losses stay on the device and are checked
-        when the global step reaches a multiple of N (after a restart too),
-        and on the last step, with one read, still naming the
-        first bad step exactly. A divergence then stops training up to N - 1
-        steps after it happened. Graph mode always checks every step: the loss
-        comes back with the step's own `Session.run`, so there is no extra
-        wait to save.
+        checked after every step, as TensorFlow does. With N > 1 the step must
+        be run through `watch(step)`; the loss is checked on the device, and
+        read when the global step reaches a multiple of N (after a restart
+        too) and at the end, with one read, still naming the first bad step
+        exactly. A divergence then stops (or raises) at that check, up to
+        N - 1 steps after it happened; the message and
+        `NanLossDuringTrainingError.step` name the global step of the first
+        bad loss, and the message also names the check's step. Graph mode
+        always checks every step: the loss comes back with the step's own
+        `Session.run`, so there is no extra wait to save.
 
     Raises:
       TypeError: If `loss_tensor` is not one of the kinds above or is not a
@@ -119,14 +125,22 @@ class NanTensorHook(SessionRunHook):
         self._detect_inf = detect_inf
         self._every_n = check_every_n_steps
         self._check: LossCheck | None = None
+        self._watched_seen = False  # Whether the first run's step was looked at.
+        self._flag = FiniteFlag(loss_tensor, detect_inf) if isinstance(loss_tensor, str) else None
+        self._wrappers: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
     def watch(self, step_fn: Callable[..., Any]) -> Callable[..., Any]:
-        """Returns `step_fn` wrapped so the hook can keep its loss on the device.
+        """Returns `step_fn` wrapped so the hook can check its loss on the device.
 
-        Needed in eager mode with `check_every_n_steps` > 1; harmless otherwise.
-        The wrapper takes the same arguments and returns the same outputs; after
-        each call made by the monitored session it keeps a handle on the
-        `loss_tensor` entry of the returned mapping, without reading it::
+        Needed in eager mode with `check_every_n_steps` > 1; with 1 it saves
+        the read of the loss after every step but one of a flag; harmless in
+        graph mode. The wrapper takes the same arguments and returns the same
+        outputs. A `tf.function` step is called inside a `tf.function` that
+        also checks the `loss_tensor` entry of the returned mapping and keeps
+        the result on the device, in the same call, fused steps too; under a
+        `tf.distribute` strategy (or for a step that is not a `tf.function`)
+        the check runs beside the step. The same wrapper is returned for the
+        same step::
 
             hook = NanTensorHook("loss", check_every_n_steps=100)
             step = hook.watch(train_step)
@@ -145,23 +159,70 @@ class NanTensorHook(SessionRunHook):
         """
         if not callable(step_fn) or isinstance(step_fn, (tf.Tensor, tf.Variable)):
             raise TypeError(f"{_HOOK}.watch() takes the step function, got {step_fn!r}.")
+        try:
+            return self._wrappers[step_fn]  # The same wrapper, traced once, for every call.
+        except (KeyError, TypeError):
+            pass
+        watched = self._wrap(step_fn)
+        try:
+            self._wrappers[step_fn] = watched
+        except TypeError:  # Not weakly referable: wrapped anew each time.
+            pass
+        return watched
+
+    def _wrap(self, step_fn: Callable[..., Any]) -> Callable[..., Any]:
+        """The wrapper of `watch`, with its flagged `tf.function`s when `step_fn` is one."""
+        step = WatchedStep(step_fn, self._traced(step_fn))
 
         @functools.wraps(
             step_fn, assigned=("__module__", "__name__", "__qualname__", "__doc__"), updated=()
         )
         def watched(*args: Any, **kwargs: Any) -> Any:
-            outputs = step_fn(*args, **kwargs)
-            if self._check is not None:
-                self._check.keep(outputs)
-            return outputs
+            check = self._check
+            if check is None:
+                return step_fn(*args, **kwargs)
+            return check.call(step, args, kwargs)
 
         watched._monsession_watched_by = self  # type: ignore[attr-defined]
-        # Fused steps call `step_fn` directly: the wrapper keeps nothing then.
-        watched.monsession_fused_step = step_fn  # type: ignore[attr-defined]
+        inner = fused_target(step_fn)
+        if self._flag is not None and isinstance(inner, _POLYMORPHIC):
+            # What the session fuses: the step and, with the flag check, its update.
+            watched.monsession_fused_step = self._traced(inner, flag_only=True)  # type: ignore[attr-defined]
+        else:
+            watched.monsession_fused_step = step_fn  # type: ignore[attr-defined]
         return watched
+
+    def _traced(self, step_fn: Any, flag_only: bool = False) -> Any:
+        """A `tf.function` calling `step_fn` and updating the device flag, or `None`.
+
+        `flag_only`: the step's outputs only (the fused loop's step, which the
+        session may trace before the first run); the update is traced in
+        wherever the flag check is used: outside `tf.distribute` strategies.
+        Otherwise the outputs and the flag.
+        """
+        flag = self._flag
+        if flag is None or not isinstance(step_fn, _POLYMORPHIC):
+            return None
+
+        def flagged(*args: Any, **kwargs: Any) -> Any:
+            outputs = step_fn(*args, **kwargs)
+            if not flag_only:
+                return outputs, flag.update(outputs)
+            if not tf.distribute.has_strategy():
+                flag.create()
+                flag.update(outputs)
+            return outputs
+
+        flagged.__name__ = f"nan_checked_{getattr(step_fn, '__name__', 'step')}"
+        return tf.function(flagged, autograph=False)
 
     def begin(self) -> None:
         self._check = self._make_check()
+        self._watched_seen = False
+        if self._flag is not None and tf.executing_eagerly() and not tf.distribute.has_strategy():
+            # Before any step: the session may run fused steps before the hook's first run.
+            self._flag.create()
+            self._flag.reset()
 
     def after_create_session(self, session: Any, coord: Any) -> None:
         if self._check is not None:
@@ -172,6 +233,8 @@ class NanTensorHook(SessionRunHook):
         run_context = as_run_context(run_context)
         if self._check is None:  # Used without begin(), as TensorFlow allows.
             self._check = self._make_check()
+        if not self._watched_seen:
+            self._choose_check(run_context.original_args.fetches)
         return self._check.before_run(run_context)
 
     def next_action(self, global_step: int) -> NextAction:
@@ -213,7 +276,26 @@ class NanTensorHook(SessionRunHook):
                 f"name of the loss entry of the mapping the step returns (e.g. 'loss'); got "
                 f"{fetch!r}."
             )
-        return KeptLossCheck(self, fetch, self._every_n, self._detect_inf)
+        return KeptLossCheck(fetch, self._every_n, self._detect_inf)
+
+    def _choose_check(self, fetches: Any) -> None:
+        """At the first run: checks a watched step on the device (see `_loss_checks`)."""
+        self._watched_seen = True
+        leaves = [fetches] if callable(fetches) else tf.nest.flatten(fetches)
+        watched = any(getattr(leaf, "_monsession_watched_by", None) is self for leaf in leaves)
+        kept = isinstance(self._check, KeptLossCheck)
+        if kept and not watched:
+            raise ValueError(
+                f"{_HOOK}(check_every_n_steps={self._every_n}) checks losses kept on the "
+                "device, so it must see the step's outputs: run the step wrapped by this "
+                "hook, e.g. `step = hook.watch(train_step)` then `sess.run(step)`."
+            )
+        if watched and self._flag is not None and tf.executing_eagerly():
+            if not tf.distribute.has_strategy():
+                if not self._flag.ready:  # Used without begin().
+                    self._flag.create()
+                    self._flag.reset()
+                self._check = FlagCheck(self._flag, self._every_n)
 
     def _report(self, run_context: SessionRunContext | None, found: Divergence | None) -> None:
         """Fails or requests a stop for a divergence, as TensorFlow's hook does."""
@@ -231,6 +313,9 @@ class NanTensorHook(SessionRunHook):
         tf_logging.warning(message)
         if run_context is not None:
             run_context.request_stop()
+
+
+_POLYMORPHIC = tf.types.experimental.PolymorphicFunction
 
 
 def _check_loss_source(source: Any) -> None:
