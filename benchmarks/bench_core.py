@@ -13,6 +13,9 @@ SummarySaverHook every 100 steps, CheckpointSaverHook every 600 s); ``mts``
 (`MonitoredTrainingSession` with its default hooks and `checkpoint_dir` set).
 
 Eager mode: ``eager/raw`` calls the `tf.function` step in a plain loop;
+``eager/raw-argument`` calls the same step taking its batch, ``step(batch)``,
+and ``eager/monsession/standard-argument`` runs it with the standard hooks
+through ``sess.call(step, batch)``;
 ``eager/monsession/<set>`` runs the same `tf.function` in monsession with the
 eager equivalents (the loss fetched by its name ``"loss"``, summaries written
 by ``tf.summary`` in the step). The step is traced once, inside a session
@@ -269,7 +272,18 @@ class EagerModel:
             tf.summary.scalar("loss", loss)
             return {"loss": loss}
 
+        @tf.function
+        def step_on(batch: tf.Tensor) -> dict[str, Any]:
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(tf.matmul(batch, w) - 1.0))
+            w.assign_sub(0.01 * tape.gradient(loss, w))
+            global_step.assign_add(1)
+            tf.summary.scalar("loss", loss)
+            return {"loss": loss}
+
         self.step = step
+        self.step_on = step_on  # The same step, taking its batch as an argument.
+        self.batch = x
         self.checkpoint = tf.train.Checkpoint(step=global_step, w=w)
 
     def wait(self) -> None:
@@ -308,6 +322,34 @@ def eager_session(model: EagerModel, hook_set: str, directory: str) -> Any:
     return monsession.MonitoredSession(hooks=build(model, directory) if build else [])
 
 
+def eager_argument_sampler(model: EagerModel, session: bool, directory: str, steps: int) -> Any:
+    """Timing one sample of the step taking its batch: `step(batch)` raw, or `sess.call`."""
+    step, batch = model.step_on, model.batch
+    if not session:
+
+        def sample_raw() -> float:
+            seconds = timed_calls(lambda: step(batch), steps)
+            model.wait()
+            return seconds
+
+        return sample_raw
+
+    def sample_session() -> float:
+        with eager_session(model, "standard", directory) as session:
+            for _ in range(WARMUP_STEPS):
+                session.call(step, batch)
+            call, should_stop = session.call, session.should_stop
+            start = time.perf_counter()
+            for _ in range(steps):
+                call(step, batch)
+            seconds = (time.perf_counter() - start) / steps
+            assert not should_stop()
+            model.wait()
+        return seconds
+
+    return sample_session
+
+
 def eager_sampler(model: EagerModel, hook_set: str | None, directory: str, steps: int) -> Any:
     """A function timing one sample: a raw loop (`hook_set` None) or a new session."""
     if hook_set is None:
@@ -337,6 +379,7 @@ def eager_model() -> Iterator[EagerModel]:
         model = EagerModel()
         with eager_session(model, "standard", directory) as session:
             session.run(model.step)
+            session.call(model.step_on, model.batch)
         yield model
 
 
@@ -353,6 +396,10 @@ def run(steps: int, rounds: int) -> dict[str, Any]:
             samplers[f"eager/monsession/{hook_set}"] = eager_sampler(
                 model, hook_set, directory, steps
             )
+        samplers["eager/raw-argument"] = eager_argument_sampler(model, False, root, steps)
+        samplers["eager/monsession/standard-argument"] = eager_argument_sampler(
+            model, True, os.path.join(root, "standard-argument"), steps
+        )
         eager = interleave(samplers, rounds)
     samples = {**graph, **eager}
     ratios: dict[str, float] = {}
@@ -364,6 +411,9 @@ def run(steps: int, rounds: int) -> dict[str, Any]:
         ratios[f"eager/{hook_set}: monsession / raw"] = paired_ratio(
             samples, f"eager/monsession/{hook_set}", "eager/raw"
         )
+    ratios["eager/standard, batch as argument: monsession / raw"] = paired_ratio(
+        samples, "eager/monsession/standard-argument", "eager/raw-argument"
+    )
     return {
         "steps_per_sample": steps,
         "rounds": rounds,

@@ -108,6 +108,13 @@ class Target:
 
 TARGETS = [
     Target(
+        "eager, standard hooks, batch as the step's argument: `sess.call(step, batch)` / "
+        "raw `step(batch)` loop",
+        "x",
+        1.0,
+        lambda r: r["core"]["ratios"]["eager/standard, batch as argument: monsession / raw"],
+    ),
+    Target(
         "graph, standard hooks: monsession / raw `sess.run` loop",
         "x",
         1.0,

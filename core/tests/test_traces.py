@@ -56,3 +56,52 @@ def test_run_functions_eagerly_runs_the_python_of_every_step(owned):
             session.run(step)
     assert len(pythons) == 1 + 3
     assert int(tf.compat.v1.train.get_global_step().numpy()) == 4
+
+
+@pytest.mark.parametrize("owned", [False, True])
+def test_a_step_called_with_tensors_runs_the_trace_of_their_signature(owned):
+    global_step = None if owned else monsession.get_or_create_global_step()
+    pythons = []
+
+    @tf.function
+    def step(x, y):
+        pythons.append(x.shape[0])  # Python: runs when traced.
+        if global_step is not None:
+            global_step.assign_add(1)
+        return {"sum": tf.reduce_sum(x) + tf.reduce_sum(y)}
+
+    batch = (tf.ones([4]), tf.ones([4]))
+    last = (tf.ones([3]), tf.ones([3]))  # A last, smaller batch: a signature of its own.
+    with monsession.MonitoredSession() as session:
+        sums = [float(session.call(step, *batch)["sum"]) for _ in range(3)]
+        sums.append(float(session.call(step, *last)["sum"]))
+        sums += [float(session.call(step, *batch)["sum"]) for _ in range(2)]
+        sums.append(float(session.call(step, *last)["sum"]))
+        traces = session._tf_sess().traces
+        held = traces._by_signature[step if not owned else traces_key(step)][1]
+    assert sums == [8.0, 8.0, 8.0, 6.0, 8.0, 8.0, 6.0]
+    assert pythons == [4, 3]  # Traced once per signature; every other call ran a trace.
+    assert sorted(shape for ((_, shape), _) in held) == [(3,), (4,)]
+    assert int(tf.compat.v1.train.get_global_step().numpy()) == 7
+
+
+def traces_key(step):
+    """The function the session calls for `step` when it advances its own global step."""
+    from monsession._backends._owned_step import advancing, owned_global_step
+
+    return advancing(step, owned_global_step())
+
+
+def test_a_step_whose_parameter_is_left_to_its_default_goes_through_the_function():
+    monsession.get_or_create_global_step()
+
+    two = tf.constant(2.0)
+
+    @tf.function
+    def step(x, scale=two):
+        return {"out": tf.reduce_sum(x) * scale}
+
+    with monsession.MonitoredSession() as session:
+        outs = [float(session.call(step, tf.ones([2]))["out"]) for _ in range(3)]
+        assert step not in session._tf_sess().traces._by_signature
+    assert outs == [4.0, 4.0, 4.0]

@@ -166,8 +166,10 @@ class _StepCaller:
         )
         if self.owned_step is not None:
             step = advancing(step, self.owned_step)
-        if args or kwargs or feeds:
+        if kwargs or feeds:
             return step(*args, **kwargs, **feeds)
+        if args:
+            return self._traces.call_with(step, args)  # Through the trace of their signature.
         return self._traces.call(step)  # Straight to its trace: see `_traces`.
 
 

@@ -4,11 +4,15 @@ Each call of a `tf.function` binds its arguments and looks its trace up
 before it runs it: on a small step that is a third of the call. A session
 calls the same functions on every step (the step, the fused loop), so
 `Traces` keeps, per session, the concrete function of each one it calls and
-calls that. It looks the trace up again when the function was traced again
-(`experimental_get_tracing_count`); each session looks traces up in its own
-context (device, strategy). The first call of a function, which traces it
-and creates its variables, and calls while `tf.config.run_functions_eagerly`
-is on, go through the `tf.function` as usual.
+calls that. A step called with tensors (`sess.call(step, x, y)`, a batch
+`Epochs.run` pulled on the host) is called through the trace of its
+arguments' dtypes and shapes once one served them; a new signature goes
+through the `tf.function`, which traces it if it must. It looks the traces
+up again when the function was traced again (`experimental_get_tracing_count`);
+each session looks traces up in its own context (device, strategy). The
+first call of a function, which traces it and creates its variables, and
+calls while `tf.config.run_functions_eagerly` is on, go through the
+`tf.function` as usual.
 """
 
 from __future__ import annotations
@@ -22,6 +26,10 @@ import tensorflow as tf
 
 _R = TypeVar("_R")
 
+_MAX_SIGNATURES = 32  # Traces kept per function for calls with tensors.
+
+_Signature = tuple[tuple[tf.DType, tuple[int, ...]], ...]
+
 
 class Traces:
     """The traces of the `tf.function`s one session calls (see the module docstring)."""
@@ -30,6 +38,10 @@ class Traces:
         # Each function's tracing count when looked up, and its trace (`None`:
         # it takes parameters the call leaves to their defaults).
         self._traces: weakref.WeakKeyDictionary[Any, tuple[int, Any]] = weakref.WeakKeyDictionary()
+        # Each function's tracing count, and its traces by the signature of tensor arguments.
+        self._by_signature: weakref.WeakKeyDictionary[
+            Any, tuple[int, dict[_Signature, Callable[..., Any]]]
+        ] = weakref.WeakKeyDictionary()
 
     def call(self, fn: Callable[..., _R], *tensors: tf.Tensor) -> _R:
         """`fn(*tensors)`; for a `tf.function` called before, through its trace.
@@ -54,6 +66,51 @@ class Traces:
             )
             cached = self._traces[fn] = (traces, direct)
         return fn(*tensors) if cached[1] is None else cached[1](*tensors)
+
+    def call_with(self, fn: Callable[..., _R], args: tuple[object, ...]) -> _R:
+        """`fn(*args)`; for a `tf.function` given eager tensors, through the trace of their
+        dtypes and shapes once a call with them ran (see the module docstring)."""
+        if (
+            not isinstance(fn, tf.types.experimental.PolymorphicFunction)
+            or tf.config.functions_run_eagerly()
+            or not all(isinstance(arg, _EAGER_TENSOR) for arg in args)
+        ):
+            return fn(*args)
+        traces = fn.experimental_get_tracing_count()
+        cached = self._by_signature.get(fn)
+        if cached is None or cached[0] != traces:
+            if not _binds_positionally(fn, len(args)):
+                return fn(*args)
+            cached = self._by_signature[fn] = (traces, {})
+        signature = tuple((arg.dtype, tuple(arg.shape)) for arg in args)  # type: ignore[attr-defined]
+        direct = cached[1].get(signature)
+        if direct is not None:
+            result: _R = direct(*args)
+            return result
+        result = fn(*args)  # Traces it for these arguments if it must.
+        if fn.experimental_get_tracing_count() == traces and len(cached[1]) < _MAX_SIGNATURES:
+            cached[1][signature] = fn.get_concrete_function(*args)
+        return result
+
+
+_EAGER_TENSOR = type(tf.constant(0))
+
+
+def _binds_positionally(fn: tf.types.experimental.PolymorphicFunction, count: int) -> bool:
+    """Whether `count` positional arguments fill every parameter of `fn`'s Python function.
+
+    A parameter left to its default may be a tensor, an input of the trace
+    that a call of the concrete function with the arguments alone cannot bind.
+    """
+    try:
+        parameters = list(inspect.signature(fn.python_function).parameters.values())
+    except (AttributeError, TypeError, ValueError):
+        return False
+    named = [p for p in parameters if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    if any(p.kind is p.KEYWORD_ONLY or p.default is not p.empty for p in named):
+        return False
+    varargs = any(p.kind is p.VAR_POSITIONAL for p in parameters)
+    return len(named) == count or (varargs and len(named) <= count)
 
 
 def _has_parameters(fn: tf.types.experimental.PolymorphicFunction) -> bool:
