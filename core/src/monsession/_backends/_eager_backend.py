@@ -32,6 +32,7 @@ from typing import Any
 import tensorflow as tf
 
 from monsession._api._global_step import get_global_step
+from monsession._backends import _fusion
 from monsession._backends._backend import FeedDict, HookResults, StepSource
 from monsession._backends._called_step import check_value_run, only_values
 from monsession._backends._closure_steps import ClosureSteps, step_names
@@ -45,7 +46,6 @@ from monsession._backends._eager import (
     to_numpy,
 )
 from monsession._backends._fused_loop import FUSED_STEP_ATTRIBUTE, fusable_step, loop_for
-from monsession._backends._fusion import MAX_SECONDS_PER_CALL
 from monsession._backends._per_replica import host_value, is_per_replica
 from monsession._backends._step_counter import StepCounter
 
@@ -197,7 +197,7 @@ class EagerBackend:
         coordinator = self._sess.coordinator
         if coordinator is not None:  # Closures in flight.
             return self._schedule_silent(coordinator, loop, keep, max_steps)
-        deadline = time.time() + MAX_SECONDS_PER_CALL if timed else math.inf
+        deadline = time.time() + _fusion.MAX_SECONDS_PER_CALL if timed else math.inf
         if at_time is not None:
             deadline = min(deadline, at_time)
         counter = self._counter
