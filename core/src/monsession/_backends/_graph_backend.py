@@ -401,7 +401,7 @@ class GraphBackend:
         )
         self._ran = True
         if fetch_step:
-            self._check_next = False
+            self._check_next = self._unchecked = False
             counter.adopt(self._expected_after(int(hook_results[_STEP])))
         elif counted and counter.drifted:
             counter.adopt(None)
