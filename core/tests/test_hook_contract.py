@@ -240,3 +240,30 @@ def test_a_monitored_context_is_returned_as_it_is(graph, caplog):
     with caplog.at_level(logging.WARNING), monsession.MonitoredSession(hooks=[Probe()]) as sess:
         sess.run(increment)
     assert seen == [True]
+
+
+def test_a_hook_is_called_per_step_only_for_the_methods_it_overrides(program, monkeypatch):
+    calls = []
+    for base in (monsession.SessionRunHook, tf.compat.v1.train.SessionRunHook):
+        for name in ("before_run", "after_run"):
+            # The bases' defaults, recording: a hook that does not override a
+            # method would reach them if it were called for it.
+            monkeypatch.setattr(
+                base, name, lambda self, *args, name=name: calls.append((type(self), name))
+            )
+    after_runs = []
+
+    class AfterOnly(monsession.SessionRunHook):
+        def after_run(self, run_context, run_values):
+            after_runs.append(run_values.results)
+
+    class TheirsBeforeOnly(tf.compat.v1.train.SessionRunHook):
+        def before_run(self, run_context):
+            return None
+
+    hooks = [AfterOnly(), TheirsBeforeOnly(), monsession.SessionRunHook(), Ours()]
+    with monsession.MonitoredSession(hooks=hooks) as sess:
+        for _ in range(3):
+            sess.run(program.step)
+    assert calls == []
+    assert after_runs == [None, None, None]

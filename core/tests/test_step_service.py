@@ -307,3 +307,60 @@ def test_global_step_after_reads_the_graph_once_and_only_when_reaching():
     # of the global step (the one when the session was created is cleared):
     # one on each step whose expected value reaches 3, none on the others.
     assert len(runs) == 2
+
+
+class _IdleThenAsking(monsession.SessionRunHook):
+    """Idle on its first runs; from run `first` on, asks for the step in `where`."""
+
+    def __init__(self, first, where):
+        self.first, self.where = first, where
+        self.runs = 0
+        self.steps = []
+
+    def before_run(self, run_context):
+        self.runs += 1
+        if self.runs >= self.first and self.where == "before_run":
+            self.steps.append(run_context.global_step)
+
+    def after_run(self, run_context, run_values):
+        if self.runs >= self.first and self.where == "after_run":
+            self.steps.append(run_context.global_step_after())
+
+
+@pytest.mark.parametrize(("where", "steps"), [("before_run", [1, 2]), ("after_run", [2, 3])])
+def test_graph_hook_asking_after_idle_runs_that_add_nothing_gets_the_exact_step(
+    caplog, where, steps
+):
+    hook = _IdleThenAsking(first=4, where=where)
+    with tf.Graph().as_default():
+        train_op = _graph_program()
+        loss = tf.constant(0.0)
+        with caplog.at_level(logging.WARNING, logger="monsession"):
+            with monsession.MonitoredSession(hooks=[hook]) as sess:
+                # Counted without a fetch: the session expects step 3 next.
+                for fetches in (train_op, loss, loss, train_op, train_op):
+                    sess.run(fetches)
+    assert hook.steps == steps
+    warnings = [r for r in caplog.records if "do not each add one" in r.getMessage()]
+    assert len(warnings) == 1
+
+
+def test_graph_idle_hooks_fetch_nothing_after_the_first_run():
+    from monsession._backends._graph_backend import GraphBackend
+
+    with tf.Graph().as_default():
+        train_op = _graph_program()
+        with tf.compat.v1.Session() as sess:
+            sess.run(tf.compat.v1.global_variables_initializer())
+            fetched = {}
+            for follow_step in (False, True):
+                backend = GraphBackend(sess, follow_step)
+                fetched[follow_step] = []
+                for _ in range(4):
+                    backend.start_run()
+                    _, results = backend.run(train_op, {}, None, None, None, {})
+                    fetched[follow_step].append(len(results))
+            assert int(sess.run(tf.compat.v1.train.get_global_step())) == 8
+    # Only the caller's fetches; with hooks per step, the first run also
+    # fetches the global step, to check that runs add one.
+    assert fetched == {False: [1, 1, 1, 1], True: [2, 1, 1, 1]}

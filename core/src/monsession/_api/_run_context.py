@@ -122,7 +122,9 @@ class SessionRunContext:
         session is created or re-created, then advanced by one per run.
         Eager mode checks it against the variable whenever hooks read the
         device anyway; graph mode checks it against TensorFlow's global-step
-        read tensor, fetched with every step. If the runs do not add exactly
+        read tensor, fetched with the first run and, once a hook asks for the
+        step, with every run (a hook that first asks later gets the variable
+        read once). If the runs do not add exactly
         one each, both log one warning and from then on read the variable
         whenever a hook needs the step after a run. `None` when there is no
         global step. A context the monitored session did not build reads the

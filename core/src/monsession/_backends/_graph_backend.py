@@ -5,15 +5,19 @@ per hook) and run in one call. Each distinct structure without feeds
 becomes a prepared step that is reused (see `_CallableStep`).
 
 The step service: when hooks are called per step, the global step is read
-once when the session is created (or re-created), and every run also
-fetches TensorFlow's global-step read tensor (what TensorFlow's own hooks
-fetch). TensorFlow runs that read and the step's increment in no fixed
+once when the session is created (or re-created), the first run fetches
+TensorFlow's global-step read tensor (what TensorFlow's own hooks fetch) to
+check that runs add one, and from then on each run adds one on the host.
+Once a hook asks for the step, every run fetches that read tensor too.
+TensorFlow runs that read and the step's increment in no fixed
 order, so the value fetched is either the step before the run or after it;
 for steps that add one, the expected step after the run is exact either
-way (see `_step_after_run`). A value that fits neither (a run that added
+way (see `_step_after_run`). A hook that first asks after runs that were
+counted but not fetched gets the variable read once, and compared. A value
+that fits no count (a run that added
 nothing, or several) is logged once, and from then on the variable is read
-whenever a hook needs the step after a run. Sessions without per-step hooks
-fetch nothing more than TensorFlow would. `global_step_after(reaching)`
+whenever a hook needs the step after a run. While no hook asks (idle hooks),
+a run fetches nothing more than TensorFlow would. `global_step_after(reaching)`
 reads the variable itself only when the expected value passes `reaching`,
 once per run at most, as TensorFlow's hooks do before they act; a session
 connected to a server (`master=`), whose step other workers advance too,
@@ -247,7 +251,8 @@ class GraphBackend:
     Args:
       sess: The session to run steps in.
       follow_step: Whether hooks are called per step: then the global step is
-        read now and fetched with every run.
+        read now, fetched with the first run, and with every run once a hook
+        asks for it.
     """
 
     def __init__(self, sess: tf.compat.v1.Session, follow_step: bool = False) -> None:
@@ -262,7 +267,9 @@ class GraphBackend:
         self._counter = StepCounter(None if self._tensor is None else self._read)
         self._read_this_run: int | None = None  # The step read after the current run.
         self._ran = False  # Whether the current run is over.
-        self._fetch_step = False
+        self._fetch_step = False  # Whether a hook asked for the step: every run fetches it.
+        self._check_next = False  # Whether the next counted run fetches it to check the count.
+        self._unchecked = False  # Whether runs were counted since the device was last seen.
         self._sess = sess
         # Connected to a server (`master=`): other workers may step too.
         self._shared_step = bool(getattr(sess, "sess_str", ""))
@@ -276,7 +283,7 @@ class GraphBackend:
             self._counter.refresh()
         except tf.errors.FailedPreconditionError:
             return  # Not initialized yet (a raw session under test): read when asked.
-        self._fetch_step = True
+        self._check_next = True
 
     def start_run(self) -> None:
         self._counter.start_run(read_if_stale=self._fetch_step)
@@ -285,10 +292,33 @@ class GraphBackend:
     def forget_step(self) -> None:
         self._counter.forget_step()
 
+    def _asked(self) -> None:
+        """A hook asks for the step: every run fetches it from now on; checks the count first."""
+        self._fetch_step = True
+        if not self._unchecked:
+            return
+        self._unchecked = False
+        counter = self._counter
+        counted = counter.after if self._ran else counter.before
+        if counted is None or counter.drifted:
+            return  # Unknown: read as asked.
+        seen = self._read_after() if self._ran else counter.read_before()
+        if seen != counted:
+            if self._ran:
+                counter.learn_before(seen - 1)
+            counter.drift(
+                "The global step is %d where the runs of this session counted %d: they do "
+                "not each add one to the global step (a run that adds nothing, such as an "
+                "evaluation, or a step that adds several). Hooks now read it after every run "
+                "in which they need it.",
+                seen,
+                counted,
+            )
+
     def global_step_before(self) -> int | None:
         if self._tensor is None:
             return None
-        self._fetch_step = True
+        self._asked()
         counter = self._counter
         if counter.before is None:
             if self._ran:  # First asked after the run: one less than now.
@@ -300,7 +330,7 @@ class GraphBackend:
     def global_step_after(self, reaching: Callable[[int], bool] | None = None) -> int | None:
         if self._tensor is None:
             return None
-        self._fetch_step = True
+        self._asked()
         if self._read_this_run is None:
             # Other workers step too (`master=`): only a read tells, as
             # TensorFlow's hooks read after every run.
@@ -360,7 +390,10 @@ class GraphBackend:
         run_metadata: tf.compat.v1.RunMetadata | None,
         feed_owners: Mapping[Any, str],
     ) -> tuple[Any, dict[Any, Any]]:
-        fetch_step = self._fetch_step and not self._counter.uncounted
+        counter = self._counter
+        counted = not counter.uncounted
+        # Once drifted, a fetched value tells nothing: hooks read the variable.
+        fetch_step = (self._fetch_step or self._check_next) and counted and not counter.drifted
         if fetch_step:
             hook_fetches[_STEP] = self._tensor
         caller_results, hook_results = self._runner.run(
@@ -368,9 +401,13 @@ class GraphBackend:
         )
         self._ran = True
         if fetch_step:
-            self._counter.adopt(self._expected_after(int(hook_results[_STEP])))
+            self._check_next = self._unchecked = False
+            counter.adopt(self._expected_after(int(hook_results[_STEP])))
+        elif counted and counter.drifted:
+            counter.adopt(None)
         else:
-            self._counter.end_run(counted_step=True)
+            counter.end_run(counted_step=True)
+            self._unchecked = counted and counter.after is not None
         return caller_results, hook_results
 
     def _expected_after(self, seen: int) -> int | None:

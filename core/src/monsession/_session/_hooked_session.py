@@ -97,7 +97,8 @@ class _HookedSession(_WrappedSession[Session]):
         mode: Mode | None = None,
     ) -> None:
         super().__init__(sess)
-        self._hook_states = hook_states
+        # Without stateful hooks no `after_run` writes a state: no wrapping needed.
+        self._hook_states = hook_states if hook_states is not None and hook_states.keys else None
         self._selection = selection or HookSelection()
         self._dispatcher = hooks if isinstance(hooks, HookDispatcher) else HookDispatcher(hooks)
         self._calls_after_run = bool(self._dispatcher.after_run_hooks)
