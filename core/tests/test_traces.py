@@ -105,3 +105,29 @@ def test_a_step_whose_parameter_is_left_to_its_default_goes_through_the_function
         outs = [float(session.call(step, tf.ones([2]))["out"]) for _ in range(3)]
         assert step not in session._tf_sess().traces._by_signature
     assert outs == [4.0, 4.0, 4.0]
+
+
+def test_a_graph_program_that_never_ran_eagerly_closes_its_session(tmp_path):
+    """The eager modules load lazily; loading them under a finalized graph must build nothing."""
+    import subprocess
+    import sys
+
+    program = tmp_path / "graph_program.py"
+    program.write_text(
+        "import tensorflow as tf\n"
+        "import monsession\n"
+        "tf.compat.v1.disable_eager_execution()\n"
+        "step = monsession.get_or_create_global_step()\n"
+        "train = step.assign_add(1)\n"
+        "hooks = [monsession.StopAtStepHook(last_step=3)]\n"
+        "with monsession.MonitoredSession(hooks=hooks) as session:\n"
+        "    while not session.should_stop():\n"
+        "        session.run(train)\n"
+        "print('closed')\n",
+        encoding="utf-8",
+    )
+    done = subprocess.run(
+        [sys.executable, str(program)], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["closed"]

@@ -24,6 +24,8 @@ from typing import Any, TypeVar
 
 import tensorflow as tf
 
+from monsession._tf_compat import eager_tensor_base_class
+
 _R = TypeVar("_R")
 
 _MAX_SIGNATURES = 32  # Traces kept per function for calls with tensors.
@@ -93,7 +95,7 @@ class Traces:
         return result
 
 
-_EAGER_TENSOR = type(tf.constant(0))
+_EAGER_TENSOR = eager_tensor_base_class()  # Not `type(tf.constant(0))`: may run in a graph.
 
 
 def _binds_positionally(fn: tf.types.experimental.PolymorphicFunction, count: int) -> bool:
