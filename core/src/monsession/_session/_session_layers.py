@@ -4,12 +4,12 @@ From the inside out: `_HookedSession` runs the hooks around each step
 (`_hooked_session`), `_FusedSession` runs the steps on which no hook acts
 before it (`_fused_session`, eager mode), `_CoordinatedSession` stops
 threads through a coordinator, and `_RecoverableSession` re-creates
-everything after a preemption error. A
-session that a preemption error went through is closed within a bound
-(`_lost_tasks.close_within`): TensorFlow's close can wait for ever on a
-task that died. They work the same on a graph-mode `tf.compat.v1.Session` and on the eager
-backend's `EagerSession`: `_HookedSession` speaks only to the `Backend`
-protocol (see `_backend`).
+everything after a preemption error. A session that a preemption error
+went through is closed within a bound (`_lost_tasks.close_within`):
+TensorFlow's close can wait for ever on a task that died. The layers work
+the same on a graph-mode `tf.compat.v1.Session` and on the eager backend's
+`EagerSession`: `_HookedSession` speaks only to the `Backend` protocol (see
+`_backend`).
 """
 
 from __future__ import annotations
