@@ -263,23 +263,19 @@ class EagerModel:
         w = tf.Variable(tf.random.normal([16, 1], seed=2))
         global_step = self.global_step
 
-        @tf.function
-        def step() -> dict[str, Any]:
-            with tf.GradientTape() as tape:
-                loss = tf.reduce_mean(tf.square(tf.matmul(x, w) - 1.0))
-            w.assign_sub(0.01 * tape.gradient(loss, w))
-            global_step.assign_add(1)
-            tf.summary.scalar("loss", loss)
-            return {"loss": loss}
-
-        @tf.function
-        def step_on(batch: tf.Tensor) -> dict[str, Any]:
+        def train_on(batch: tf.Tensor) -> dict[str, Any]:
             with tf.GradientTape() as tape:
                 loss = tf.reduce_mean(tf.square(tf.matmul(batch, w) - 1.0))
             w.assign_sub(0.01 * tape.gradient(loss, w))
             global_step.assign_add(1)
             tf.summary.scalar("loss", loss)
             return {"loss": loss}
+
+        @tf.function
+        def step() -> dict[str, Any]:
+            return train_on(x)
+
+        step_on = tf.function(train_on)
 
         self.step = step
         self.step_on = step_on  # The same step, taking its batch as an argument.
