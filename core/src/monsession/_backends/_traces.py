@@ -44,6 +44,8 @@ class Traces:
         self._by_signature: weakref.WeakKeyDictionary[
             Any, tuple[int, dict[_Signature, Callable[..., Any]]]
         ] = weakref.WeakKeyDictionary()
+        # Per function: a count of positional tensors, and whether they fill its parameters.
+        self._binds: weakref.WeakKeyDictionary[Any, tuple[int, bool]] = weakref.WeakKeyDictionary()
 
     def call(self, fn: Callable[..., _R], *tensors: tf.Tensor) -> _R:
         """`fn(*tensors)`; for a `tf.function` called before, through its trace.
@@ -81,7 +83,10 @@ class Traces:
         traces = fn.experimental_get_tracing_count()
         cached = self._by_signature.get(fn)
         if cached is None or cached[0] != traces:
-            if not _binds_positionally(fn, len(args)):
+            known = self._binds.get(fn)
+            if known is None or known[0] != len(args):
+                known = self._binds[fn] = (len(args), _binds_positionally(fn, len(args)))
+            if not known[1]:
                 return fn(*args)
             cached = self._by_signature[fn] = (traces, {})
         signature = tuple((arg.dtype, tuple(arg.shape)) for arg in args)  # type: ignore[attr-defined]
