@@ -12,18 +12,25 @@ epoch of `EPOCH` batches). Per-step time, variants interleaved:
   scalar every 100 steps (written in the function), `global_step/sec`
   written and the loss logged (one host read) every 100 steps, a
   `tf.train.CheckpointManager` save every 1000 steps;
-* `fused100+duties+position`, the reference of the `Epochs` loop: the same,
-  its checkpoints also holding the position in the data (the iterator's
-  state), as the `Epochs` loop's do;
+* `hand-epochs/32` and `hand-epochs/1000`, the references of the `Epochs`
+  loop: a hand-written epoch loop over a dataset of 32 or 1000 batches per
+  epoch (a new iterator each epoch, its batches run by one `tf.function`
+  per call, up to the next 100-step duty or the epoch's end), doing the
+  same duties by hand, its checkpoints also holding the epoch counter and
+  the position in the data (the iterator's state), as the `Epochs` loop's
+  do; `hand-epochs-one-iterator/32`, the same over one iterator of the
+  repeated dataset, as the `Epochs` loop takes its batches (no new iterator
+  per epoch, still one call or more per epoch);
 * `monsession/single` and `monsession/auto`: `MonitoredTrainingSession` with
   the standard set (summaries and step counter every 100 steps, checkpoints
   every 1000, `LoggingTensorHook` every 100, `StopAtStepHook`),
   `steps_per_execution` 1 or `"auto"`, looping `sess.run(step)` (the batch
   taken inside the step);
-* `monsession/epochs-single` and `monsession/epochs-auto`: the loop the docs
-  teach on the same session, `for epoch in monsession.Epochs(dataset).run(sess,
-  train)`, the batch passed as the step's argument (the data position saved
-  with each checkpoint);
+* `monsession/epochs-single/1000`, `monsession/epochs-auto/1000` and
+  `monsession/epochs-auto/32`: the loop the docs teach on the same session,
+  `for epoch in monsession.Epochs(dataset).run(sess, train)` over 1000 or
+  32 batches per epoch, the batch passed as the step's argument (the data
+  position saved with each checkpoint);
 * `orbit`: TensorFlow Model Garden's Orbit (`StandardTrainer` with
   `steps_per_loop=100`, checkpoints every 1000 steps, summaries every 100),
   when `import orbit` works (package `tf-models-official`, installed
@@ -65,13 +72,14 @@ EVERY = 100  # Summaries, step rate and logged loss.
 CHECKPOINT_EVERY = 1000
 BLOCK = 100  # Steps per call of the hand-written fused loops and of Orbit.
 EPOCH = 1000  # Batches per epoch.
+SHORT_EPOCH = 32  # Batches per epoch of the short epochs (a small dataset).
 REFERENCE = "fused100+duties"
-EPOCHS_REFERENCE = "fused100+duties+position"  # Also saves the data position.
 
-# Ratio -> its target (issue 29).
+# Ratio -> its target (issues 29 and 38).
 TARGETS = {
     f"monsession/auto / {REFERENCE}": 1.15,
-    f"monsession/epochs-auto / {EPOCHS_REFERENCE}": 1.15,
+    "monsession/epochs-auto/1000 / hand-epochs/1000": 1.15,
+    "monsession/epochs-auto/32 / hand-epochs/32": 1.15,
     "monsession/single / raw": 1.05,
 }
 
@@ -137,7 +145,9 @@ class DataModel:
         x = tf.random.normal([32, 16], seed=1)
         w = tf.Variable(tf.random.normal([16, 1], seed=2))
         global_step = self.global_step
+        self.w = w
         self.dataset = tf.data.Dataset.from_tensors(x).repeat(EPOCH)
+        self.short_dataset = tf.data.Dataset.from_tensors(x).repeat(SHORT_EPOCH)
         self.iterator = iterator = iter(self.dataset.repeat())
 
         @tf.function
@@ -196,7 +206,7 @@ def epochs_sampler(
     model: DataModel, data: monsession.Epochs, directory: str, steps: int, spe: Any
 ) -> Callable[[], float]:
     """The docs' loop: `for epoch in data.run(sess, train)`, the batch as the argument."""
-    checkpoint = tf.train.Checkpoint(step=model.global_step, w=model.checkpoint.w, data=data)
+    checkpoint = tf.train.Checkpoint(step=model.global_step, w=model.w, data=data)
 
     def sample() -> float:
         with standard_session(checkpoint, directory, steps, spe) as session:
@@ -229,20 +239,11 @@ def fused_sampler(model: DataModel, steps: int) -> Callable[[], float]:
     return sample
 
 
-def duties_sampler(
-    model: DataModel, directory: str, steps: int, position: bool = False
-) -> Callable[[], float]:
-    """The reference: 100 steps per `tf.function` call, the standard set's duties by hand.
-
-    With `position`, the checkpoints also hold the data iterator's state.
-    """
+def duties_sampler(model: DataModel, directory: str, steps: int) -> Callable[[], float]:
+    """The reference: 100 steps per `tf.function` call, the standard set's duties by hand."""
     step, global_step = model.step, model.global_step
     writer = tf.summary.create_file_writer(directory)
     checkpoint = model.checkpoint
-    if position:
-        checkpoint = tf.train.Checkpoint(
-            step=global_step, w=model.checkpoint.w, data=model.iterator
-        )
     manager = tf.train.CheckpointManager(checkpoint, directory, max_to_keep=5)
     logger = tf.get_logger()
 
@@ -268,6 +269,73 @@ def duties_sampler(
             last = now
             logger.info("loss = %s, step = %d", loss.numpy(), done)
             if call * BLOCK % CHECKPOINT_EVERY == 0:
+                manager.save(checkpoint_number=done)
+        model.wait()
+        return clock.per_step(steps)
+
+    sample()  # Traces, creates the writer's file.
+    return sample
+
+
+def hand_epochs_sampler(
+    model: DataModel,
+    dataset: tf.data.Dataset,
+    directory: str,
+    steps: int,
+    one_iterator: bool = False,
+) -> Callable[[], float]:
+    """The reference of the `Epochs` loop: a hand-written, fused epoch loop with the duties.
+
+    Each epoch takes a new iterator over `dataset` (with `one_iterator`, the
+    next epoch of one iterator over it repeated), which its checkpoints hold
+    (the data position) with an epoch counter. One `tf.function` call runs
+    the batches up to the next 100-step duty or the epoch's end; the duties
+    are those of `duties_sampler`, done on the host.
+    """
+    train, global_step = model.train, model.global_step
+    length = int(dataset.cardinality())
+    writer = tf.summary.create_file_writer(directory)
+    epoch = tf.Variable(0, dtype=tf.int64, trainable=False)
+    checkpoint = tf.train.Checkpoint(step=global_step, w=model.w, epoch=epoch)
+    manager = tf.train.CheckpointManager(checkpoint, directory, max_to_keep=5)
+    logger = tf.get_logger()
+    # The epoch's iterator, its batches left.
+    position: dict[str, Any] = {"iterator": iter(dataset.repeat()) if one_iterator else None}
+    position["left"] = 0
+    if one_iterator:
+        checkpoint.data = position["iterator"]
+
+    @tf.function
+    def run_batches(iterator: Any, count: Any) -> Any:
+        loss = tf.constant(0.0)
+        for _ in tf.range(count):
+            loss = train(next(iterator))["loss"]
+        return loss
+
+    def sample() -> float:
+        done = int(global_step.numpy())  # A hand-written loop counts its steps on the host.
+        end = done + steps
+        clock = Clock()
+        last = time.perf_counter()
+        while done < end:
+            if not position["left"]:
+                if not one_iterator:
+                    position["iterator"] = checkpoint.data = iter(dataset)
+                position["left"] = length
+            count = min(position["left"], EVERY - done % EVERY, end - done)
+            loss = run_batches(position["iterator"], tf.constant(count, tf.int64))
+            done += count
+            position["left"] -= count
+            if not position["left"]:
+                epoch.assign_add(1)
+            if done % EVERY == 0:
+                now = time.perf_counter()
+                with writer.as_default(step=done):
+                    tf.summary.scalar("loss", loss)
+                    tf.summary.scalar("global_step/sec", EVERY / (now - last))
+                last = now
+                logger.info("loss = %s, step = %d", loss.numpy(), done)
+            if done % CHECKPOINT_EVERY == 0:
                 manager.save(checkpoint_number=done)
         model.wait()
         return clock.per_step(steps)
@@ -336,7 +404,6 @@ def run(steps: int, rounds: int) -> dict[str, Any]:
         raise ValueError(f"steps must be a multiple of {CHECKPOINT_EVERY}, got {steps}.")
     with tempfile.TemporaryDirectory() as root:
         model = DataModel()
-        data = monsession.Epochs(model.dataset)
         # The steps are traced first inside a recording session, as training
         # code should: their tf.summary call then records on the hook's steps.
         with standard_session(model.checkpoint, os.path.join(root, "trace"), 2, 1) as session:
@@ -346,17 +413,25 @@ def run(steps: int, rounds: int) -> dict[str, Any]:
             "raw": raw_sampler(model, steps),
             "fused100": fused_sampler(model, steps),
             REFERENCE: duties_sampler(model, os.path.join(root, "duties"), steps),
-            EPOCHS_REFERENCE: duties_sampler(
-                model, os.path.join(root, "duties-position"), steps, position=True
-            ),
         }
         for name, spe in (("single", 1), ("auto", "auto")):
             directory = os.path.join(root, name)
             samplers[f"monsession/{name}"] = session_sampler(model, directory, steps, spe)
-            directory = os.path.join(root, f"epochs-{name}")
-            samplers[f"monsession/epochs-{name}"] = epochs_sampler(
-                model, data, directory, steps, spe
+        epochs = {EPOCH: model.dataset, SHORT_EPOCH: model.short_dataset}
+        for length, spe in ((EPOCH, 1), (EPOCH, "auto"), (SHORT_EPOCH, "auto")):
+            name = f"epochs-{'single' if spe == 1 else spe}/{length}"
+            samplers[f"monsession/{name}"] = epochs_sampler(
+                model, monsession.Epochs(epochs[length]), os.path.join(root, name), steps, spe
             )
+        for length, dataset in epochs.items():
+            directory = os.path.join(root, f"hand-epochs-{length}")
+            samplers[f"hand-epochs/{length}"] = hand_epochs_sampler(
+                model, dataset, directory, steps
+            )
+        directory = os.path.join(root, "hand-epochs-one-iterator")
+        samplers[f"hand-epochs-one-iterator/{SHORT_EPOCH}"] = hand_epochs_sampler(
+            model, model.short_dataset, directory, steps, one_iterator=True
+        )
         orbit = orbit_sampler(model, os.path.join(root, "orbit"), steps)
         if orbit is not None:
             samplers["orbit"] = orbit
@@ -364,9 +439,17 @@ def run(steps: int, rounds: int) -> dict[str, Any]:
             sample()
         cpu: dict[str, list[float]] = {name: [] for name in samplers}
         samples = bench_core.interleave(with_cpu(samplers, cpu), rounds)
+    bases = (
+        REFERENCE,
+        "raw",
+        "fused100",
+        f"hand-epochs/{EPOCH}",
+        f"hand-epochs/{SHORT_EPOCH}",
+        f"hand-epochs-one-iterator/{SHORT_EPOCH}",
+    )
     ratios = {
         f"{name} / {base}": bench_core.paired_ratio(samples, name, base)
-        for base in (REFERENCE, EPOCHS_REFERENCE, "raw", "fused100")
+        for base in bases
         for name in samplers
         if name != base
     }
@@ -385,7 +468,7 @@ def run(steps: int, rounds: int) -> dict[str, Any]:
         "median_cpu_us_per_step": bench_core.medians_us(cpu),
         "cpu_ratios": {
             f"{name} / {base}": bench_core.paired_ratio(cpu, name, base)
-            for base in (REFERENCE, EPOCHS_REFERENCE, "raw")
+            for base in bases
             for name in samplers
             if name != base
         },

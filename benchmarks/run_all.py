@@ -165,12 +165,18 @@ TARGETS = [
         1.15,
         lambda r: r["fused"]["ratios"]["monsession/auto / fused100+duties"],
     ),
-    Target(
-        'eager, issue-14 set, `"auto"`, `Epochs.run` loop: monsession / fused loop doing the '
-        "duties by hand, its checkpoints also holding the data position",
-        "x",
-        1.15,
-        lambda r: r["fused"]["ratios"]["monsession/epochs-auto / fused100+duties+position"],
+    *(
+        Target(
+            f'eager, issue-14 set, `"auto"`, `Epochs.run` loop, {length} batches per epoch: '
+            "monsession / a hand-written fused epoch loop (a new iterator per epoch, the duties "
+            "by hand, the data position in its checkpoints)",
+            "x",
+            1.15,
+            lambda r, length=length: r["fused"]["ratios"][
+                f"monsession/epochs-auto/{length} / hand-epochs/{length}"
+            ],
+        )
+        for length in (32, 1000)
     ),
     Target(
         '`MirroredStrategy` (2 logical CPUs), standard set, `"auto"`: monsession / a '
@@ -449,13 +455,15 @@ def markdown(report: dict[str, Any]) -> str:
         "Fused steps (the issue-14 set through `MonitoredTrainingSession`, batches from a "
         "`tf.data` dataset), median µs per step: raw loop "
         f"{fused_us['raw']:.0f}, hand-written 100-step fused loop {fused_us['fused100']:.0f}, "
-        f"the same doing the set's duties by hand {fused_us['fused100+duties']:.0f} "
-        f"({fused_us['fused100+duties+position']:.0f} with the data position in its "
-        "checkpoints); "
+        f"the same doing the set's duties by hand {fused_us['fused100+duties']:.0f}; "
         f"monsession, batch read in the step: `steps_per_execution=1` "
         f'{fused_us["monsession/single"]:.0f}, `"auto"` {fused_us["monsession/auto"]:.0f}; '
-        f"`Epochs.run`: 1 {fused_us['monsession/epochs-single']:.0f}, "
-        f'`"auto"` {fused_us["monsession/epochs-auto"]:.0f}{orbit}.',
+        "epoch loops at 1000 batches per epoch: hand-written "
+        f"{fused_us['hand-epochs/1000']:.0f}, `Epochs.run` 1 "
+        f"{fused_us['monsession/epochs-single/1000']:.0f}, "
+        f'`"auto"` {fused_us["monsession/epochs-auto/1000"]:.0f}; at 32: hand-written '
+        f"{fused_us['hand-epochs/32']:.0f}, `Epochs.run` "
+        f'`"auto"` {fused_us["monsession/epochs-auto/32"]:.0f}{orbit}.',
     ]
     lines += ["", *strategy_table(report)]
     lines += [

@@ -329,8 +329,18 @@ class EpochEnds(Calls):
         self.ended.append(epoch)
 
 
-@pytest.mark.parametrize(("setting", "host_pulls"), [("auto", 1), (1, 12)])
-def test_epochs_steps_with_hooks_pull_inside_the_step_when_fusing(monkeypatch, setting, host_pulls):
+@pytest.mark.parametrize(
+    ("setting", "host_pulls", "ends_epochs", "skipped"),
+    [
+        ("auto", 1, True, [2, 1, 3]),
+        (1, 12, True, [2, 1, 3]),
+        ("auto", 1, False, [2, 3, 3]),
+        (1, 12, False, [2, 3, 3]),
+    ],
+)
+def test_epochs_steps_with_hooks_pull_inside_the_step_when_fusing(
+    monkeypatch, setting, host_pulls, ends_epochs, skipped
+):
     from monsession._loops._epochs import Epochs
 
     pulls = []
@@ -345,7 +355,7 @@ def test_epochs_steps_with_hooks_pull_inside_the_step_when_fusing(monkeypatch, s
         trained.scatter_nd_update([[at]], [x])
         return {"loss": tf.cast(x, tf.float32)}
 
-    hook = EpochEnds(4)
+    hook = EpochEnds(4) if ends_epochs else Calls(4)
     data = monsession.Epochs(tf.data.Dataset.range(6), num_epochs=2)
     with monsession.MonitoredSession(hooks=[hook], steps_per_execution=setting) as sess:
         assert list(data.run(sess, step)) == [0, 1]
@@ -354,12 +364,68 @@ def test_epochs_steps_with_hooks_pull_inside_the_step_when_fusing(monkeypatch, s
     # step's, which reads where the epoch is) when fusing.
     assert trained.numpy().tolist() == [0, 1, 2, 3, 4, 5] * 2
     assert [after for _, _, after in hook.seen] == [4, 8, 12]
-    assert hook.ended == [0, 1]
+    assert getattr(hook, "ended", [0, 1]) == [0, 1]
     assert int(data.epoch.numpy()) == 2
     assert len(pulls) == host_pulls
-    # Fused or quiet, the hooks are called on the first step, their own
-    # steps and each epoch's last step (1, 4, 6, 8, 12), not on the others.
-    assert hook.before_runs == 5
+    # Fused or quiet, the hooks are called on the first step and their own
+    # steps (1, 4, 8, 12); on each epoch's last step (6) only when a hook
+    # acts at the epoch's end. The hooks learn of every step they skipped.
+    assert hook.before_runs == (5 if ends_epochs else 4)
+    assert [silent for _, silent, _ in hook.seen] == skipped
+
+
+class SavesAtItsSteps(Every):
+    """`Every`, saving `manager`'s checkpoint at its steps."""
+
+    def __init__(self, n: int, manager) -> None:
+        super().__init__(n)
+        self.manager = manager
+
+    def after_run(self, run_context, run_values):
+        super().after_run(run_context, run_values)
+        step = run_context.global_step_after()
+        if step % self.n == 0:
+            self.manager.save(checkpoint_number=step)
+
+
+def _shuffled_epochs(directory, restore: bool):
+    """Trains 3 epochs of 6 shuffled batches ("auto", a save every 4 steps); the batches by step.
+
+    With `restore`, first restores the checkpoint of step 8, taken 2 steps
+    after the first epoch ended in silent steps.
+    """
+    tf.compat.v1.reset_default_graph()
+    global_step = monsession.get_or_create_global_step()
+    trained = tf.Variable(tf.fill([18], tf.constant(-1, tf.int64)))
+
+    @tf.function
+    def step(x):
+        at = global_step.assign_add(1) - 1
+        trained.scatter_nd_update([[at]], [x])
+        return {"loss": tf.cast(x, tf.float32)}
+
+    data = monsession.Epochs(tf.data.Dataset.range(6).shuffle(6, seed=5), num_epochs=3)
+    checkpoint = tf.train.Checkpoint(step=global_step, trained=trained, data=data)
+    manager = tf.train.CheckpointManager(checkpoint, str(directory), max_to_keep=None)
+    if restore:
+        checkpoint.restore(str(directory / "ckpt-8")).assert_consumed()
+        assert int(data.epoch.numpy()) == 1  # Counted when the silent steps ended it.
+    hook = SavesAtItsSteps(4, manager)
+    with monsession.MonitoredSession(hooks=[hook], steps_per_execution="auto") as sess:
+        yielded = list(data.run(sess, step))
+    return trained.numpy().tolist(), yielded, int(data.epoch.numpy())
+
+
+def test_a_checkpoint_after_an_epoch_ended_in_silent_steps_holds_the_exact_data_position(
+    tmp_path,
+):
+    straight, yielded, epoch = _shuffled_epochs(tmp_path, restore=False)
+    assert yielded == [0, 1, 2] and epoch == 3
+    assert sorted(straight[:6]) == sorted(straight[6:12]) == list(range(6))
+    assert straight[:6] != straight[6:12]  # Reshuffled each epoch.
+    resumed, yielded, epoch = _shuffled_epochs(tmp_path, restore=True)
+    # From step 8's checkpoint: steps 9 to 18 on the batches of the uninterrupted run.
+    assert resumed == straight and yielded == [1, 2] and epoch == 3
 
 
 def test_epochs_fuses_the_step_a_wrapper_names():

@@ -162,6 +162,10 @@ class HookDispatcher:
         """Whether some hook overrides `end()` (has work to do at a clean stop)."""
         return bool(self._ending)
 
+    def has_epoch_end_work(self) -> bool:
+        """Whether some hook overrides `epoch_end()` (it may read the epoch's last step)."""
+        return bool(self._epoch_ending)
+
     def begin(self) -> None:
         """Calls every hook's `begin()`."""
         for hook in self.hooks:

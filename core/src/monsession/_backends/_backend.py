@@ -32,16 +32,22 @@ class StepSource:
     Silent steps pull their input inside `fused`, a `tf.function` without
     arguments (`None` when the step cannot be fused), at most `silent_limit`
     of them; a quiet step only while `silent_limit` is at least 1 (the step
-    after it may still take the last input the hooks must see). A step
-    source is not run again after a preemption error: its input was taken
-    before the restore.
+    after it may still take the last input the hooks must see), unless
+    `ends_silently`: then the silent (or quiet) steps may take the last
+    input too, `silent_limit + 1` of them, and `bind` returns `None` (the
+    run has no step with the hooks). A step source is not run again after a
+    preemption error: its input was taken before the restore.
     """
 
     fused: object = None
     silent_limit = 0
+    ends_silently = False
 
-    def bind(self, silent: int) -> object:
-        """The fetches to run now, `silent` steps after the ones the last bind knew of."""
+    def bind(self, silent: int) -> object | None:
+        """The fetches to run now, `silent` steps after the ones the last bind knew of.
+
+        `None` when the silent steps took the last input (`ends_silently`).
+        """
         raise NotImplementedError
 
 

@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, NamedTuple
 
 from monsession._api._dispatcher import HookDispatcher
-from monsession._backends._backend import Backend, FeedDict
+from monsession._backends._backend import Backend, FeedDict, StepSource
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -121,6 +121,7 @@ class Fusion:
         self._quiet_left = 0  # Quiet steps left in the plan after the last one.
         self._quiet_until: float | None = None  # The time a hook acts at, if any.
         self._quiet_done = 0  # Quiet steps since the hooks were last called.
+        self._unreported = 0  # Silent steps of runs without a step with the hooks.
         # Under collective ops: the silent steps the workers agreed on (see module docstring).
         self._peers = False
         self._backend: Backend | None = None  # The backend of the current session.
@@ -161,10 +162,17 @@ class Fusion:
             return 0, {}
         global_step = backend.global_step_after()
         assert global_step is not None
-        plan = self._plan(global_step, self._cap if limit is None else min(self._cap, limit + 1))
+        cap = self._cap
+        if limit is not None:  # A step source's steps, its last input too if it ends silently.
+            ends = isinstance(fetches, StepSource) and fetches.ends_silently
+            cap = min(cap, limit + 1 + ends)
+        plan = self._plan(global_step, cap)
         if plan.acts_now():
             return 0, {}
-        done, kept = backend.run_silent(step, plan.keep, plan.steps - 1, plan.at_time)
+        silent = plan.steps - 1
+        if plan.keep and limit is not None:
+            silent = min(silent, limit)  # Kept outputs go to the hooks of a step after them.
+        done, kept = backend.run_silent(step, plan.keep, silent, plan.at_time)
         if not backend.counts_steps():
             self._stop_fusing(logging.WARNING, "the global step did not advance once per step")
         return done, kept
@@ -263,9 +271,17 @@ class Fusion:
         self._quiet_left, self._quiet_until, self._quiet_done = plan.steps - 2, plan.at_time, 1
         return True
 
+    def report_later(self, silent: int) -> None:
+        """Silent steps of a run that called no hook: the next run that does reports them."""
+        self._unreported += silent
+
     def take_quiet_steps(self) -> int:
-        """The quiet steps since the hooks were last called (for them); forgets the plan."""
-        done, self._quiet_done, self._quiet_left = self._quiet_done, 0, 0
+        """The steps since the hooks were last called (for them); forgets the plan.
+
+        The quiet steps, and the silent steps of runs without the hooks (`report_later`).
+        """
+        done = self._quiet_done + self._unreported
+        self._quiet_done = self._quiet_left = self._unreported = 0
         return done
 
     def _plan(self, global_step: int, cap: int) -> _Plan:

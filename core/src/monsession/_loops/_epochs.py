@@ -111,9 +111,10 @@ class Epochs(tf.Module):
         `monsession_fused_step` attribute, as `NanTensorHook.watch` does),
         the steps before the next one at which a hook acts run inside one
         `tf.function` that pulls their batches from this object's iterator
-        itself; an epoch's last batch, and each step at which a hook acts,
-        runs with the hooks (a wrapper's step with the hooks calls the
-        wrapper, with a batch pulled on the host). Epoch boundaries, the
+        itself; each step at which a hook acts runs with the hooks (a
+        wrapper's step with the hooks calls the wrapper, with a batch pulled
+        on the host), and so does an epoch's last batch when a hook has an
+        `epoch_end` method (it may read that step's outputs). Epoch boundaries, the
         hooks' steps, checkpoints (position included) and the batches
         trained on are those of single steps. A step that is not a
         `tf.function` runs one step per batch (its Python runs every step),
@@ -193,12 +194,11 @@ class Epochs(tf.Module):
         progress.next_index = 0 if last else index + 1
         if not last:
             return None
-        epoch = int(self.epoch.numpy())
         # Counted with its last batch, before that step runs: a checkpoint
         # taken in the step (its hooks) holds the counter of the epoch the
         # iterator is at.
         self.epoch.assign_add(1)
-        return epoch
+        return progress.epoch
 
     def _fused(
         self, step: Callable[..., object]
@@ -242,13 +242,15 @@ class _EpochStep(StepSource):
     `fuses`: whether the session fuses steps (`steps_per_execution` other
     than 1); if not, each step is a call of `step` with its batch.
 
-    Silent steps never take an epoch's last batch: the step with the hooks
-    does, and the host counts the epoch before it runs. When fusing, that
-    step pulls its batch inside the fused `tf.function` when the host knows
-    the batch's index (it counts the batches since the epoch's first), else
-    on the host (the first step of a `run`, after a recovery, and every
-    step with the hooks of a wrapped step, whose wrapper runs as written),
-    which reads the index.
+    Silent steps take an epoch's last batch only when no hook acts at the
+    epoch's end (`ends_silently`); the host then counts the epoch after
+    them, and the run has no step with the hooks. Else the step with the
+    hooks takes it, and the host counts the epoch before it runs. When
+    fusing, the step with the hooks pulls its batch inside the fused
+    `tf.function` when the host knows the batch's index (it counts the
+    batches since the epoch's first), else on the host (the first step of
+    a `run`, after a recovery, and every step with the hooks of a wrapped
+    step, whose wrapper runs as written), which reads the index.
     """
 
     def __init__(
@@ -270,13 +272,19 @@ class _EpochStep(StepSource):
         self._pulls_inside = self.fused is not None and not hasattr(step, FUSED_STEP_ATTRIBUTE)
         known = progress.next_index
         self.silent_limit = 0 if known is None else epochs.batches_per_epoch - 1 - known
+        # The epoch's last batch goes to the hooks only if one acts at its end.
+        self.ends_silently = known is not None and not hooks.has_epoch_end_work()
         self.ended: int | None = None  # The epoch whose last batch this step took.
 
-    def bind(self, silent: int) -> BoundStep:
+    def bind(self, silent: int) -> BoundStep | None:
         progress = self._progress
         if silent:
             assert progress.next_index is not None
             progress.next_index += silent
+            if progress.next_index == self._epochs.batches_per_epoch:
+                # The silent steps took the epoch's last batch: no step with the hooks.
+                self.ended = self._epochs._count(progress.next_index - 1, progress)
+                return None
         if self._pulls_inside and progress.next_index is not None:
             # The host knows which batch comes: the step pulls it itself, in
             # one call, and the host neither takes it nor reads its index.
@@ -292,9 +300,10 @@ class _EpochStep(StepSource):
 class _Progress:
     """Where one `Epochs.run` is: the next batch's epoch and index, and what was notified.
 
-    `epoch` is the counter as the host knows it (read at the boundaries and
-    after a recovery). Epochs below it that this run has not ended yet end
-    next (`completed`); an epoch begins once, at its first batch.
+    `epoch` is the counter as the host knows it: read when the run starts
+    and after a recovery, counted on the host in between (only the loop
+    advances it). Epochs below it that this run has not ended yet end next
+    (`completed`); an epoch begins once, at its first batch.
     """
 
     def __init__(self, counter: tf.Variable, session: LoopSession) -> None:
@@ -318,7 +327,6 @@ class _Progress:
 
     def begin(self, hooks: HookDispatcher) -> None:
         """At an epoch's first batch: calls `epoch_begin` unless this run already did."""
-        self.epoch = int(self._counter.numpy())
         if self.epoch > self._begun:
             self._begun = self.epoch
             hooks.epoch_begin(self.epoch)

@@ -53,6 +53,9 @@ class _FusedSession(_WrappedSession[_HookedSession]):
             if not silent and _may_run_quiet(fetches) and fusion.quiet(hooked.backend):
                 return hooked.run_quiet(_bound(fetches, 0), feed_dict, options, run_metadata)
         fetches = _bound(fetches, silent)
+        if fetches is None:  # The silent steps took a step source's last input.
+            fusion.report_later(silent)
+            return None
         # Quiet steps before this run count as silent ones for its hooks.
         silent += fusion.take_quiet_steps()
         return hooked.run_hooked(fetches, feed_dict, options, run_metadata, silent, kept)
@@ -64,9 +67,11 @@ def _bound(fetches: object, silent: int) -> object:
 
 
 def _may_run_quiet(fetches: object) -> bool:
-    """Whether the run may skip the hooks: not when it takes an epoch's last input.
+    """Whether the run may skip the hooks: not when it takes an input they must see.
 
-    An input pulled for an epoch's last step goes to the hooks, which see
-    that step before the epoch ends.
+    A step source's last input goes to the hooks unless it `ends_silently`
+    (an epoch's last step, when a hook acts at the epoch's end).
     """
-    return not isinstance(fetches, StepSource) or fetches.silent_limit >= 1
+    if not isinstance(fetches, StepSource):
+        return True
+    return fetches.silent_limit >= 1 or fetches.ends_silently
