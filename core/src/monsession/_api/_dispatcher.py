@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from monsession._api._hook_api import NextAction, SessionRunHook, hook_overrides
-from monsession._api._run_context import SessionRunArgs, SessionRunContext, SessionRunValues
+from monsession._api._run_context import SessionRunArgs, SessionRunContext, run_values
 from monsession._api._session_like import SessionLike
 
 if TYPE_CHECKING:
@@ -32,11 +32,9 @@ def _name(hook: object) -> str:
     return type(hook).__name__
 
 
-def _only(
-    hooks: tuple[SessionRunHook, ...], chosen: frozenset[int] | None
-) -> tuple[SessionRunHook, ...]:
-    """`hooks`, or those of them whose ids are `chosen`."""
-    return hooks if chosen is None else tuple(hook for hook in hooks if id(hook) in chosen)
+def _only(hooks: tuple[SessionRunHook, ...], chosen: frozenset[int]) -> tuple[SessionRunHook, ...]:
+    """Those of `hooks` whose ids are `chosen`."""
+    return tuple(hook for hook in hooks if id(hook) in chosen)
 
 
 def _is_run_args(value: object) -> bool:
@@ -205,7 +203,8 @@ class HookDispatcher:
         hook_feeds: dict[Any, Any] = {}
         feed_owners: dict[Any, str] = {}
         merged_options = None
-        for hook in _only(self.before_run_hooks, chosen):
+        hooks = self.before_run_hooks if chosen is None else _only(self.before_run_hooks, chosen)
+        for hook in hooks:
             request = hook.before_run(run_context)
             if request is None:
                 continue
@@ -226,7 +225,7 @@ class HookDispatcher:
                 if merged_options is None:
                     merged_options = _new_run_options() if options is None else options
                 _merge_run_options(merged_options, request_options)
-        feeds = _merge_feeds(user_feeds, hook_feeds)
+        feeds = _merge_feeds(user_feeds, hook_feeds) if hook_feeds else user_feeds
         return hook_fetches, feeds, merged_options or options, feed_owners
 
     def after_run(
@@ -243,13 +242,14 @@ class HookDispatcher:
           RuntimeError: If a hook raises `OutOfRangeError` or `StopIteration`,
             which must not pass for the end of the input data.
         """
-        no_results = SessionRunValues(None, run_options, run_metadata)
+        no_results = run_values(None, run_options, run_metadata)
+        hooks = self.after_run_hooks if chosen is None else _only(self.after_run_hooks, chosen)
         hook: SessionRunHook | None = None
         try:
-            for hook in _only(self.after_run_hooks, chosen):
-                if hook in hook_results:
+            for hook in hooks:
+                if hook_results and hook in hook_results:
                     hook.after_run(
-                        run_context, SessionRunValues(hook_results[hook], run_options, run_metadata)
+                        run_context, run_values(hook_results[hook], run_options, run_metadata)
                     )
                 else:
                     hook.after_run(run_context, no_results)

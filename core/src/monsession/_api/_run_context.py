@@ -35,6 +35,11 @@ class SessionRunArgs(NamedTuple):
     options: Any = None
 
 
+def run_args(fetches: object, feed_dict: object) -> SessionRunArgs:
+    """`SessionRunArgs(fetches, feed_dict)`, built without its Python `__new__` (every step)."""
+    return tuple.__new__(SessionRunArgs, (fetches, feed_dict, None))
+
+
 class StepService(Protocol):
     """What a `SessionRunContext` asks about the global step (core's backends)."""
 
@@ -120,8 +125,10 @@ class SessionRunContext:
         The value the global step variable holds when the run starts, as the
         session knows it without reading the device: read once when the
         session is created or re-created, then advanced by one per run.
-        Eager mode checks it against the variable whenever hooks read the
-        device anyway; graph mode checks it against TensorFlow's global-step
+        Eager mode checks it against the variable when hooks read the device
+        anyway (on each such run that reads the variable, else on the first
+        and then every 100th: reading it costs a device read of its own);
+        graph mode checks it against TensorFlow's global-step
         read tensor, fetched with the first run and, once a hook asks for the
         step, with every run (a hook that first asks later gets the variable
         read once). If the runs do not add exactly
@@ -192,6 +199,11 @@ class SessionRunValues(NamedTuple):
     results: Any
     options: Any
     run_metadata: Any
+
+
+def run_values(results: object, options: object, run_metadata: object) -> SessionRunValues:
+    """`SessionRunValues(...)`, built without its Python `__new__` (every step, every hook)."""
+    return tuple.__new__(SessionRunValues, (results, options, run_metadata))
 
 
 class _SessionReads:

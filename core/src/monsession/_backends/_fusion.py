@@ -135,6 +135,10 @@ class Fusion:
                 f"{', '.join(blocking)} must act on every step (no next_action() method)",
             )
 
+    def skips_hooks(self) -> bool:
+        """Whether some run may skip the hooks (fused or quiet steps); never if not now."""
+        return self._enabled or self._quiet_enabled
+
     def run_silent_steps(
         self, fetches: object, feed_dict: FeedDict | None, backend: Backend
     ) -> tuple[int, Mapping[str, tf.Tensor]]:

@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from monsession._api._dispatcher import HookDispatcher
 from monsession._api._hook_api import SessionRunHook
-from monsession._api._run_context import SessionRunArgs, SessionRunContext, finish_run
+from monsession._api._run_context import SessionRunContext, finish_run, run_args
 from monsession._backends._backend import Backend, HookResults, StepSource
 from monsession._backends._current_mode import current_mode
 from monsession._backends._mode import Mode, Session
@@ -105,6 +105,7 @@ class _HookedSession(_WrappedSession[Session]):
         self._should_stop = False
         mode = mode or current_mode()
         self.backend: Backend = mode.make_backend(sess, bool(self._dispatcher.per_step))
+        self._empty_protos = self.backend.empty_run_protos()
 
     def _check_stop(self) -> bool:
         return self._should_stop
@@ -143,7 +144,7 @@ class _HookedSession(_WrappedSession[Session]):
             # not add one to the global step, which is read again when needed.
             backend.forget_step()
         run_context = SessionRunContext(
-            SessionRunArgs(fetches, feed_dict), self._inner(), backend, silent, kept
+            run_args(fetches, feed_dict), self._inner(), backend, silent, kept
         )
         hook_fetches, feed_dict, options, feed_owners = self._dispatcher.before_run(
             run_context, feed_dict, options, chosen
@@ -203,7 +204,7 @@ class _HookedSession(_WrappedSession[Session]):
     ) -> None:
         # Hooks that asked for no options see empty protos, as in TensorFlow,
         # allocated once per session rather than on every step.
-        empty_options, empty_metadata = self.backend.empty_run_protos()
+        empty_options, empty_metadata = self._empty_protos
         run_options = empty_options if options is None else options
         metadata = empty_metadata if run_metadata is None else run_metadata
         self._dispatcher.after_run(

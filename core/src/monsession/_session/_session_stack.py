@@ -82,7 +82,7 @@ class _CoordinatedSessionCreator(SessionCreator):
             self.tf_sess, self._dispatcher, self._selection, self._hook_states, self._mode
         )
         layer: Layer = hooked
-        if self._fusion is not None:
+        if self._fusion is not None and self._fusion.skips_hooks():
             layer = _FusedSession(hooked, self._fusion, self._selection or HookSelection())
         return _CoordinatedSession(layer, self.coord, self._stop_grace_period_secs)
 
