@@ -318,6 +318,20 @@ def test_graph_mode_rejects_fusion():
             assert not sess.should_stop()
 
 
+def _recording_step(steps: int):
+    """A step that records its batch at the global step before it; (global step, record, step)."""
+    global_step = monsession.get_or_create_global_step()
+    trained = tf.Variable(tf.fill([steps], tf.constant(-1, tf.int64)))
+
+    @tf.function
+    def step(x):
+        at = global_step.assign_add(1) - 1
+        trained.scatter_nd_update([[at]], [x])
+        return {"loss": tf.cast(x, tf.float32)}
+
+    return global_step, trained, step
+
+
 class EpochEnds(Calls):
     """`Calls`, also recording the epochs that end."""
 
@@ -346,14 +360,7 @@ def test_epochs_steps_with_hooks_pull_inside_the_step_when_fusing(
     pulls = []
     pull = Epochs._pull
     monkeypatch.setattr(Epochs, "_pull", lambda self, *a: pulls.append(1) or pull(self, *a))
-    global_step = monsession.get_or_create_global_step()
-    trained = tf.Variable(tf.fill([12], tf.constant(-1, tf.int64)))
-
-    @tf.function
-    def step(x):
-        at = global_step.assign_add(1) - 1
-        trained.scatter_nd_update([[at]], [x])
-        return {"loss": tf.cast(x, tf.float32)}
+    _, trained, step = _recording_step(12)
 
     hook = EpochEnds(4) if ends_epochs else Calls(4)
     data = monsession.Epochs(tf.data.Dataset.range(6), num_epochs=2)
@@ -395,14 +402,7 @@ def _shuffled_epochs(directory, restore: bool):
     after the first epoch ended in silent steps.
     """
     tf.compat.v1.reset_default_graph()
-    global_step = monsession.get_or_create_global_step()
-    trained = tf.Variable(tf.fill([18], tf.constant(-1, tf.int64)))
-
-    @tf.function
-    def step(x):
-        at = global_step.assign_add(1) - 1
-        trained.scatter_nd_update([[at]], [x])
-        return {"loss": tf.cast(x, tf.float32)}
+    global_step, trained, step = _recording_step(18)
 
     data = monsession.Epochs(tf.data.Dataset.range(6).shuffle(6, seed=5), num_epochs=3)
     checkpoint = tf.train.Checkpoint(step=global_step, trained=trained, data=data)
@@ -435,14 +435,7 @@ def test_epochs_fuses_the_step_a_wrapper_names():
     outputs come stacked), and only the steps with the hooks call the
     wrapper, as in `sess.run(step)`.
     """
-    global_step = monsession.get_or_create_global_step()
-    trained = tf.Variable(tf.fill([12], tf.constant(-1, tf.int64)))
-
-    @tf.function
-    def step(x):
-        at = global_step.assign_add(1) - 1
-        trained.scatter_nd_update([[at]], [x])
-        return {"loss": tf.cast(x, tf.float32)}
+    global_step, trained, step = _recording_step(12)
 
     wrapper_steps = []
 

@@ -238,6 +238,13 @@ def test_eager_hook_fetching_now_and_then_reads_only_on_its_steps():
     assert reads_per_step == [2, 0, 0, 1, 0, 0, 1, 0, 0]
 
 
+class FetchLoss(monsession.SessionRunHook):
+    """Fetches the step's loss entry on every run."""
+
+    def before_run(self, run_context):
+        return monsession.SessionRunArgs("loss")
+
+
 def test_eager_checks_the_count_on_every_100th_run_whose_hooks_read(caplog, monkeypatch):
     """A step that stops advancing the global step is caught by the next periodic check."""
     from monsession._backends import _eager_backend
@@ -251,10 +258,6 @@ def test_eager_checks_the_count_on_every_100th_run_whose_hooks_read(caplog, monk
         if not stuck:
             global_step.assign_add(1)
         return {"loss": tf.constant(1.0)}
-
-    class FetchLoss(monsession.SessionRunHook):
-        def before_run(self, run_context):
-            return monsession.SessionRunArgs("loss")
 
     recorder = StepRecorder()
     reads_per_step = []
@@ -280,10 +283,6 @@ def test_eager_falls_back_to_exact_reads_when_the_step_adds_more_than_one(caplog
     def step():
         global_step.assign_add(2)
         return {"loss": tf.constant(1.0)}
-
-    class FetchLoss(monsession.SessionRunHook):
-        def before_run(self, run_context):
-            return monsession.SessionRunArgs("loss")
 
     recorder = StepRecorder()
     with caplog.at_level(logging.WARNING, logger="monsession"):
