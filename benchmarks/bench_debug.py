@@ -10,8 +10,8 @@ Variants, each calling its own copy of the same `tf.function` step:
 * ``nan_every_step``: with ``NanTensorHook("loss")``, which fetches the loss
   after every step, as TensorFlow's hook does;
 * ``nan_every_step_watch``: the same hook with the step wrapped by
-  ``hook.watch`` (checked every step, a watched step runs as written and its
-  loss is fetched: reading it costs what reading a flag would);
+  ``hook.watch``: the step checks its loss on the device and the hook reads
+  one flag after every step;
 * ``nan_every_100``: with ``NanTensorHook("loss", check_every_n_steps=100)`` and
   the step wrapped by ``hook.watch``: the flag is read every 100 steps.
 

@@ -6,11 +6,11 @@ Two ways to watch the loss (see `_loss_checks` and `_finite_flag`):
   fetches the loss with each step and checks it on the host. In graph mode
   the loss comes back with the step's own `Session.run`; in eager mode it is
   read after the step, which waits for the step to finish.
-* **Watched** (eager mode, `check_every_n_steps` > 1, the step wrapped with
-  `NanTensorHook.watch`): the step checks its own loss on the device, in the
-  same call, and keeps the number of the first bad step in a device
-  variable. The hook reads that one number when a check is due (every
-  `check_every_n_steps`), and names the global step of the first bad loss. Between checks nothing is
+* **Watched** (eager mode, the step wrapped with `NanTensorHook.watch`): the
+  step checks its own loss on the device, in the same call, and keeps the
+  number of the first bad step in a device variable. The hook reads that one
+  number when a check is due (every step, or every `check_every_n_steps`),
+  and names the global step of the first bad loss. Between checks nothing is
   copied to the host and nothing waits for the device, and steps fused by
   the session (`steps_per_execution`) are checked inside the fused loop.
 """
@@ -132,9 +132,9 @@ class NanTensorHook(SessionRunHook):
     def watch(self, step_fn: Callable[..., Any]) -> Callable[..., Any]:
         """Returns `step_fn` wrapped so the hook can check its loss on the device.
 
-        Needed in eager mode with `check_every_n_steps` > 1; with 1 (the loss
-        is read after every step either way, as cheaply as a flag) and in
-        graph mode it changes nothing. The wrapper takes the same arguments and returns the same
+        Needed in eager mode with `check_every_n_steps` > 1; with 1 it saves
+        the read of the loss after every step but one of a flag; harmless in
+        graph mode. The wrapper takes the same arguments and returns the same
         outputs. A `tf.function` step is called inside a `tf.function` that
         also checks the `loss_tensor` entry of the returned mapping and keeps
         the result on the device, in the same call, fused steps too; under a
@@ -290,9 +290,7 @@ class NanTensorHook(SessionRunHook):
                 "device, so it must see the step's outputs: run the step wrapped by this "
                 "hook, e.g. `step = hook.watch(train_step)` then `sess.run(step)`."
             )
-        # Checked every step, a watched step's loss is read as its flag would be:
-        # the step runs as written, without the flag's update (`EveryStepCheck`).
-        if watched and self._every_n > 1 and self._flag is not None and tf.executing_eagerly():
+        if watched and self._flag is not None and tf.executing_eagerly():
             if not tf.distribute.has_strategy():
                 if not self._flag.ready:  # Used without begin().
                     self._flag.create()
