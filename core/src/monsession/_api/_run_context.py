@@ -125,10 +125,8 @@ class SessionRunContext:
         The value the global step variable holds when the run starts, as the
         session knows it without reading the device: read once when the
         session is created or re-created, then advanced by one per run.
-        Eager mode checks it against the variable when hooks read the device
-        anyway (on each such run that reads the variable, else on the first
-        and then every 100th: reading it costs a device read of its own);
-        graph mode checks it against TensorFlow's global-step
+        Eager mode checks it against the variable whenever hooks read the
+        device anyway; graph mode checks it against TensorFlow's global-step
         read tensor, fetched with the first run and, once a hook asks for the
         step, with every run (a hook that first asks later gets the variable
         read once). If the runs do not add exactly

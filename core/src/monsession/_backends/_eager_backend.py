@@ -7,14 +7,10 @@ may change variables, so reads after it start afresh.
 
 The step service: the global step is read from the device once, when the
 session is created (or re-created after recovery), then advanced on the
-host by one for every training run that calls a step. When hooks make the
-session read the device anyway, the host copy is compared with the variable:
-on every such run whose reads include the variable, and otherwise the
-variable is read on its own on the first such run and then on every
-`STEP_CHECK_EVERY`-th (a read of its own is one more device read: a hook
-fetching the loss every step would pay for two). If the step did not
-advance it by exactly one, a warning is logged once and the backend reads
-the variable after every run from then on. A run that is
+host by one for every training run that calls a step. Whenever hooks make the
+session read the device anyway, the variable is read too and compared; if
+the step did not advance it by exactly one, a warning is logged once and
+the backend reads the variable after every run from then on. A run that is
 not a training step (`forget_step`) is not counted: the variable is read when a
 hook next needs the step (one device read), so an evaluation that does not
 advance the global step does not shift the count.
@@ -68,8 +64,6 @@ def _hook_name(hook: object) -> str:
 
 
 OUTPUT = "output"  # What hooks call a step output that is not a mapping.
-# Runs whose hooks read the device, per read of the global step on its own (module docstring).
-STEP_CHECK_EVERY = 100
 
 
 def _output_entry(hook: object, name: str, outputs: object) -> object:
@@ -111,7 +105,6 @@ class EagerBackend:
         self._last_fetches: object = None
         self._last_calls = False
         self._values_checked = False  # Whether a run of values alone was checked (_called_step).
-        self._reads_to_check = 0  # Runs with hook reads left before the step is read alone.
         # Closures in flight (ClusterCoordinator): the device lags the count.
         self._in_flight = sess.coordinator is not None
         self._counter = StepCounter(None if self._variable is None else self._read_step)
@@ -317,16 +310,10 @@ class EagerBackend:
             )
 
     def _check_step(self, read: dict[int, Any]) -> None:
-        """Compares the host copy with the variable, if read with the hooks' values or due."""
+        """Compares the host copy with the variable, read with the hooks' values."""
         assert self._variable is not None
         value = read.get(id(self._variable))
-        if value is None:
-            if self._reads_to_check and not self._counter.drifted:
-                self._reads_to_check -= 1
-                return
-            self._reads_to_check = STEP_CHECK_EVERY - 1
-            value = to_numpy(self._variable)
-        actual = int(value)
+        actual = int(to_numpy(self._variable) if value is None else value)
         if actual != self._counter.after:
             self._counter.drift(
                 "The global step is %d after this run, but the session counted %s: the step "
