@@ -136,7 +136,7 @@ class Fusion:
             )
 
     def skips_hooks(self) -> bool:
-        """Whether some run may skip the hooks (fused or quiet steps); never if not now."""
+        """Whether some run may skip the hooks (fused or quiet steps); once false, always false."""
         return self._enabled or self._quiet_enabled
 
     def run_silent_steps(

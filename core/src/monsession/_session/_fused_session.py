@@ -69,8 +69,8 @@ def _bound(fetches: object, silent: int) -> object:
 def _may_run_quiet(fetches: object) -> bool:
     """Whether the run may skip the hooks: not when it takes an input they must see.
 
-    A step source's last input goes to the hooks unless it `ends_silently`
-    (an epoch's last step, when a hook acts at the epoch's end).
+    A step source's last input (an epoch's last batch) goes to the hooks
+    unless the source `ends_silently` (no hook acts at the epoch's end).
     """
     if not isinstance(fetches, StepSource):
         return True
