@@ -471,9 +471,9 @@ def markdown(report: dict[str, Any]) -> str:
         "`NanTensorHook` on an eager loop, per-step time as a ratio to the session "
         "without the hook (issue 38's targets in brackets):",
         "",
-        '| executor | raw loop | `NanTensorHook("loss")` | the same, `watch` | '
-        "`check_every_n_steps=100`, `watch` |",
-        "| --- | ---: | ---: | ---: | ---: |",
+        "| executor | raw loop | raw loop reading a device flag every step | "
+        '`NanTensorHook("loss")` | the same, `watch` | `check_every_n_steps=100`, `watch` |',
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     targets = {(t["variant"], t["executor"]): t for t in report["debug"]["targets"]}
     for executor, numbers in report["debug"]["executors"].items():

@@ -9,6 +9,7 @@ import tensorflow as tf
 
 import monsession
 from monsession._api._run_context import finish_run
+from monsession._backends._step_value import returning_global_step
 
 
 @pytest.fixture(autouse=True)
@@ -257,6 +258,43 @@ def test_eager_falls_back_to_exact_reads_when_the_step_adds_more_than_one(caplog
     assert recorder.seen == [(0, 2), (2, 4), (4, 6)]
     warnings = [r for r in caplog.records if "exactly one per run" in r.getMessage()]
     assert len(warnings) == 1
+
+
+@pytest.mark.parametrize("with_batch", [False, True], ids=["no-arguments", "batch-argument"])
+def test_eager_hooks_reading_the_device_get_the_global_step_from_the_steps_own_call(with_batch):
+    global_step = monsession.get_or_create_global_step()
+
+    @tf.function
+    def step(scale=None):
+        global_step.assign_add(1)
+        return {"loss": tf.constant(1.0) if scale is None else scale * 2.0}
+
+    class FetchLoss(monsession.SessionRunHook):
+        def before_run(self, run_context):
+            return monsession.SessionRunArgs({"loss": "loss", "step": global_step})
+
+        def after_run(self, run_context, run_values):
+            self.fetched.append(int(run_values.results["step"]))
+
+    fetch = FetchLoss()
+    fetch.fetched = []
+    recorder = StepRecorder()
+
+    def run(sess):
+        return sess.call(step, tf.constant(0.5)) if with_batch else sess.run(step)
+
+    with monsession.MonitoredSession(hooks=[fetch, recorder]) as sess:
+        run(sess)
+        run(sess)
+        global_step.assign_add(5)  # Steps this session did not run.
+        run(sess)
+        run(sess)
+    # The check of the third run saw the jump, with the loss; the count follows it.
+    assert recorder.seen == [(0, 1), (1, 2), (2, 8), (8, 9)]
+    assert fetch.fetched == [1, 2, 8, 9]
+    # The value came back with the step's own call: no read of the variable after it.
+    wrapper = returning_global_step(step, global_step)
+    assert wrapper.experimental_get_tracing_count() == 1
 
 
 def test_a_hand_made_context_has_no_step():

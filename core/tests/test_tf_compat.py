@@ -134,6 +134,9 @@ def check_read_variable_to_host() -> None:
     assert float(_tf_compat.read_variable_to_host(tf.Variable(2.5))) == 2.5
     mirrored = tf.Variable(1.0, caching_device="/cpu:0")
     assert float(_tf_compat.read_variable_to_host(mirrored)) == 1.0
+    assert _tf_compat.is_plain_resource_variable(tf.Variable(2.5))
+    assert not _tf_compat.is_plain_resource_variable(mirrored)
+    assert not _tf_compat.is_plain_resource_variable(tf.constant(1.0))
 
 
 def check_local_replica_values() -> None:

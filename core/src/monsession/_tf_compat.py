@@ -263,6 +263,11 @@ def _resource_variable_class() -> type:
 _RESOURCE_VARIABLE: Any = _resource_variable_class()
 
 
+def is_plain_resource_variable(variable: object) -> bool:
+    """Whether `variable` is a plain `ResourceVariable`: no subclass, no caching device."""
+    return type(variable) is _RESOURCE_VARIABLE and variable._caching_device is None  # type: ignore[attr-defined]
+
+
 def read_variable_to_host(variable: tf.Variable) -> np.ndarray | np.generic:
     """The value of a variable as NumPy, with one `ReadVariableOp`.
 
@@ -271,7 +276,7 @@ def read_variable_to_host(variable: tf.Variable) -> np.ndarray | np.generic:
     the largest part of a host read (`benchmarks/results/core.json`,
     "eager_read_fast_vs_numpy"). Other variables use `numpy()`.
     """
-    if type(variable) is _RESOURCE_VARIABLE and variable._caching_device is None:
+    if is_plain_resource_variable(variable):
         return tf.raw_ops.ReadVariableOp(resource=variable.handle, dtype=variable.dtype).numpy()
     return variable.numpy()
 

@@ -18,6 +18,7 @@ import tensorflow as tf
 
 from monsession._backends._backend import FeedDict
 from monsession._backends._owned_step import advancing, owned_global_step
+from monsession._backends._step_value import can_return_global_step, returning_global_step
 from monsession._backends._traces import Traces
 from monsession._durability._lost_tasks import join_unless_lost, parameter_server_tasks
 from monsession._tf_compat import cluster_coordinator, read_variable_to_host, wait_for_closures
@@ -112,6 +113,10 @@ class _StepCaller:
         self._checked: set[tuple[int, frozenset[str]]] = set()
         self._traces = traces
         self.owned_step = owned_step  # The global step, if the session advances it.
+        # The global step to read inside the step's call on this run (`_step_value`),
+        # and its value after the last such call.
+        self.read_with: tf.Variable | None = None
+        self.step_value: tf.Tensor | None = None
 
     def check_feeds(
         self, fn: _Caller, names: frozenset[str], owner_of: Mapping[object, str]
@@ -168,6 +173,14 @@ class _StepCaller:
             step = advancing(step, self.owned_step)
         if kwargs or feeds:
             return step(*args, **kwargs, **feeds)
+        read_with = self.read_with
+        if read_with is not None and can_return_global_step(step):
+            wrapper = returning_global_step(step, read_with)
+            traces = self._traces
+            outputs, self.step_value = (
+                traces.call_with(wrapper, args) if args else traces.call(wrapper)
+            )
+            return outputs
         if args:
             return self._traces.call_with(step, args)  # Through the trace of their signature.
         return self._traces.call(step)  # Straight to its trace: see `_traces`.
@@ -270,21 +283,30 @@ class EagerSession:
         feed_dict: FeedDict | None = None,
         owner_of: Mapping[object, str] | None = None,
         advance: bool = True,
+        read_global_step: tf.Variable | None = None,
     ) -> object:
         """Runs `fetches` and returns the step's outputs as they are (tensors).
 
         `advance`: whether a global step the session owns is advanced by the
-        steps called (not by a call with chosen hooks).
+        steps called (not by a call with chosen hooks). `read_global_step`:
+        the global step, to be read inside the step's call where the step
+        allows (`_step_value`); `take_global_step()` then returns its value.
         """
         if self._closed:
             raise RuntimeError("Attempted to use a closed EagerSession.")
         caller = self._caller if advance else self._side_caller
+        caller.read_with, caller.step_value = read_global_step, None
         if not feed_dict:
             return caller.call(fetches, _NO_FEEDS, owner_of or _NO_OWNERS)
         feeds = dict(feed_dict)
         owner_of = owner_of or {}
         _check_feed_keys(feeds, owner_of)
         return caller.call(fetches, feeds, owner_of)
+
+    def take_global_step(self) -> tf.Tensor | None:
+        """The global step read inside the last `call`'s step, or `None` (not read there)."""
+        value, self._caller.step_value = self._caller.step_value, None
+        return value
 
     @property
     def closed(self) -> bool:

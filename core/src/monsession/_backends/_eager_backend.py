@@ -8,7 +8,8 @@ may change variables, so reads after it start afresh.
 The step service: the global step is read from the device once, when the
 session is created (or re-created after recovery), then advanced on the
 host by one for every training run that calls a step. Whenever hooks make the
-session read the device anyway, the variable is read too and compared; if
+session read the device anyway, the variable is read too and compared (a
+`tf.function` step then returns it from its own call, `_step_value`); if
 the step did not advance it by exactly one, a warning is logged once and
 the backend reads the variable after every run from then on. A run that is
 not a training step (`forget_step`) is not counted: the variable is read when a
@@ -48,6 +49,7 @@ from monsession._backends._eager import (
 from monsession._backends._fused_loop import FUSED_STEP_ATTRIBUTE, fusable_step, loop_for
 from monsession._backends._per_replica import host_value, is_per_replica
 from monsession._backends._step_counter import StepCounter
+from monsession._backends._step_value import reads_with_the_step
 
 _REMOTE_VALUE = tf.distribute.experimental.coordinator.RemoteValue
 
@@ -107,6 +109,8 @@ class EagerBackend:
         self._values_checked = False  # Whether a run of values alone was checked (_called_step).
         # Closures in flight (ClusterCoordinator): the device lags the count.
         self._in_flight = sess.coordinator is not None
+        # Whether a run whose hooks read the device has the step return the global step.
+        self._reads_with_step = not self._in_flight and reads_with_the_step(self._variable)
         self._counter = StepCounter(None if self._variable is None else self._read_step)
         if self._variable is not None:
             self._counter.read_before()
@@ -272,7 +276,9 @@ class EagerBackend:
         calls = counted and self._calls_a_step(fetches)
         if counted and not calls and not self._values_checked:
             self._check_value_run(fetches)
-        outputs = self._sess.call(fetches, feed_dict, feed_owners, advance=counted)
+        # Hooks read the device on this run: the step's call also returns the global step.
+        read_with = self._variable if hook_fetches and calls and self._reads_with_step else None
+        outputs = self._sess.call(fetches, feed_dict, feed_owners, counted, read_with)
         counter.end_run(calls)
         if calls:
             self._stepped = fetches
@@ -280,22 +286,35 @@ class EagerBackend:
             if counter.drifted:
                 counter.refresh()
             return outputs, {}
+        return outputs, self._hook_values(hook_fetches, outputs, read_with is not None)
+
+    def _hook_values(
+        self, hook_fetches: HookResults, outputs: object, step_read: bool
+    ) -> HookResults:
+        """The values the hooks asked for, then the check of the host count.
+
+        `step_read`: whether the step's call returned the global step (`_step_value`).
+        """
+        counter = self._counter
         if self._in_flight:  # Hooks' values may wait for closures: a bounded wait first.
             self._sess.wait_for_closures()
         read: dict[int, Any] = {}  # id of a variable or tensor -> its value, this step.
+        returned = self._sess.take_global_step() if step_read else None
+        if returned is not None:  # Hooks fetching the global step get this value too.
+            read[id(self._variable)] = to_numpy(returned)
         hook_results = {
             hook: self._evaluate(hook, requested, outputs, read)
             for hook, requested in hook_fetches.items()
         }
         if self._in_flight:  # Read after a join, only when asked (module docstring).
-            return outputs, hook_results
+            return hook_results
         if counter.stale:
             value = read.get(id(self._variable))
             if value is not None:  # Read with the hooks' values anyway.
                 counter.adopt(int(value))
         elif counter.after is not None:
             self._check_step(read)
-        return outputs, hook_results
+        return hook_results
 
     def _check_value_run(self, fetches: object) -> None:
         """`sess.run(train_step())` is an error or a WARNING (`_called_step`), on the first one."""
