@@ -182,3 +182,46 @@ def test_a_synchronous_save_is_confirmed_before_the_step_returns(tmp_path):
                     f"-{int(global_step.numpy()) // 4 * 4}"
                 )
     assert listener.reached == [0, 4, 8, 10]
+
+
+class SaverSeenAtEnd(monsession.SessionRunHook):
+    """Records what the checkpoint saves with asynchronously when its `end()` is called."""
+
+    def __init__(self, checkpoint) -> None:
+        self.checkpoint = checkpoint
+        self.saver = None
+
+    def end(self, session):
+        self.saver = type(self.checkpoint._async_checkpointer_impl).__name__
+
+
+def test_two_hooks_saving_one_checkpoint_share_its_writer_until_the_last_ends(tmp_path):
+    """A user `CheckpointSaverHook` beside the default one, the same `tf.train.Checkpoint`.
+
+    Both save the last step in `end()`. The first hook to end must not give
+    the checkpoint its own saver back while the other still saves with it:
+    that save would go to TensorFlow's asynchronous saver, which nothing
+    waits for, and the session would close with the checkpoint half written.
+    """
+    directory = str(tmp_path)
+    with fresh_eager():
+        _, train, checkpoint = _eager_program()
+        before = checkpoint._async_checkpointer_impl
+        probe = SaverSeenAtEnd(checkpoint)
+        hooks = [
+            CheckpointSaverHook(directory, save_steps=2, saver=checkpoint),
+            probe,  # Ends after the first hook and before the second.
+            CheckpointSaverHook(directory, save_secs=600, saver=checkpoint),
+        ]
+        with monsession.MonitoredSession(hooks=hooks) as sess:
+            for _ in range(3):
+                sess.run(train)
+        assert probe.saver == "BackgroundWriter"
+        assert checkpoint._async_checkpointer_impl is before
+    # Every save is complete once the session is closed.
+    latest = tf.train.latest_checkpoint(directory)
+    assert latest.endswith("-3")
+    assert load_step(latest, "step/.ATTRIBUTES/VARIABLE_VALUE") == 3
+    for step in checkpoint_steps(directory):
+        reader = tf.train.load_checkpoint(f"{directory}/model.ckpt-{step}")
+        assert reader.get_tensor("big/.ATTRIBUTES/VARIABLE_VALUE").shape == (_BIG,)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import threading
 from typing import Any
 
 import tensorflow as tf
@@ -58,6 +60,49 @@ def check_manager_directory(manager: Any, checkpoint_dir: str) -> None:
         )
 
 
+@dataclasses.dataclass
+class _Installed:
+    """The one `BackgroundWriter` of a checkpoint, while some hook saves with it."""
+
+    checkpoint: Any  # Held, so that its id names it while installed.
+    writer: BackgroundWriter
+    replaced: Any  # The checkpoint's asynchronous saver before the writer.
+    users: int = 0
+
+
+_installed: dict[int, _Installed] = {}
+_installed_lock = threading.Lock()
+
+
+def acquire_writer(checkpoint: Any) -> BackgroundWriter:
+    """The checkpoint's `BackgroundWriter`, installed by the first hook that saves it.
+
+    Hooks saving the same `tf.train.Checkpoint` (a default and a user
+    `CheckpointSaverHook`) share one writer: their saves are written one
+    after another, each hook waits for all of them, and the checkpoint gets
+    its own saver back only when the last hook releases it (`release_writer`).
+    """
+    with _installed_lock:
+        entry = _installed.get(id(checkpoint))
+        if entry is None:
+            checkpoint.sync()  # An asynchronous save the user started is complete.
+            writer = BackgroundWriter(checkpoint)
+            replaced = install_checkpoint_writer(checkpoint, writer)
+            entry = _installed[id(checkpoint)] = _Installed(checkpoint, writer, replaced)
+        entry.users += 1
+        return entry.writer
+
+
+def release_writer(checkpoint: Any) -> None:
+    """Undoes one `acquire_writer`; the last gives the checkpoint its saver back."""
+    with _installed_lock:
+        entry = _installed[id(checkpoint)]
+        entry.users -= 1
+        if entry.users == 0:
+            del _installed[id(checkpoint)]
+            install_checkpoint_writer(checkpoint, entry.replaced)
+
+
 _BACKGROUND = tf.train.CheckpointOptions()
 # The attribute TensorFlow's saving reads; the argument of that name warns from TF 2.21.
 _BACKGROUND.experimental_enable_async_checkpoint = True
@@ -73,7 +118,8 @@ class EagerSaving:
     during a save leaves the previous one as the latest.
 
     With `async_save`, a `BackgroundWriter` is the checkpoint's asynchronous
-    saver from `after_create_session` to `end`: `save` reads the values and
+    saver from `after_create_session` to `end` (one per checkpoint, shared by
+    the hooks that save it: `acquire_writer`): `save` reads the values and
     returns, the files are written in a thread.
 
     Args:
@@ -117,7 +163,6 @@ class EagerSaving:
         self._max_to_keep = max_to_keep
         self._async_save = async_save
         self._writer: BackgroundWriter | None = None
-        self._replaced: Any = None  # The checkpoint's asynchronous saver before the writer.
 
     def after_create_session(self, session: Any) -> None:
         """Creates the `CheckpointManager`, once the session has restored.
@@ -144,9 +189,7 @@ class EagerSaving:
             )
             self._async_save = False
             return
-        checkpoint.sync()  # An asynchronous save the user started is complete.
-        self._writer = BackgroundWriter(checkpoint)
-        self._replaced = install_checkpoint_writer(checkpoint, self._writer)
+        self._writer = acquire_writer(checkpoint)
 
     def prefix(self, step: int) -> str:
         """The prefix the manager gives the checkpoint numbered `step`."""
@@ -181,7 +224,7 @@ class EagerSaving:
             self._writer.sync()
 
     def end(self) -> None:
-        """Gives the checkpoint its asynchronous saver back (the hook waited for the last save)."""
+        """Waits for the last save and releases the writer (`release_writer`)."""
         writer, self._writer = self._writer, None
         if writer is None:
             return
@@ -190,4 +233,4 @@ class EagerSaving:
         except Exception as error:  # Only after another error: the hook waits first.
             tf_logging.error("CheckpointSaverHook: the last checkpoint failed: %s", error)
         finally:
-            install_checkpoint_writer(self._manager.checkpoint, self._replaced)
+            release_writer(self._manager.checkpoint)
