@@ -297,6 +297,35 @@ def test_eager_hooks_reading_the_device_get_the_global_step_from_the_steps_own_c
     assert wrapper.experimental_get_tracing_count() == 1
 
 
+_WRAPPER_NAMES = ("with_global_step", "WithGlobalStep")
+
+
+def test_many_steps_whose_hooks_read_the_device_do_not_warn_of_retracing(caplog):
+    # Each step gets its own wrapper (`_step_value`): one trace each, and
+    # TensorFlow's retracing warning does not count them together.
+    global_step = monsession.get_or_create_global_step()
+
+    class FetchLoss(monsession.SessionRunHook):
+        def before_run(self, run_context):
+            return monsession.SessionRunArgs("loss")
+
+    with caplog.at_level(logging.WARNING, logger="tensorflow"):
+        for scale in range(8):
+
+            @tf.function
+            def step(scale=float(scale)):
+                global_step.assign_add(1)
+                return {"loss": tf.constant(scale)}
+
+            with monsession.MonitoredSession(hooks=[FetchLoss()]) as sess:
+                for _ in range(3):
+                    sess.run(step)
+            assert returning_global_step(step, global_step).experimental_get_tracing_count() == 1
+    # (The test's own steps, made in a loop, may warn: they share their code.)
+    wrappers = [r for r in caplog.records if any(n in r.getMessage() for n in _WRAPPER_NAMES)]
+    assert not [r for r in wrappers if "retracing" in r.getMessage()]
+
+
 def test_a_hand_made_context_has_no_step():
     context = monsession.SessionRunContext(monsession.SessionRunArgs(None), session=None)
     assert context.global_step is None

@@ -45,13 +45,24 @@ def returning_global_step(step: Any, variable: tf.Variable) -> Callable[..., Any
     cached = _WRAPPED.get(step)
     if cached is not None and cached[0] is variable:
         return cached[1]
-    traced = weakref.ref(step)  # Called only while tracing: the cache's key stays weak.
-
-    def with_global_step(*args: Any) -> Any:
-        # The call uses the variable, so the read is ordered after it.
-        return traced()(*args), variable.read_value()  # type: ignore[misc]
-
-    with_global_step.__name__ = getattr(step, "__name__", "step")
-    wrapper = tf.function(with_global_step, autograph=False, reduce_retracing=True)
+    wrapper = tf.function(_WithGlobalStep(step, variable), autograph=False, reduce_retracing=True)
     _WRAPPED[step] = (variable, wrapper)
     return wrapper
+
+
+class _WithGlobalStep:
+    """What `returning_global_step` traces: the step's call, then a read of the variable.
+
+    A callable object rather than a closure: TensorFlow counts the traces of
+    every `tf.function` made from one function's code together and warns of
+    retracing; each object is counted on its own.
+    """
+
+    def __init__(self, step: Any, variable: tf.Variable) -> None:
+        self._step = weakref.ref(step)  # Called only while tracing: the cache's key stays weak.
+        self._variable = variable
+        self.__name__ = getattr(step, "__name__", "step")
+
+    def __call__(self, *args: Any) -> Any:
+        # The call uses the variable, so the read is ordered after it.
+        return self._step()(*args), self._variable.read_value()  # type: ignore[misc]
