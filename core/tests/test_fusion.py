@@ -126,6 +126,31 @@ def test_single_steps_call_the_hooks_only_when_one_acts():
     assert int(counter.global_step.numpy()) == 10
 
 
+def test_quiet_single_steps_call_the_function_a_wrapper_names():
+    """A wrapper naming its `tf.function` (`monsession_fused_step`) does
+    nothing where no hook acts: quiet steps call that function, through its
+    trace, and only the steps with the hooks call the wrapper."""
+    counter = Counter()
+    wrapper_steps = []
+
+    def wrapped():
+        outputs = counter.step()
+        wrapper_steps.append(int(counter.global_step.numpy()))
+        return outputs
+
+    wrapped.monsession_fused_step = counter.step
+    calls = Calls(4)
+    outputs = []
+    with monsession.MonitoredSession(hooks=[calls], steps_per_execution=1) as sess:
+        for _ in range(9):
+            outputs.append(float(sess.run(wrapped)["loss"]))
+    assert outputs == [float(step) for step in range(1, 10)]
+    # Only steps 4 and 8, where the hook acts, called the wrapper.
+    assert wrapper_steps == [4, 8]
+    assert calls.seen == [(3, 3, 4), (7, 3, 8)]
+    assert counter.traces == 1
+
+
 def test_a_hook_without_next_action_is_called_on_every_single_step():
     counter = Counter()
     per_step, every = PerStep(), Every(3)

@@ -116,8 +116,8 @@ class FlagCheck:
     """Eager mode, outside `tf.distribute` strategies: the step run through `NanTensorHook.watch`.
 
     Each watched step updates the device flag (`FiniteFlag`) in the same call,
-    fused steps too (a step that is not a `tf.function`: in a call of its
-    own). Every `every_n` global steps (each step with 1), and in `flush()`,
+    fused and quiet steps too (they call the flag-updating function the
+    wrapper names; a step that is not a `tf.function`: in a call of its own). Every `every_n` global steps (each step with 1), and in `flush()`,
     the flag is read, and the number of the first bad step only when it is
     down; between checks nothing is read and nothing waits for the device.
     The host keeps how the numbers of watched steps map to global steps (one
@@ -132,7 +132,7 @@ class FlagCheck:
         self._flag = flag
         self._schedule = CheckSchedule(every_n)
         self._count = 0  # Watched steps run, as the device counts them.
-        self._latest: Any = None  # The last flagged call's result, unread.
+        self._latest: Any = None  # The flag this run's call returned, unread.
         self._starts: list[int] = []  # The first step number of each offset...
         self._offsets: list[int | None] = []  # ... and its global step minus number.
 
@@ -167,13 +167,15 @@ class FlagCheck:
         self._count += 1
         step = run_context.global_step_after()
         self._note(self._count, step)
+        latest, self._latest = self._latest, None  # Quiet steps after this one leave it stale.
         if self._schedule.due(step):
-            return self._check(step)
+            return self._check(step, latest)
         return None
 
     def flush(self) -> Divergence | None:
         self._schedule.forget_runs()
-        return self._check(None)
+        self._latest = None
+        return self._check(None, None)
 
     def _note(self, number: int, step: int | None, first: int | None = None) -> None:
         """Records that watched step `number` (and those from `first` on) ended at `step`."""
@@ -182,12 +184,9 @@ class FlagCheck:
             self._starts.append(number if first is None else first)
             self._offsets.append(offset)
 
-    def _check(self, step: int | None) -> Divergence | None:
-        if self._latest is not None:
-            finite = bool(self._latest.numpy())  # The one read of a check.
-        else:
-            finite = self._flag.read_finite()
-        self._latest = None
+    def _check(self, step: int | None, latest: Any) -> Divergence | None:
+        """Reads the flag: `latest`, the flag this run's step returned, or the variable."""
+        finite = bool(latest.numpy()) if latest is not None else self._flag.read_finite()
         if finite:
             del self._starts[:-1], self._offsets[:-1]
             return None

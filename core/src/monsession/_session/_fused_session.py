@@ -14,7 +14,8 @@ from collections.abc import Mapping
 
 import tensorflow as tf
 
-from monsession._backends._backend import StepSource
+from monsession._backends._backend import Backend, StepSource
+from monsession._backends._fused_loop import fused_target
 from monsession._backends._fusion import Fusion
 from monsession._session._hooked_session import HookSelection, _HookedSession
 from monsession._session._session_layers import Feeds, _WrappedSession
@@ -51,7 +52,8 @@ class _FusedSession(_WrappedSession[_HookedSession]):
         if self._selection.fuses():
             silent, kept = fusion.run_silent_steps(fetches, feed_dict, hooked.backend)
             if not silent and _may_run_quiet(fetches) and fusion.quiet(hooked.backend):
-                return hooked.run_quiet(_bound(fetches, 0), feed_dict, options, run_metadata)
+                quiet = _quiet_step(_bound(fetches, 0), hooked.backend)
+                return hooked.run_quiet(quiet, feed_dict, options, run_metadata)
         fetches = _bound(fetches, silent)
         if fetches is None:  # The silent steps took a step source's last input.
             fusion.report_later(silent)
@@ -64,6 +66,23 @@ class _FusedSession(_WrappedSession[_HookedSession]):
 def _bound(fetches: object, silent: int) -> object:
     """The fetches to run: a `StepSource` takes its input now, after `silent` steps."""
     return fetches.bind(silent) if isinstance(fetches, StepSource) else fetches
+
+
+def _quiet_step(fetches: object, backend: Backend) -> object:
+    """What a quiet step runs: for a wrapper naming a `tf.function` in its
+    `monsession_fused_step`, that function, called through its trace.
+
+    Such a wrapper does nothing on the steps where no hook acts (as in the
+    fused loop); a step that schedules closures is always run as it is.
+    """
+    target = fused_target(fetches)
+    if (
+        target is fetches
+        or not isinstance(target, tf.types.experimental.PolymorphicFunction)
+        or backend.schedules_steps()
+    ):
+        return fetches
+    return target
 
 
 def _may_run_quiet(fetches: object) -> bool:
