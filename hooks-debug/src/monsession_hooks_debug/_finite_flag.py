@@ -117,7 +117,8 @@ class FlagCheck:
 
     Each watched step updates the device flag (`FiniteFlag`) in the same call,
     fused and quiet steps too (they call the flag-updating function the
-    wrapper names; a step that is not a `tf.function`: in a call of its own). Every `every_n` global steps (each step with 1), and in `flush()`,
+    wrapper names; a step that is not a `tf.function`: in a call of its
+    own). Every `every_n` global steps (each step with 1), and in `flush()`,
     the flag is read, and the number of the first bad step only when it is
     down; between checks nothing is read and nothing waits for the device.
     The host keeps how the numbers of watched steps map to global steps (one
