@@ -46,7 +46,7 @@ MOVED = (
 NEED_TENSORFLOW = {
     "event_file_writer", "resolve_fetch", "check_scalar", "TensorNotFoundError",
     "read_global_step", "require_global_step", "replica_value", "worker_output_dir",
-    "fused_target",
+    "fused_target", "Traces",
 }  # fmt: skip
 
 

@@ -130,6 +130,24 @@ def check_eager_tensor_base_class() -> None:
     assert int(tensor_class._numpy(tensor)) == 3
 
 
+def check_flat_call() -> None:
+    weight = tf.Variable(2.0)
+
+    @tf.function
+    def scaled(x, y):
+        weight.assign_add(1.0)
+        return {"sum": x * weight + y}
+
+    x, y = tf.constant([1.0, 2.0]), tf.constant(1.0)
+    call = _tf_compat.flat_call(scaled.get_concrete_function(x, y))
+    assert call(x, y)["sum"].numpy().tolist() == [4.0, 7.0]  # Outputs keep their structure.
+    assert float(weight.numpy()) == 3.0
+    with tf.GradientTape() as tape:  # Recorded on a tape, as a call of the function is.
+        tape.watch(y)
+        total = call(x, y)["sum"]
+    assert float(tape.gradient(total, y)) == 2.0
+
+
 def check_read_variable_to_host() -> None:
     assert float(_tf_compat.read_variable_to_host(tf.Variable(2.5))) == 2.5
     mirrored = tf.Variable(1.0, caching_device="/cpu:0")
@@ -242,6 +260,7 @@ CHECKS: dict[str, Callable[[], None]] = {
     "tf.get_logger's handler, logging.Formatter._fmt": check_one_line_per_record,
     "ops._EagerTensorBase._numpy": check_eager_tensor_base_class,
     "ResourceVariable._caching_device, raw_ops.ReadVariableOp": check_read_variable_to_host,
+    "ConcreteFunction._call_flat, captured_inputs": check_flat_call,
     "DistributedValues.values": check_local_replica_values,
     "ParameterServerStrategy._cluster_coordinator, _cluster_resolver, "
     "ClusterCoordinator._cluster.closure_queue": check_cluster_coordinator,

@@ -254,6 +254,28 @@ def eager_tensor_base_class() -> type:
     return ops._EagerTensorBase
 
 
+def flat_call(concrete: Any) -> Callable[..., Any]:
+    """A call of `concrete` taking exactly the tensors of its inputs, in order.
+
+    `ConcreteFunction._call_flat`: a public call first binds its arguments to
+    the structured signature and casts each to its spec, which costs about as
+    much as a small step's hooks. Callers pass the eager tensors the trace
+    was made for (same dtypes and shapes), so there is nothing to bind. The
+    call is named in a profile as a public call is (by the function's name).
+    """
+    call_flat, name, trace = (
+        concrete._call_flat,
+        concrete.graph.name,
+        tf.profiler.experimental.Trace,
+    )
+
+    def call(*tensors: Any) -> Any:
+        with trace(name, tf_function_call="concrete"):
+            return call_flat(list(tensors), concrete.captured_inputs)
+
+    return call
+
+
 def _resource_variable_class() -> type:
     from tensorflow.python.ops.resource_variable_ops import ResourceVariable
 

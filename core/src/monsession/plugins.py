@@ -21,7 +21,8 @@ that provides hooks (and its tests) needs is here:
   `HookDispatcher`, which calls a list of hooks as a monitored session does
   (for a driver of hooks outside one, e.g. `HooksCallback` in `model.fit`);
 * the step a wrapper fuses: `fused_target` (through `monsession_fused_step`
-  attributes, wrappers of wrappers);
+  attributes, wrappers of wrappers); `Traces`, which calls a `tf.function`
+  straight through the trace it already has, as the session calls steps;
 * argument checks with errors that name the hook: `check_schedule`,
   `check_interval`, `check_flag`, `check_directory`;
 * the global step inside hooks: `require_global_step`, `read_global_step`;
@@ -104,6 +105,7 @@ _NAMES = {
     "as_run_context": _RUN_CONTEXT,
     "HookDispatcher": "monsession._api._dispatcher",
     "fused_target": "monsession._backends._fused_loop",
+    "Traces": "monsession._backends._traces",
     **dict.fromkeys(("read_global_step", "require_global_step"), _GLOBAL_STEP),
     **dict.fromkeys(("TensorNotFoundError", "check_scalar"), _FETCHES),
     "resolve_fetch": "monsession._backends._current_mode",
@@ -150,6 +152,7 @@ if TYPE_CHECKING:
     from monsession._backends._per_replica import (
         replica_value,
     )
+    from monsession._backends._traces import Traces
     from monsession._distribution._distributed import (
         worker_output_dir,
     )
@@ -231,6 +234,7 @@ __all__ = [
     "PluginLoadError",
     "PluginSource",
     "TensorNotFoundError",
+    "Traces",
     "TrainingSettings",
     "UnknownHookError",
     "as_run_context",

@@ -56,24 +56,19 @@ class WatchedStep:
     def __init__(self, step_fn: Any, flagged: Any) -> None:
         self.step_fn = step_fn
         self.flagged = flagged
-        self._trace: tuple[int, Any] | None = None  # (tracing count, argument-free trace)
+        self._traces = monsession.plugins.Traces()
 
     def call_flagged(self, args: Any, kwargs: Any) -> Any:
-        """`flagged(*args, **kwargs)`; without arguments, straight through its trace.
+        """`flagged(*args, **kwargs)`, through its trace as the session calls steps.
 
         A `tf.function` call binds its arguments and looks its trace up on
-        every call; a step without arguments has one trace, called directly
-        (looked up again whenever the function was traced again).
+        every call; `Traces` calls the trace of the arguments directly.
         """
-        flagged = self.flagged
-        if args or kwargs or tf.config.functions_run_eagerly():
-            return flagged(*args, **kwargs)
-        count = flagged.experimental_get_tracing_count()
-        if self._trace is None or self._trace[0] != count:
-            if count == 0:
-                return flagged()  # The first call traces it.
-            self._trace = (count, flagged.get_concrete_function())
-        return self._trace[1]()
+        if kwargs:
+            return self.flagged(*args, **kwargs)
+        if args:
+            return self._traces.call_with(self.flagged, args)
+        return self._traces.call(self.flagged)
 
 
 class LossCheck(Protocol):

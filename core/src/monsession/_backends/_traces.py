@@ -1,18 +1,20 @@
 """Eager mode: calling a `tf.function` straight through the trace it already has.
 
-Each call of a `tf.function` binds its arguments and looks its trace up
-before it runs it: on a small step that is a third of the call. A session
-calls the same functions on every step (the step, the fused loop), so
-`Traces` keeps, per session, the concrete function of each one it calls and
-calls that. A step called with tensors (`sess.call(step, x, y)`, a batch
-`Epochs.run` pulled on the host) is called through the trace of its
-arguments' dtypes and shapes once one served them; a new signature goes
-through the `tf.function`, which traces it if it must. It looks the traces
-up again when the function was traced again (`experimental_get_tracing_count`);
-each session looks traces up in its own context (device, strategy). The
-first call of a function, which traces it and creates its variables, and
-calls while `tf.config.run_functions_eagerly` is on, go through the
-`tf.function` as usual.
+Each call of a `tf.function` binds its arguments, looks its trace up, and
+binds and casts them again to the trace's signature before it runs it: on
+a small step that is a third of the call. A session calls the same
+functions on every step (the step, the fused loop), so `Traces` keeps, per
+session, the concrete function of each one it calls and calls that with
+the tensors of its inputs alone (`_tf_compat.flat_call`). A step called
+with tensors (`sess.call(step, x, y)`, a batch `Epochs.run` pulled on the
+host) is called through the trace of its arguments' dtypes and shapes once
+one served them; a new signature goes through the `tf.function`, which
+traces it if it must. It looks the traces up again when the function was
+traced again (`experimental_get_tracing_count`); each session looks traces
+up in its own context (device, strategy). The first call of a function,
+which traces it and creates its variables, and calls while
+`tf.config.run_functions_eagerly` is on, go through the `tf.function` as
+usual.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import Any, TypeVar
 
 import tensorflow as tf
 
-from monsession._tf_compat import eager_tensor_base_class
+from monsession._tf_compat import eager_tensor_base_class, flat_call
 
 _R = TypeVar("_R")
 
@@ -34,7 +36,14 @@ _Signature = tuple[tuple[tf.DType, tuple[int, ...]], ...]
 
 
 class Traces:
-    """The traces of the `tf.function`s one session calls (see the module docstring)."""
+    """Calls `tf.function`s straight through the traces they already have.
+
+    A session keeps one; a hook package calling a step of its own on every
+    run (as `NanTensorHook.watch` does) keeps one per step. A call binds no
+    arguments and looks up no trace when one served the same call before;
+    a first call, a new argument signature and anything that is not a
+    `tf.function` go through the usual call. See the module docstring.
+    """
 
     def __init__(self) -> None:
         # Each function's tracing count when looked up, and its trace (`None`:
@@ -66,7 +75,9 @@ class Traces:
             if traces == 0:
                 return fn(*tensors)  # The first call traces (and creates variables).
             direct = (
-                None if not tensors and _has_parameters(fn) else fn.get_concrete_function(*tensors)
+                None
+                if not tensors and _has_parameters(fn)
+                else flat_call(fn.get_concrete_function(*tensors))
             )
             cached = self._traces[fn] = (traces, direct)
         return fn(*tensors) if cached[1] is None else cached[1](*tensors)
@@ -96,7 +107,7 @@ class Traces:
             return result
         result = fn(*args)  # Traces it for these arguments if it must.
         if fn.experimental_get_tracing_count() == traces and len(cached[1]) < _MAX_SIGNATURES:
-            cached[1][signature] = fn.get_concrete_function(*args)
+            cached[1][signature] = flat_call(fn.get_concrete_function(*args))
         return result
 
 
