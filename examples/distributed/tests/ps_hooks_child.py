@@ -10,13 +10,16 @@ on the `RemoteValue` loss, `StopAtStepHook(LAST_STEP)`. ``owned``: the session
 owns the global step (the program creates none); ``closure``: each closure
 advances it (`global_step.assign_add(1)` in the scheduled function).
 
-Each closure adds 1 to the weight. The closure that makes the weight one of
-the ``HOLD`` values then writes ``running-<weight>`` in its worker's working
-directory (see ``ps_job_child.py server ... WORKDIR``) and spins until that
-worker is killed: the test knows which worker runs it, and kills it while
-its closure is in flight, after its updates reached the parameter server.
-The closure then runs again on another worker, and does not hold there (the
-weight has moved on).
+Each closure adds 1 to the weight. The closures are numbered as the
+coordinator schedules them (1, 2, ...); the one whose number is one of the
+``HOLD`` values writes ``running-<number>`` in its worker's working directory
+(see ``ps_job_child.py server ... WORKDIR``) and spins until that worker is
+killed: the test knows which worker runs it, and kills it while its closure
+is in flight, after its updates reached the parameter server. The closure
+then runs again on another worker, and does not hold there: the test wrote
+``released-<number>`` in every worker's directory first. (The number, not
+the weight the closure's update returns: two closures updating the weight
+at once may both read it after both updates.)
 
 Writes ``REPORT`` (JSON) at the end: the global step at each session
 creation and at the end, the weight, the steps at which `LoggingTensorHook`
@@ -75,8 +78,8 @@ def coordinate(
             checkpoint.step = global_step
     hold_at = tf.constant(holds or [-1.0])
 
-    def spin_until_killed(new: Any) -> Any:
-        marker = tf.strings.join(["running-", tf.strings.as_string(new, precision=0)])
+    def spin_until_killed(number: Any) -> Any:
+        marker = tf.strings.join(["running-", tf.strings.as_string(number, precision=0)])
         with tf.control_dependencies([tf.io.write_file(marker, "")]):
             spins = tf.while_loop(
                 lambda i: tf.equal(tf.size(tf.io.matching_files("never-released")), 0),
@@ -86,19 +89,24 @@ def coordinate(
         return tf.cast(spins[0], tf.float32) * 0.0
 
     @tf.function
-    def worker_fn() -> Any:
+    def worker_fn(number: Any) -> Any:
         new = weight.assign_add(1.0)
         if global_step is not None:
             global_step.assign_add(1)
-        held = tf.cond(
-            tf.reduce_any(tf.equal(new, hold_at)),
-            lambda: spin_until_killed(new),
-            lambda: tf.constant(0.0),
+        released = tf.strings.join(["released-", tf.strings.as_string(number, precision=0)])
+        hold = tf.logical_and(
+            tf.reduce_any(tf.equal(number, hold_at)),
+            tf.equal(tf.size(tf.io.matching_files(released)), 0),
         )
+        held = tf.cond(hold, lambda: spin_until_killed(number), lambda: tf.constant(0.0))
         return new * 2.0 + held
 
+    scheduled = 0
+
     def step() -> dict[str, Any]:
-        loss = coordinator.schedule(worker_fn)
+        nonlocal scheduled
+        scheduled += 1
+        loss = coordinator.schedule(worker_fn, args=(tf.constant(float(scheduled)),))
         tf.summary.scalar("weight", weight)
         return {"loss": loss}
 

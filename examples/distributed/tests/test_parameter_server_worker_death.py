@@ -5,8 +5,8 @@ advanced in the closure is at least once, and the session warns once.
 One cluster on 127.0.0.1 (1 ps, 2 workers, `ps_job_child.py server`) serves
 the module's coordinators in turn (`ps_hooks_child.py`: the documented recipe
 with checkpoints, summaries, rates and logged losses). The fault-free run is
-the reference. In the others, the closure that makes the weight `HOLD` holds
-on its worker until the test SIGKILLs that worker, so the kill falls while
+the reference. In the others, the `HOLD`-th closure scheduled holds on its
+worker until the test SIGKILLs that worker, so the kill falls while
 the closure is in flight, after its updates reached the ps; TensorFlow's
 `ClusterCoordinator` then runs the closure again on the other worker. The
 killed worker is restarted on the same port, or never (the job ends on the
@@ -41,7 +41,7 @@ LAST_STEP = 40
 # ARCHITECTURE.md §7: with a dead worker the job finishes on the others; the
 # coordinator exits within 30 s of its last step.
 EXIT_AFTER_LAST_STEP_SECS = 30
-HOLD = 8  # The weight at which a closure holds until its worker is killed.
+HOLD = 8  # The number of the closure that holds until its worker is killed.
 WARNING = "advanced it more than once"
 STEP_KEYS = {
     "owned": "monsession_global_step/.ATTRIBUTES/VARIABLE_VALUE",
@@ -76,21 +76,27 @@ class Cluster:
                 what=f"a server at {address}",
             )
 
-    def kill_worker_running(self, weight: int) -> int:
-        """SIGKILLs the worker whose closure holds at `weight`, once it holds; returns its task."""
+    def kill_worker_running(self, number: int) -> int:
+        """SIGKILLs the worker whose closure `number` holds, once it holds; returns its task.
+
+        The closure is released first (`released-<number>` in every worker's
+        directory), so it does not hold again where it runs next.
+        """
         task: int = (
             wait_for(
                 lambda: next(
-                    (t + 1 for t in (0, 1) if (self.workdirs[t] / f"running-{weight}").exists()),
+                    (t + 1 for t in (0, 1) if (self.workdirs[t] / f"running-{number}").exists()),
                     None,
                 ),
                 timeout=120,
-                what=f"the closure that makes the weight {weight}",
+                what=f"closure {number} to hold",
             )
             - 1
         )
+        for workdir in self.workdirs:
+            (workdir / f"released-{number}").touch()
         self.processes.kill(f"worker{task}")
-        (self.workdirs[task] / f"running-{weight}").unlink()
+        (self.workdirs[task] / f"running-{number}").unlink()
         return task
 
     def coordinate(
@@ -98,6 +104,9 @@ class Cluster:
     ) -> Path:
         """Starts a coordinator writing into `out`; returns the path of its report."""
         report = out.parent / f"{name}.json"
+        for workdir in self.workdirs:  # Closures released in an earlier job hold again.
+            for released in workdir.glob("released-*"):
+                released.unlink()
         args = [json.dumps(self.spec), str(out), str(report), advanced_by, *map(str, holds)]
         self.processes.start(name, COORDINATOR, args, {})
         return report
