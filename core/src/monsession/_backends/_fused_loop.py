@@ -29,17 +29,17 @@ _LOOP_SIGNATURE = [tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.float64)]
 def fusable_step(
     fetches: object, owned: tf.Variable | None
 ) -> tf.types.experimental.PolymorphicFunction | None:
-    """The `tf.function` to fuse for `run(fetches)`, or `None` (see `_fusable`).
+    """The `tf.function` to fuse for `run(fetches)`, or `None` (see `fused_function`).
 
     With a global step the session owns (`owned`), the step wrapped to advance it.
     """
-    step = _fusable(fetches)
+    step = fused_function(fetches)
     if step is None or owned is None:
         return step
     return advancing(step, owned)
 
 
-def _fusable(fetches: object) -> tf.types.experimental.PolymorphicFunction | None:
+def fused_function(fetches: object) -> tf.types.experimental.PolymorphicFunction | None:
     """The `tf.function` to fuse for `run(fetches)`, or `None`.
 
     A `tf.function` (or `sess.call` of one, without arguments), or a wrapper

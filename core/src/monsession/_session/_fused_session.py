@@ -15,7 +15,7 @@ from collections.abc import Mapping
 import tensorflow as tf
 
 from monsession._backends._backend import Backend, StepSource
-from monsession._backends._fused_loop import fused_target
+from monsession._backends._fused_loop import fused_function
 from monsession._backends._fusion import Fusion
 from monsession._session._hooked_session import HookSelection, _HookedSession
 from monsession._session._session_layers import Feeds, _WrappedSession
@@ -69,20 +69,17 @@ def _bound(fetches: object, silent: int) -> object:
 
 
 def _quiet_step(fetches: object, backend: Backend) -> object:
-    """What a quiet step runs: for a wrapper naming a `tf.function` in its
-    `monsession_fused_step`, that function, called through its trace.
+    """What a quiet step runs: the `tf.function` a fused loop would run
+    (`fused_function`: for a wrapper naming one in its `monsession_fused_step`,
+    that function), called through its trace.
 
-    Such a wrapper does nothing on the steps where no hook acts (as in the
-    fused loop); a step that schedules closures is always run as it is.
+    Such a wrapper does nothing on the steps where no hook acts; a step that
+    schedules closures is always run as it is.
     """
-    target = fused_target(fetches)
-    if (
-        target is fetches
-        or not isinstance(target, tf.types.experimental.PolymorphicFunction)
-        or backend.schedules_steps()
-    ):
+    step = fused_function(fetches)
+    if step is None or step is fetches or backend.schedules_steps():
         return fetches
-    return target
+    return step
 
 
 def _may_run_quiet(fetches: object) -> bool:
