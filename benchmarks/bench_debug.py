@@ -6,7 +6,12 @@ Variants, each calling its own copy of the same `tf.function` step:
 * ``raw_flag_every_step``: the same loop checking every step by hand (a
   finite-flag ANDed on the device in the step, read after each call): the
   floor of any every-step check;
+* ``raw_flag_every_100``: the same hand-written flag, read every 100 steps
+  (what the issue calls checking by hand "for a few µs");
 * ``session``: `monsession.MonitoredSession` with no hooks (the session's own cost);
+* ``session_flag_every_100``: that session running the step with the
+  hand-written flag, read by the loop every 100 steps: what the flag itself
+  costs under the session, the floor of any check kept on the device;
 * ``nan_every_step``: with ``NanTensorHook("loss")``, which fetches the loss
   after every step, as TensorFlow's hook does;
 * ``nan_every_step_watch``: the same hook with the step wrapped by
@@ -52,7 +57,9 @@ RESULTS = pathlib.Path(__file__).parent / "results" / "debug.json"
 VARIANTS = (
     "raw",
     "raw_flag_every_step",
+    "raw_flag_every_100",
     "session",
+    "session_flag_every_100",
     "nan_every_step",
     "nan_every_step_watch",
     "nan_every_100",
@@ -93,10 +100,13 @@ def make_step() -> tuple[Any, Any]:
     return step, global_step
 
 
-def hand_written_flag_check(step: Any) -> Any:
-    """The floor of checking every step: a raw loop that ANDs `loss == loss`
-    into a device flag inside the step and reads the flag after each call."""
+def hand_written_flag_check(step: Any, every: int, run: Any = None) -> Any:
+    """Checking by hand: a loop that ANDs `loss == loss` into a device flag
+    inside the step and reads the flag after every `every` calls (each call
+    with 1: the floor of any every-step check). `run` calls the step (by
+    default the loop calls it itself)."""
     finite = tf.Variable(True, trainable=False)
+    calls = [0]
 
     @tf.function(autograph=False)
     def checked() -> Any:
@@ -106,10 +116,23 @@ def hand_written_flag_check(step: Any) -> Any:
         return after
 
     def call() -> None:
-        if not checked().numpy():
+        flag = checked() if run is None else run(checked)
+        calls[0] += 1
+        if calls[0] % every == 0 and not flag.numpy():
             raise FloatingPointError("NaN loss")
 
     return call
+
+
+def with_hook(variant: str, step: Any) -> tuple[list[Any], Any]:
+    """The hooks of a session variant and the step it runs (watched, or not)."""
+    if variant == "nan_every_step":
+        return [NanTensorHook("loss")], step
+    every = {"nan_every_step_watch": 1, "nan_every_100": 100}.get(variant)
+    if every is None:
+        return [], step
+    hook = NanTensorHook("loss", check_every_n_steps=every)
+    return [hook], hook.watch(step)
 
 
 class Runner:
@@ -121,21 +144,16 @@ class Runner:
         if variant == "raw":
             self.call = step
             return
-        if variant == "raw_flag_every_step":
-            self.call = hand_written_flag_check(step)
+        if variant.startswith("raw_flag_every_"):
+            every = 1 if variant == "raw_flag_every_step" else 100
+            self.call = hand_written_flag_check(step, every)
             return
-        hooks: list[Any] = []
-        run_step = step
-        if variant == "nan_every_step":
-            hooks = [NanTensorHook("loss")]
-        elif variant == "nan_every_step_watch":
-            hook = NanTensorHook("loss")
-            hooks, run_step = [hook], hook.watch(step)
-        elif variant == "nan_every_100":
-            hook = NanTensorHook("loss", check_every_n_steps=100)
-            hooks, run_step = [hook], hook.watch(step)
+        hooks, run_step = with_hook(variant, step)
         self.session = monsession.MonitoredSession(hooks=hooks)
         session = self.session
+        if variant == "session_flag_every_100":
+            self.call = hand_written_flag_check(step, 100, session.run)
+            return
 
         def call() -> Any:
             return session.run(run_step)
@@ -196,6 +214,9 @@ def run(steps: int, rounds: int) -> dict[str, Any]:
                 "every_step": round(medians["nan_every_step"] / medians["session"], 3),
                 "every_step_watch": round(medians["nan_every_step_watch"] / medians["session"], 3),
                 "every_100": round(medians["nan_every_100"] / medians["session"], 3),
+                "hand_written_flag_every_100": round(
+                    medians["session_flag_every_100"] / medians["session"], 3
+                ),
             },
         }
     result["targets"] = [
