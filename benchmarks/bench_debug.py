@@ -9,9 +9,10 @@ Variants, each calling its own copy of the same `tf.function` step:
 * ``raw_flag_every_100``: the same hand-written flag, read every 100 steps
   (what the issue calls checking by hand "for a few µs");
 * ``session``: `monsession.MonitoredSession` with no hooks (the session's own cost);
-* ``session_flag_every_100``: that session running the step with the
-  hand-written flag, read by the loop every 100 steps: what the flag itself
-  costs under the session, the floor of any check kept on the device;
+* ``session_flag_every_step`` and ``session_flag_every_100``: that session
+  running the step with the hand-written flag, read by the loop after every
+  step or every 100 steps: what the flag and its reads cost under the
+  session, the floor of a hook doing the same;
 * ``nan_every_step``: with ``NanTensorHook("loss")``, which fetches the loss
   after every step, as TensorFlow's hook does;
 * ``nan_every_step_watch``: the same hook with the step wrapped by
@@ -39,6 +40,7 @@ Writes benchmarks/results/debug.json.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import pathlib
@@ -59,6 +61,7 @@ VARIANTS = (
     "raw_flag_every_step",
     "raw_flag_every_100",
     "session",
+    "session_flag_every_step",
     "session_flag_every_100",
     "nan_every_step",
     "nan_every_step_watch",
@@ -106,7 +109,7 @@ def hand_written_flag_check(step: Any, every: int, run: Any = None) -> Any:
     with 1: the floor of any every-step check). `run` calls the step (by
     default the loop calls it itself)."""
     finite = tf.Variable(True, trainable=False)
-    calls = [0]
+    calls = itertools.count(1)
 
     @tf.function(autograph=False)
     def checked() -> Any:
@@ -117,8 +120,7 @@ def hand_written_flag_check(step: Any, every: int, run: Any = None) -> Any:
 
     def call() -> None:
         flag = checked() if run is None else run(checked)
-        calls[0] += 1
-        if calls[0] % every == 0 and not flag.numpy():
+        if next(calls) % every == 0 and not flag.numpy():
             raise FloatingPointError("NaN loss")
 
     return call
@@ -144,15 +146,15 @@ class Runner:
         if variant == "raw":
             self.call = step
             return
-        if variant.startswith("raw_flag_every_"):
-            every = 1 if variant == "raw_flag_every_step" else 100
+        every = 1 if variant.endswith("_flag_every_step") else 100
+        if variant.startswith("raw_flag_"):
             self.call = hand_written_flag_check(step, every)
             return
         hooks, run_step = with_hook(variant, step)
         self.session = monsession.MonitoredSession(hooks=hooks)
         session = self.session
-        if variant == "session_flag_every_100":
-            self.call = hand_written_flag_check(step, 100, session.run)
+        if variant.startswith("session_flag_"):
+            self.call = hand_written_flag_check(step, every, session.run)
             return
 
         def call() -> Any:
@@ -214,9 +216,10 @@ def run(steps: int, rounds: int) -> dict[str, Any]:
                 "every_step": round(medians["nan_every_step"] / medians["session"], 3),
                 "every_step_watch": round(medians["nan_every_step_watch"] / medians["session"], 3),
                 "every_100": round(medians["nan_every_100"] / medians["session"], 3),
-                "hand_written_flag_every_100": round(
-                    medians["session_flag_every_100"] / medians["session"], 3
-                ),
+                **{
+                    f"hand_written_{variant}": round(medians[variant] / medians["session"], 3)
+                    for variant in ("session_flag_every_step", "session_flag_every_100")
+                },
             },
         }
     result["targets"] = [

@@ -473,9 +473,9 @@ def markdown(report: dict[str, Any]) -> str:
         "",
         "| executor | raw loop | raw loop reading a device flag every step | "
         "the same, every 100 steps | the session running the step with that flag, read "
-        "every 100 steps | "
+        "every step | the same, every 100 steps | "
         '`NanTensorHook("loss")` | the same, `watch` | `check_every_n_steps=100`, `watch` |',
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     targets = {(t["variant"], t["executor"]): t for t in report["debug"]["targets"]}
     for executor, numbers in report["debug"]["executors"].items():
@@ -492,7 +492,8 @@ def markdown(report: dict[str, Any]) -> str:
 
         lines.append(
             f"| {executor} | {cell('raw')} | {cell('raw_flag_every_step')} | "
-            f"{cell('raw_flag_every_100')} | {cell('session_flag_every_100')} | "
+            f"{cell('raw_flag_every_100')} | {cell('session_flag_every_step')} | "
+            f"{cell('session_flag_every_100')} | "
             f"{cell('nan_every_step')} | "
             f"{cell('nan_every_step_watch')} | {cell('nan_every_100')} |"
         )
