@@ -146,6 +146,18 @@ def check_flat_call() -> None:
         tape.watch(y)
         total = call(x, y)["sum"]
     assert float(tape.gradient(total, y)) == 2.0
+    # A value captured at each call (a deferred capture) is taken anew by every call.
+    scale = [2.0]
+
+    @tf.function
+    def deferred():
+        graph = tf.compat.v1.get_default_graph()
+        return graph.capture_call_time_value(lambda: tf.constant(scale[0]), tf.TensorSpec([]))
+
+    call = _tf_compat.flat_call(deferred.get_concrete_function())
+    assert float(call()) == 2.0
+    scale[0] = 5.0
+    assert float(call()) == 5.0
 
 
 def check_read_variable_to_host() -> None:
@@ -260,7 +272,9 @@ CHECKS: dict[str, Callable[[], None]] = {
     "tf.get_logger's handler, logging.Formatter._fmt": check_one_line_per_record,
     "ops._EagerTensorBase._numpy": check_eager_tensor_base_class,
     "ResourceVariable._caching_device, raw_ops.ReadVariableOp": check_read_variable_to_host,
-    "ConcreteFunction._call_flat, captured_inputs": check_flat_call,
+    "ConcreteFunction._call_flat, captured_inputs, FuncGraph.deferred_external_captures": (
+        check_flat_call
+    ),
     "DistributedValues.values": check_local_replica_values,
     "ParameterServerStrategy._cluster_coordinator, _cluster_resolver, "
     "ClusterCoordinator._cluster.closure_queue": check_cluster_coordinator,

@@ -262,16 +262,20 @@ def flat_call(concrete: Any) -> Callable[..., Any]:
     much as a small step's hooks. Callers pass the eager tensors the trace
     was made for (same dtypes and shapes), so there is nothing to bind. The
     call is named in a profile as a public call is (by the function's name).
+    The captured tensors (variable handles) are listed once; a trace with
+    deferred captures (values taken at each call) lists them at each call.
     """
     call_flat, name, trace = (
         concrete._call_flat,
         concrete.graph.name,
         tf.profiler.experimental.Trace,
     )
+    fixed = None if concrete.graph.deferred_external_captures else concrete.captured_inputs
 
     def call(*tensors: Any) -> Any:
+        captured = concrete.captured_inputs if fixed is None else fixed
         with trace(name, tf_function_call="concrete"):
-            return call_flat(list(tensors), concrete.captured_inputs)
+            return call_flat(list(tensors), captured)
 
     return call
 
