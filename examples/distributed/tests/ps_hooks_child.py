@@ -90,15 +90,19 @@ def coordinate(
 
     @tf.function
     def worker_fn(number: Any) -> Any:
-        new = weight.assign_add(1.0)
+        updates = [weight.assign_add(1.0)]
         if global_step is not None:
-            global_step.assign_add(1)
-        released = tf.strings.join(["released-", tf.strings.as_string(number, precision=0)])
-        hold = tf.logical_and(
-            tf.reduce_any(tf.equal(number, hold_at)),
-            tf.equal(tf.size(tf.io.matching_files(released)), 0),
-        )
+            updates.append(global_step.assign_add(1))
+        # The updates reach the ps before the closure may hold: automatic control
+        # dependencies order only ops on the same resource, not the marker's write.
+        with tf.control_dependencies(updates):
+            released = tf.strings.join(["released-", tf.strings.as_string(number, precision=0)])
+            hold = tf.logical_and(
+                tf.reduce_any(tf.equal(number, hold_at)),
+                tf.equal(tf.size(tf.io.matching_files(released)), 0),
+            )
         held = tf.cond(hold, lambda: spin_until_killed(number), lambda: tf.constant(0.0))
+        new = updates[0]
         return new * 2.0 + held
 
     scheduled = 0
