@@ -51,9 +51,9 @@ def test_names_of_a_package() -> None:
 
 @pytest.mark.parametrize(
     ("version", "expected"),
-    [("0.1.0", ">=0.1,<0.2"), ("1.12", ">=1.12,<1.13"), ("0.2.0rc1", ">=0.2.0rc1,<0.3")],
+    [("0.1.0", ">=0.1,<0.2"), ("1.0.0", ">=1.0,<2"), ("1.12", ">=1.12,<2"), ("2.0.0rc1", ">=2.0.0rc1,<3")],
 )
-def test_the_core_range_is_the_minor_series(version: str, expected: str) -> None:
+def test_the_core_range_is_the_major_series(version: str, expected: str) -> None:
     assert core_range(version) == expected
 
 

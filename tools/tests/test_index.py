@@ -308,18 +308,18 @@ def test_a_family_whose_core_range_excludes_the_installed_core_is_refused(
     shutil.copytree(EARLYSTOP, source, ignore=shutil.ignore_patterns("tests", "__pycache__"))
     pyproject = source / "pyproject.toml"
     edit(pyproject, 'name = "monsession-hooks-earlystop"', 'name = "monsession-hooks-nextcore"')
-    edit(pyproject, '"monsession-core>=0.1,<0.2"', '"monsession-core>=0.2,<0.3"')
+    edit(pyproject, '"monsession-core>=1.0,<2"', '"monsession-core>=2.0,<3"')
     index.upload(build(source, tmp_path / "dist", "--wheel"))
     result = venv.pip("install", "monsession-hooks-nextcore")
     assert result.returncode != 0, result.stdout
     # pip names the range, the family that requires it and the core versions there are:
-    # "Could not find a version that satisfies the requirement monsession-core<0.3,>=0.2
+    # "Could not find a version that satisfies the requirement monsession-core<3,>=2.0
     # (from monsession-hooks-nextcore) (from versions: 0.1.0)".
     for part in (
-        "requirement monsession-core<0.3,>=0.2",
+        "requirement monsession-core<3,>=2.0",
         "(from monsession-hooks-nextcore)",
         f"(from versions: {version()})",
-        "No matching distribution found for monsession-core<0.3,>=0.2",
+        "No matching distribution found for monsession-core<3,>=2.0",
     ):
         assert part in result.stderr, result.stderr
     assert monsession_names(venv.distributions()) == FRESH

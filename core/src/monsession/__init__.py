@@ -24,7 +24,7 @@ from monsession._api._timer import SecondOrStepTimer
 from monsession._lazy import lazy_attributes as _lazy_attributes
 from monsession._plugins._hookspecs import hookimpl
 
-__version__ = "0.1.0"
+__version__ = "1.0.0"
 
 _LAZY = {
     "MonitoredSession": "monsession._session._monitored_session",

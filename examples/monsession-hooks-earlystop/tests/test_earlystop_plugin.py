@@ -69,7 +69,7 @@ def test_entry_point_is_installed() -> None:
     assert entry_point.dist.version == monsession_hooks_earlystop.__version__
     [requirement] = [Requirement(text) for text in entry_point.dist.requires or []]
     assert requirement.name == "monsession-core"
-    assert requirement.specifier == SpecifierSet(">=0.1,<0.2")
+    assert requirement.specifier == SpecifierSet(">=1.0,<2")
 
 
 @pytest.mark.parametrize("command", ["python -m monsession", "monsession"])

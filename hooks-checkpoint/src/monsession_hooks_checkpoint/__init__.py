@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from monsession.plugins import lazy_attributes
 from monsession_hooks_checkpoint._listener import CheckpointSaverListener
 
-__version__ = "0.1.0"
+__version__ = "1.0.0"
 
 if TYPE_CHECKING:
     from monsession_hooks_checkpoint._checkpoint_saver import (

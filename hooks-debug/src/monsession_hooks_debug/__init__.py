@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from monsession.plugins import lazy_attributes
 
-__version__ = "0.1.0"
+__version__ = "1.0.0"
 
 _CLASSES = {
     "NanTensorHook": "monsession_hooks_debug._nan",

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from monsession.plugins import lazy_attributes
 
-__version__ = "0.1.0"
+__version__ = "1.0.0"
 
 # Hook classes, registered with monsession.hooks.
 _HOOK_CLASSES = {

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from monsession.plugins import lazy_attributes
 
-__version__ = "0.1.0"
+__version__ = "1.0.0"
 
 _CLASSES = {
     "LoggingTensorHook": "monsession_hooks_logging._logging_tensor_hook",

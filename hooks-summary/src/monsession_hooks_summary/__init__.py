@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from monsession.plugins import lazy_attributes
 
-__version__ = "0.1.0"
+__version__ = "1.0.0"
 
 _LAZY = {
     "SummarySaverHook": "monsession_hooks_summary._summary_saver",

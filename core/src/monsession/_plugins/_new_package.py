@@ -44,25 +44,28 @@ class PackageNames:
     module_name: str  # my_metric (test file names)
     plugin_name: str  # my-metric (the entry point)
     hook_class: str  # MyMetricHook
-    core_range: str  # >=0.1,<0.2
+    core_range: str  # >=1.0,<2
 
     def placeholders(self) -> dict[str, str]:
         return dataclasses.asdict(self)
 
 
 def core_range(version: str) -> str:
-    """The `monsession-core` requirement for packages made with core `version`: its minor series.
+    """The `monsession-core` requirement for packages made with core `version`: its major series.
 
-    ``0.1.0`` gives ``>=0.1,<0.2``; a pre-release or development version is
-    the lower bound itself (``0.2.0rc1`` gives ``>=0.2.0rc1,<0.3``), so that
-    the core that made the package satisfies it.
+    ``1.0.0`` gives ``>=1.0,<2`` (the stability policy keeps a major series
+    compatible, so the package survives minor releases); a pre-release or
+    development version is the lower bound itself (``2.0.0rc1`` gives
+    ``>=2.0.0rc1,<3``), so that the core that made the package satisfies it.
+    A 0.x core keeps its minor series (``0.1.0`` gives ``>=0.1,<0.2``).
     """
     match = re.match(r"(\d+)\.(\d+)(\.\d+)*(.*)$", version)
     if match is None:
         raise NewPackageError(f"monsession-core's version {version!r} is not a release version.")
     major, minor = int(match.group(1)), int(match.group(2))
     lower = version if match.group(4) else f"{major}.{minor}"
-    return f">={lower},<{major}.{minor + 1}"
+    upper = f"{major + 1}" if major else f"0.{minor + 1}"
+    return f">={lower},<{upper}"
 
 
 def _canonical(name: str) -> str:
