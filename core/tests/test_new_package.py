@@ -51,7 +51,12 @@ def test_names_of_a_package() -> None:
 
 @pytest.mark.parametrize(
     ("version", "expected"),
-    [("0.1.0", ">=0.1,<0.2"), ("1.0.0", ">=1.0,<2"), ("1.12", ">=1.12,<2"), ("2.0.0rc1", ">=2.0.0rc1,<3")],
+    [
+        ("0.1.0", ">=0.1,<0.2"),
+        ("1.0.0", ">=1.0,<2"),
+        ("1.12", ">=1.12,<2"),
+        ("2.0.0rc1", ">=2.0.0rc1,<3"),
+    ],
 )
 def test_the_core_range_is_the_major_series(version: str, expected: str) -> None:
     assert core_range(version) == expected

@@ -16,6 +16,7 @@ import tensorflow as tf
 import monsession
 import monsession.plugins
 import monsession.testing
+from monsession import _deprecation
 
 if TYPE_CHECKING:
     from core_plugin_fixtures import PluginSite
@@ -29,7 +30,7 @@ LOOP_AUTHORS_NAMES = {
     "SecondOrStepTimer", "TimedHook", "StopAtStepHook", "FeedFnHook", "FinalOpsHook",
     "GlobalStepWaiterHook", "hookimpl", "hooks", "plugins", "testing", "tf_logging",
     "EagerSession", "Epochs", "get_or_create_global_step", "get_global_step",
-    "DamagedCheckpointError", "is_chief",
+    "DamagedCheckpointError", "is_chief", "MonsessionDeprecationWarning", "RemovedIn2Warning",
 }  # fmt: skip
 
 MOVED = (
@@ -52,7 +53,7 @@ NEED_TENSORFLOW = {
 
 def test_the_top_level_holds_what_a_training_loop_uses() -> None:
     assert set(monsession.__all__) == LOOP_AUTHORS_NAMES
-    assert len(monsession.__all__) == len(LOOP_AUTHORS_NAMES) == 31
+    assert len(monsession.__all__) == len(LOOP_AUTHORS_NAMES) == 33
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         for name in monsession.__all__:
@@ -66,19 +67,21 @@ def test_a_moved_name_lives_in_plugins_and_the_old_spelling_warns(name: str) -> 
     assert name in dir(monsession.plugins)
     assert name not in monsession.__all__
     assert name not in dir(monsession)
-    with pytest.warns(DeprecationWarning) as caught:
+    with pytest.warns(monsession.RemovedIn2Warning) as caught:
         old = getattr(monsession, name)
     assert old is getattr(monsession.plugins, name)
     [warning] = caught
     assert str(warning.message) == (
-        f"monsession.{name} moved to monsession.plugins.{name} (the API for hook-package "
-        "authors); the old name is deprecated and will be removed in the next release."
+        f"monsession.{name} is deprecated since monsession 0.1.0 and will be removed in "
+        f"monsession 2.0: use monsession.plugins.{name} (the API for hook-package authors)."
     )
     assert warning.filename == __file__
 
 
 def test_from_import_of_a_moved_name_warns_at_the_import() -> None:
-    with pytest.warns(DeprecationWarning, match=r"monsession\.plugins\.check_flag") as caught:
+    with pytest.warns(
+        monsession.RemovedIn2Warning, match=r"monsession\.plugins\.check_flag"
+    ) as caught:
         from monsession import check_flag
     assert check_flag is monsession.plugins.check_flag
     assert caught[0].filename == __file__
@@ -86,7 +89,24 @@ def test_from_import_of_a_moved_name_warns_at_the_import() -> None:
 
 
 def test_moved_names_are_exactly_the_deprecated_ones() -> None:
-    assert set(monsession._MOVED_TO_PLUGINS) == set(MOVED)
+    registry = {entry.name: entry.alias_of for entry in _deprecation.DEPRECATED}
+    assert registry == {f"monsession.{name}": f"monsession.plugins.{name}" for name in MOVED}
+
+
+def test_the_deprecation_classes_name_the_removing_release() -> None:
+    assert issubclass(monsession.MonsessionDeprecationWarning, DeprecationWarning)
+    assert issubclass(monsession.RemovedIn2Warning, monsession.MonsessionDeprecationWarning)
+    for entry in _deprecation.DEPRECATED:
+        assert entry.category.__name__ == f"RemovedIn{entry.removed_in.split('.')[0]}Warning"
+        assert f"will be removed in monsession {entry.removed_in}:" in entry.message
+
+
+def test_our_deprecation_warnings_are_errors_in_our_tests() -> None:
+    # The repository's pytest configuration (conftest.py at its root) makes
+    # every monsession deprecation an error: a test that means to use a
+    # deprecated name says so with `pytest.warns`.
+    with pytest.raises(monsession.RemovedIn2Warning, match=r"^monsession\.settle is deprecated"):
+        monsession.settle  # noqa: B018
 
 
 def test_the_plugins_names_are_listed_where_the_api_reference_reads_them() -> None:

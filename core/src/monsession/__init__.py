@@ -8,7 +8,7 @@ loaded on first use.
 
 from __future__ import annotations
 
-import warnings as _warnings
+import importlib as _importlib
 from typing import TYPE_CHECKING, Any
 
 from monsession._api._control_hooks import (
@@ -21,6 +21,8 @@ from monsession._api._hook_api import NextAction, SessionRunHook, StatefulHook
 from monsession._api._run_context import SessionRunArgs, SessionRunContext, SessionRunValues
 from monsession._api._timed_hook import TimedHook
 from monsession._api._timer import SecondOrStepTimer
+from monsession._deprecation import MonsessionDeprecationWarning, RemovedIn2Warning
+from monsession._deprecation import deprecated as _deprecated
 from monsession._lazy import lazy_attributes as _lazy_attributes
 from monsession._plugins._hookspecs import hookimpl
 
@@ -62,41 +64,6 @@ _TF_FAMILY_NAMES = (
     "SummarySaverHook",
 )
 
-# Names for hook-package authors, moved to `monsession.plugins`. For one
-# release `monsession.NAME` still gives them, with a `DeprecationWarning`;
-# they are not in `__all__` nor in `dir(monsession)`.
-_MOVED_TO_PLUGINS = (
-    "HOOK_METHOD_NAMES",
-    "ORDER_CHECKPOINT_SAVER",
-    "ORDER_OTHER",
-    "ORDER_STEP_COUNTER",
-    "ORDER_SUMMARY_SAVER",
-    "DefaultHook",
-    "DirectoryLockHandle",
-    "DirectoryLockedError",
-    "TensorNotFoundError",
-    "TrainingSettings",
-    "as_run_context",
-    "attach_hook_state",
-    "check_directory",
-    "check_flag",
-    "check_interval",
-    "check_scalar",
-    "check_schedule",
-    "error_cause",
-    "event_file_writer",
-    "hook_overrides",
-    "lazy_attributes",
-    "load_hook_state",
-    "lock_checkpoint_dir",
-    "prune_hook_state",
-    "read_global_step",
-    "require_global_step",
-    "resolve_fetch",
-    "save_hook_state",
-    "settle",
-)
-
 if TYPE_CHECKING:
     from monsession import hooks, plugins, testing, tf_logging
     from monsession._api._global_step import get_global_step, get_or_create_global_step
@@ -122,16 +89,13 @@ def __getattr__(name: str) -> Any:
         from monsession import hooks
 
         return getattr(hooks, name)
-    if name in _MOVED_TO_PLUGINS:
-        _warnings.warn(
-            f"monsession.{name} moved to monsession.plugins.{name} (the API for hook-package "
-            "authors); the old name is deprecated and will be removed in the next release.",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        from monsession import plugins
-
-        return getattr(plugins, name)
+    moved = _deprecated(f"monsession.{name}")
+    if moved is not None and moved.alias_of is not None:
+        # Hook-package authors' names that moved to `monsession.plugins`:
+        # not in `__all__` nor in `dir(monsession)`.
+        moved.warn(stacklevel=2)
+        module, _, attribute = moved.alias_of.rpartition(".")
+        return getattr(_importlib.import_module(module), attribute)
     return _lazy_getattr(name)
 
 
@@ -150,7 +114,9 @@ __all__ = [
     "GlobalStepWaiterHook",
     "MonitoredSession",
     "MonitoredTrainingSession",
+    "MonsessionDeprecationWarning",
     "NextAction",
+    "RemovedIn2Warning",
     "Scaffold",
     "SecondOrStepTimer",
     "SessionCreator",

@@ -1,0 +1,140 @@
+"""Deprecations: warning classes that name the removing release, and their registry.
+
+The stability policy (docs/stability.md): nothing public is removed or
+changed incompatibly before a major release, and only after at least two
+minor releases of warnings. Every deprecation is one `Deprecated` entry of
+`DEPRECATED`. The code that keeps the old spelling working warns through
+`Deprecated.warn` (with the class of its removing release, e.g.
+`RemovedIn2Warning`), and the API check (`tools/api_manifest.py`) reads the
+same registry: it lets a public name disappear only once it is listed here
+and the release removing it is reached.
+
+Stdlib only: the API check loads this file without installing monsession.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import warnings
+
+
+class MonsessionDeprecationWarning(DeprecationWarning):
+    """The base of every deprecation warning monsession gives.
+
+    Each subclass names the release that removes what it warns about (e.g.
+    `RemovedIn2Warning`). Filter on this class to catch them all; monsession's
+    own test suite turns it into an error.
+    """
+
+
+class RemovedIn2Warning(MonsessionDeprecationWarning):
+    """Warns about a feature that monsession 2.0 removes."""
+
+
+_REMOVED_IN = {"2.0": RemovedIn2Warning}
+
+
+@dataclasses.dataclass(frozen=True)
+class Deprecated:
+    """A deprecated public name, or a hookspec argument (``"monsession_x(arg)"``).
+
+    Args:
+      name: Its public dotted name, e.g. ``"monsession.check_flag"``.
+      since: The first release that warns.
+      removed_in: The major release that removes it (``"2.0"``); it has a
+        warning class in `_REMOVED_IN`.
+      instead: What to use instead, as a sentence fragment.
+      alias_of: For a moved name, the dotted name of the object it still gives.
+    """
+
+    name: str
+    since: str
+    removed_in: str
+    instead: str
+    alias_of: str | None = None
+
+    @property
+    def category(self) -> type[MonsessionDeprecationWarning]:
+        """The warning class of the release that removes it."""
+        return _REMOVED_IN[self.removed_in]
+
+    @property
+    def message(self) -> str:
+        """The warning's text: what is deprecated, since and until when, and what to use."""
+        return (
+            f"{self.name} is deprecated since monsession {self.since} and will be removed in "
+            f"monsession {self.removed_in}: {self.instead}."
+        )
+
+    def warn(self, stacklevel: int = 2) -> None:
+        """Warns with `message` and `category`, attributed `stacklevel` frames up."""
+        warnings.warn(self.message, self.category, stacklevel=stacklevel + 1)
+
+
+def _moved_to_plugins(name: str) -> Deprecated:
+    return Deprecated(
+        name=f"monsession.{name}",
+        since="0.1.0",
+        removed_in="2.0",
+        instead=f"use monsession.plugins.{name} (the API for hook-package authors)",
+        alias_of=f"monsession.plugins.{name}",
+    )
+
+
+# Names for hook-package authors that moved from `monsession` to
+# `monsession.plugins` in 0.1.0; they are not in `monsession.__all__`.
+DEPRECATED: tuple[Deprecated, ...] = tuple(
+    _moved_to_plugins(name)
+    for name in (
+        "HOOK_METHOD_NAMES",
+        "ORDER_CHECKPOINT_SAVER",
+        "ORDER_OTHER",
+        "ORDER_STEP_COUNTER",
+        "ORDER_SUMMARY_SAVER",
+        "DefaultHook",
+        "DirectoryLockHandle",
+        "DirectoryLockedError",
+        "TensorNotFoundError",
+        "TrainingSettings",
+        "as_run_context",
+        "attach_hook_state",
+        "check_directory",
+        "check_flag",
+        "check_interval",
+        "check_scalar",
+        "check_schedule",
+        "error_cause",
+        "event_file_writer",
+        "hook_overrides",
+        "lazy_attributes",
+        "load_hook_state",
+        "lock_checkpoint_dir",
+        "prune_hook_state",
+        "read_global_step",
+        "require_global_step",
+        "resolve_fetch",
+        "save_hook_state",
+        "settle",
+    )
+)
+
+_BY_NAME = {entry.name: entry for entry in DEPRECATED}
+
+
+def deprecated(name: str) -> Deprecated | None:
+    """The registry's entry for the public dotted `name`, or `None`."""
+    return _BY_NAME.get(name)
+
+
+def _release(version: str) -> tuple[int, int, int]:
+    major, minor, micro = [*(int(part) for part in re.findall(r"\d+", version)[:3]), 0, 0][:3]
+    return major, minor, micro
+
+
+def removable(name: str, version: str) -> Deprecated | None:
+    """The entry that lets `name` be gone in release `version`: deprecated, removal reached."""
+    entry = _BY_NAME.get(name)
+    if entry is None or _release(version) < _release(entry.removed_in):
+        return None
+    return entry
