@@ -67,18 +67,21 @@ def _members(obj: griffe.Object | griffe.Alias) -> list[griffe.Object | griffe.A
     ]
 
 
+def public_names(module: griffe.Module) -> list[str]:
+    """`module`'s `__all__`; without one, the public names it defines."""
+    if module.exports is not None:
+        return list(module.exports)
+    return [
+        name
+        for name, obj in module.members.items()
+        if not name.startswith("_") and not obj.is_alias
+    ]
+
+
 def coverage(loader: griffe.GriffeLoader, module: str) -> tuple[list[str], int, list[str], int]:
     """(undocumented names, public names, undocumented members, public members) of `module`."""
     found = loader.modules_collection[module]
-    names = (
-        list(found.exports)
-        if found.exports is not None  # Without `__all__`: the public names it defines.
-        else [
-            name
-            for name, obj in found.members.items()
-            if not name.startswith("_") and not obj.is_alias
-        ]
-    )
+    names = public_names(found)
     missing, members, missing_members = [], 0, []
     for name in names:
         obj = found[name]
