@@ -1,7 +1,7 @@
 """The `monsession` command line.
 
     monsession plugins [--json]             list hook families, failures, blocked plugins,
-                                            plugins built for a newer core
+                                            plugins built for a newer or an older core
     monsession new-package NAME [--dir D]   create a hook package (see `_new_package`)
     monsession --version
 
@@ -101,6 +101,14 @@ def listing_json(listing: PluginListing) -> dict[str, Any]:
             }
             for newer in listing.newer_core
         ],
+        "older_core": [
+            {
+                **_source_json(older.source),
+                "core_requirement": older.core_requirement,
+                "message": older.message,
+            }
+            for older in listing.older_core
+        ],
     }
 
 
@@ -152,6 +160,17 @@ def listing_text(listing: PluginListing) -> str:
             f"  {_describe(newer.source)}: {', '.join(newer.unknown_hookspecs)} "
             f"({_requires(newer.core_requirement)})"
             for newer in listing.newer_core
+        ]
+    if listing.older_core:
+        lines += [
+            "",
+            f"Built for an older core ({len(listing.older_core)}): their monsession-core range "
+            f"excludes monsession-core {_plugin_manager.core_version() or '(unknown version)'}; "
+            "they are loaded and may work until their authors widen the range:",
+        ]
+        lines += [
+            f"  {_describe(older.source)} ({_requires(older.core_requirement)})"
+            for older in listing.older_core
         ]
     if listing.failures:
         lines += ["", f"Failed to load ({len(listing.failures)}):"]

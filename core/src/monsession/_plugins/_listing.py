@@ -41,4 +41,5 @@ def plugin_infos() -> PluginListing:
         tuple(found.blocked),
         found.autoload,
         tuple(found.newer_core),
+        tuple(found.older_core),
     )

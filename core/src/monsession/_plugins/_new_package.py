@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from monsession._plugins._core_range import core_range
 from monsession._plugins._families import KNOWN_ARGUMENT_FAMILIES, KNOWN_HOOK_FAMILIES
 
 if TYPE_CHECKING:
@@ -48,24 +49,6 @@ class PackageNames:
 
     def placeholders(self) -> dict[str, str]:
         return dataclasses.asdict(self)
-
-
-def core_range(version: str) -> str:
-    """The `monsession-core` requirement for packages made with core `version`: its major series.
-
-    ``1.0.0`` gives ``>=1.0,<2`` (the stability policy keeps a major series
-    compatible, so the package survives minor releases); a pre-release or
-    development version is the lower bound itself (``2.0.0rc1`` gives
-    ``>=2.0.0rc1,<3``), so that the core that made the package satisfies it.
-    A 0.x core keeps its minor series (``0.1.0`` gives ``>=0.1,<0.2``).
-    """
-    match = re.match(r"(\d+)\.(\d+)(\.\d+)*(.*)$", version)
-    if match is None:
-        raise NewPackageError(f"monsession-core's version {version!r} is not a release version.")
-    major, minor = int(match.group(1)), int(match.group(2))
-    lower = version if match.group(4) else f"{major}.{minor}"
-    upper = f"{major + 1}" if major else f"0.{minor + 1}"
-    return f">={lower},<{upper}"
 
 
 def _canonical(name: str) -> str:
@@ -100,6 +83,10 @@ def package_names(name: str, core_version: str) -> PackageNames:
             f"{name!r} is a distribution of monsession itself: choose another name "
             f"({PREFIX}<name>)."
         )
+    try:
+        series = core_range(core_version)
+    except ValueError as error:
+        raise NewPackageError(str(error)) from None
     module_name = suffix.replace("-", "_")
     return PackageNames(
         distribution=name,
@@ -107,7 +94,7 @@ def package_names(name: str, core_version: str) -> PackageNames:
         module_name=module_name,
         plugin_name=suffix,
         hook_class="".join(part.capitalize() for part in suffix.split("-")) + "Hook",
-        core_range=core_range(core_version),
+        core_range=series,
     )
 
 

@@ -17,7 +17,9 @@ left out; in strict mode `PluginLoadError` is raised instead. A plugin that
 loads but implements a hookspec this core does not declare (built for a
 newer core, `_newer_core`) is named with both versions at WARNING, or raises
 `PluginLoadError` in strict mode; it stays loaded, and its known hookimpls
-are called.
+are called. So is a plugin whose distribution's monsession-core range ends
+below this core (built for an older core, `_core_range`), with its range
+and the fix.
 
 pluggy's own ``load_setuptools_entrypoints`` is not used: it stops at the
 first plugin that raises, cannot skip a distribution before importing it and
@@ -36,7 +38,7 @@ from collections.abc import Callable
 
 import pluggy
 
-from monsession._plugins import _answers, _builtin_plugin, _hookspecs, _newer_core
+from monsession._plugins import _answers, _builtin_plugin, _core_range, _hookspecs, _newer_core
 from monsession._plugins._hookspecs import PROJECT_NAME
 from monsession._plugins._plugin_types import (
     ENV_DISABLE_AUTOLOAD,
@@ -44,6 +46,7 @@ from monsession._plugins._plugin_types import (
     ENV_STRICT,
     PluginFailure,
     PluginForNewerCore,
+    PluginForOlderCore,
     PluginLoadError,
     PluginSource,
 )
@@ -66,6 +69,7 @@ class Discovery:
     failures: list[PluginFailure] = dataclasses.field(default_factory=list)
     blocked: list[PluginSource] = dataclasses.field(default_factory=list)
     newer_core: list[PluginForNewerCore] = dataclasses.field(default_factory=list)
+    older_core: list[PluginForOlderCore] = dataclasses.field(default_factory=list)
     warned: set[str] = dataclasses.field(default_factory=set)
 
     def warn_once(self, message: str, key: str | None = None) -> None:
@@ -166,6 +170,7 @@ def _load_entry_points(found: Discovery) -> None:
             continue
         found.sources[source.name] = source
         _check_hookspecs(found, plugin, source, dist)
+        _check_core_range(found, source, dist)
 
 
 def _check_hookspecs(
@@ -183,6 +188,20 @@ def _check_hookspecs(
         raise PluginLoadError(newer.message, name=source.name)
     found.newer_core.append(newer)
     logger.warning(newer.message)
+
+
+def _check_core_range(
+    found: Discovery, source: PluginSource, dist: importlib.metadata.Distribution | None
+) -> None:
+    """Names a loaded plugin built for an older core: WARNING, or `PluginLoadError` if strict."""
+    requirement, version = _newer_core.core_requirement(dist), core_version()
+    if not requirement or version is None or not _core_range.ends_below(requirement, version):
+        return
+    older = PluginForOlderCore(source, version, requirement, _core_range.core_range(version))
+    if found.strict:
+        raise PluginLoadError(older.message, name=source.name)
+    found.older_core.append(older)
+    logger.warning(older.message)
 
 
 def get_plugin_manager() -> pluggy.PluginManager:

@@ -103,6 +103,36 @@ class PluginForNewerCore:
 
 
 @dataclasses.dataclass(frozen=True)
+class PluginForOlderCore:
+    """A loaded plugin whose monsession-core range ends below the installed core.
+
+    Args:
+      source: The plugin.
+      core_version: This core's installed version.
+      core_requirement: The monsession-core range its distribution requires.
+      core_range: The range a package made by this core requires (its major
+        series), which the fix widens to.
+    """
+
+    source: PluginSource
+    core_version: str
+    core_requirement: str
+    core_range: str
+
+    @property
+    def message(self) -> str:
+        """The sentence logged (or raised in strict mode): the range, the core and the fix."""
+        return (
+            f"Plugin {self.source.describe()} requires monsession-core{self.core_requirement}, "
+            f"which excludes the installed monsession-core {self.core_version}: it was built "
+            "for an older core. It is loaded and may work; to support this core, widen its "
+            f"requirement to monsession-core{self.core_range} and release it again (or make "
+            "the package again with `monsession new-package`), or install a monsession-core "
+            f"in its range. Set {ENV_DISABLED_PLUGINS}={self.source.name} to skip the plugin."
+        )
+
+
+@dataclasses.dataclass(frozen=True)
 class PluginInfo:
     """A registered plugin, for listings."""
 
@@ -123,6 +153,8 @@ class PluginListing:
       autoload: False when `MONSESSION_DISABLE_PLUGIN_AUTOLOAD` is set.
       newer_core: Loaded plugins that implement hookspecs this core does not
         declare (they are in `plugins` too).
+      older_core: Loaded plugins whose monsession-core range ends below this
+        core (they are in `plugins` too).
     """
 
     plugins: tuple[PluginInfo, ...]
@@ -130,6 +162,7 @@ class PluginListing:
     blocked: tuple[PluginSource, ...]
     autoload: bool
     newer_core: tuple[PluginForNewerCore, ...] = ()
+    older_core: tuple[PluginForOlderCore, ...] = ()
 
 
 class PluginCallError(RuntimeError):
