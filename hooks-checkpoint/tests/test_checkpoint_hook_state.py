@@ -86,11 +86,12 @@ def test_seconds_timer_keeps_its_last_trigger_across_a_restart(tmp_path):
         with monsession.SingularMonitoredSession(hooks=[hook], checkpoint_dir=directory) as sess:
             for _ in range(3):
                 sess.run(train_op)
-        # Step 0 at creation, step 3 at end(), each a trigger of the timer.
+        # Step 0 at creation, the timer's trigger; step 3 at end(), off the
+        # schedule: the timer keeps step 0.
         saved = _saved_hooks(os.path.join(directory, "model.ckpt-3.hooks.json"))
         timer = saved["CheckpointSaverHook[0]"]["timer"]
-        assert hook.state_dict()["timer"]["last_triggered_step"] == 3
-        assert timer["last_triggered_step"] == 3
+        assert hook.state_dict()["timer"]["last_triggered_step"] == 0
+        assert timer["last_triggered_step"] == 0
         assert timer["secs_since_trigger"] >= 0
         assert os.path.exists(os.path.join(directory, "model.ckpt-0.hooks.json"))
     with fresh_graph():
@@ -99,11 +100,11 @@ def test_seconds_timer_keeps_its_last_trigger_across_a_restart(tmp_path):
         with monsession.SingularMonitoredSession(
             hooks=[restarted], checkpoint_dir=directory
         ) as sess:
-            # The hour counts from the save at step 3, in training time (the
+            # The hour counts from the save at step 0, in training time (the
             # time between the processes does not count), not from this
-            # restart: the restored trigger is kept.
+            # restart nor from the save at the end: the restored trigger is kept.
             state = restarted.state_dict()["timer"]
-            assert state["last_triggered_step"] == 3
+            assert state["last_triggered_step"] == 0
             assert state["secs_since_trigger"] >= timer["secs_since_trigger"]
             assert sess.run(global_step) == 3
 
@@ -144,9 +145,10 @@ def test_eager_user_manager_names_the_state_files_and_restores_the_timer(tmp_pat
         ):
             state = restarted.state_dict()["timer"]
         expected = _saved_hooks(os.path.join(directory, "custom-5.hooks.json"))
-        # The checkpoint of step 5 was written by end(), a trigger too.
-        assert state["last_triggered_step"] == 5
-        assert expected["CheckpointSaverHook[0]"]["timer"]["last_triggered_step"] == 5
+        # The checkpoint of step 5 was written by end(), off the schedule:
+        # its state holds the last trigger, step 4, so the restart saves at 6.
+        assert state["last_triggered_step"] == 4
+        assert expected["CheckpointSaverHook[0]"]["timer"]["last_triggered_step"] == 4
 
 
 def test_state_files_go_with_the_checkpoints_max_to_keep_deletes(tmp_path):

@@ -215,6 +215,9 @@ def test_at_end_logs_once_more_in_end(caplog, mode):
         assert loss_end == pytest.approx(w_end**2)
     else:  # The step's output: the latest value the hook fetched (local step 5).
         assert loss_end == pytest.approx(expected_losses(6)[5])
+    # The end line is off the schedule: the timer keeps its trigger at
+    # iteration 5, so a restart from a state saved after it logs at 10.
+    assert hook.state_dict()["timer"]["last_triggered_step"] == 5
 
 
 @pytest.mark.parametrize("mode", MODES)

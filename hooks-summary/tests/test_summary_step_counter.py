@@ -128,6 +128,9 @@ def test_a_run_shorter_than_the_period_gets_its_rate_at_the_end(tmp_path, monkey
         tf.compat.v1.summary.FileWriterCache.clear()
     # The first step starts the clock; four more steps in two seconds.
     assert summaries(tmp_path) == [(5, "global_step/sec", 2.0)]
+    # Off the schedule: the timer keeps its trigger at step 1, so a restart
+    # from a checkpoint saved after this rate writes the next at step 101.
+    assert hook.state_dict()["timer"]["last_triggered_step"] == 1
 
 
 def test_eager_rate_is_written_on_steps_the_summary_saver_skips(tmp_path):

@@ -105,8 +105,18 @@ class CheckpointSaverHook(TimedHook):
     """Saves checkpoints every N steps or seconds.
 
     A checkpoint is saved when the session is created, whenever `save_secs`
-    seconds or `save_steps` steps have passed since the last one, and at
-    `end()` if the last step was not saved yet.
+    seconds or `save_steps` steps have passed since the last scheduled one,
+    and at `end()` if the last step was not saved yet.
+
+    The schedule is kept across restarts: a save off the schedule (at
+    `end()`, so at a stop step or after SIGTERM/SIGINT, or in
+    `on_failure()`) does not move it, and a job restarted from that save
+    (its timer restored with it, see `monsession.StatefulHook`) saves at the
+    steps of the run that was never stopped: with ``save_steps=10``, a
+    SIGTERM after step 31 saves 31, and the restart saves 40, 50, ...
+    (TensorFlow's hook, which counts from the save restored, would save 41,
+    51, ...). A fresh session (no checkpoint, or one without this hook's
+    state) starts the schedule at the step it starts from, as TensorFlow's.
 
     Graph mode behaves as `tf.compat.v1.train.CheckpointSaverHook`: the
     `Saver` writes ``<checkpoint_dir>/<checkpoint_basename>-<step>``; with
@@ -248,6 +258,10 @@ class CheckpointSaverHook(TimedHook):
         # it counts as done, and its `after_save` listeners run, at the next
         # confirmation point (see `_confirm_pending`).
         self._pending_step: int | None = None
+        # The step of the latest checkpoint written or restored: end() and
+        # on_failure() do not write it twice. Not the timer's last trigger,
+        # which off-schedule saves leave alone.
+        self._saved_step: int | None = None
         # A listener asked to stop where no run context could take it.
         self._stop_asked = False
         # Releases this hook's share of the lock of `checkpoint_dir` once (also
@@ -268,6 +282,7 @@ class CheckpointSaverHook(TimedHook):
         self._lock_checkpoint_dir()  # First: a second chief fails before anything is done.
         try:
             self._pending_step = None
+            self._saved_step = None
             self._stop_asked = False
             self._saving = make_saving(
                 self._checkpoint_dir,
@@ -319,17 +334,19 @@ class CheckpointSaverHook(TimedHook):
         self._stop_asked |= self._confirm_pending(session)
         global_step = read_global_step(session)
         self._saving.after_create_session(session)
+        # A timer restored with the checkpoint (or kept through a recovery)
+        # goes on with its schedule; a fresh one starts it at this step.
+        starts_schedule = self._timer.last_triggered_step() is None
+        if starts_schedule:
+            # Before saving, so that the state saved with it holds this trigger.
+            self._timer.update_last_triggered_step(global_step)
         if self._already_saved(global_step):
             # Just restored from it: rewriting it in place could only lose it.
             tf_logging.info(
                 "Checkpoint for step %d already saved; not writing it again.", global_step
             )
-            if self._timer.last_triggered_step() != global_step:
-                # Restored with this checkpoint's timer, its wall-clock time is kept.
-                self._timer.update_last_triggered_step(global_step)
+            self._saved_step = global_step
         else:
-            # Before saving, so that the state saved with it holds this save.
-            self._timer.update_last_triggered_step(global_step)
             self._save(session, global_step)
 
     def _already_saved(self, global_step: int) -> bool:
@@ -354,9 +371,9 @@ class CheckpointSaverHook(TimedHook):
         try:
             settle(session)  # The closures in flight count in the step read.
             last_step = read_global_step(session)
-            if last_step != self._timer.last_triggered_step():
-                # A save is a trigger: a restart from it waits one period from now.
-                self._timer.update_last_triggered_step(last_step)
+            if last_step != self._saved_step:
+                # Off the schedule: the timer keeps its last trigger, so a
+                # restart from this save saves at the uninterrupted run's steps.
                 self._save(session, last_step)
             self._confirm_pending(session)
             for listener in self._listeners:
@@ -418,7 +435,7 @@ class CheckpointSaverHook(TimedHook):
             return
         if self._save_on_failure:
             step = read_global_step(session)
-            if step == self._timer.last_triggered_step():
+            if step == self._saved_step:
                 tf_logging.info("%s: the session failed; step %d is already saved.", _HOOK, step)
             else:
                 tf_logging.warning(
@@ -428,17 +445,18 @@ class CheckpointSaverHook(TimedHook):
                     error,
                     step,
                 )
-                self._timer.update_last_triggered_step(step)
-                self._save(session, step)
+                self._save(session, step)  # Off the schedule, as in end().
                 self._confirm_pending(session)
 
     def _save(self, session: Any, step: int) -> bool:
         """Saves a checkpoint for `step`; returns whether a listener asked to stop."""
         try:
-            return self._save_and_notify(session, step)
+            should_stop = self._save_and_notify(session, step)
         except BaseException as error:
             self._save_error = error
             raise
+        self._saved_step = step
+        return should_stop
 
     def _confirm_pending(self, session: Any) -> bool:
         """Waits for the save not yet confirmed, then counts it as done.

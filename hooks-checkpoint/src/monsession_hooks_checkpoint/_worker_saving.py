@@ -45,6 +45,10 @@ class WorkerCheckpointSaverHook(CheckpointSaverHook):
     """
 
     _locks_checkpoint_dir = False
+    # The key of the chief's saver in the chief's hook-state files: a restarted
+    # worker takes the chief's timer with the checkpoint, so both go on with
+    # the same schedule (a save off it, e.g. at a SIGTERM, moves neither).
+    state_key = "CheckpointSaverHook[0]"
 
     def __init__(
         self,

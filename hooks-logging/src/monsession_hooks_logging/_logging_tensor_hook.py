@@ -127,11 +127,14 @@ class LoggingTensorHook(RunTimedHook):
         if runnable:
             ran = session.run([fetch for _, fetch in runnable])
             values.update(zip([tag for tag, _ in runnable], ran, strict=True))
-        self._log({tag: values[tag] for tag in self._watched.tags})
+        # Off the schedule: the timer keeps its last trigger, so a job
+        # restarted from a checkpoint saved after this line logs at the
+        # uninterrupted run's iterations.
+        self._log({tag: values[tag] for tag in self._watched.tags}, on_schedule=False)
 
-    def _log(self, values: dict[Hashable, Any]) -> None:
+    def _log(self, values: dict[Hashable, Any], on_schedule: bool = True) -> None:
         self._last_values = values
-        elapsed_secs = self._trigger()
+        elapsed_secs = self._trigger() if on_schedule else self._since_trigger()
         if not self._logged_here:  # TensorFlow's first line of a process has no time.
             self._logged_here = True
             elapsed_secs = None

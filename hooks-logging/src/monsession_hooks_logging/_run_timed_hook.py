@@ -16,7 +16,9 @@ class RunTimedHook(SessionRunHook):
     `next_action()` and its state (both, saved with each checkpoint, so a
     restarted hook goes on with the schedule it had). A subclass calls
     `_reset_runs()` in `begin()`, `_due(silent_steps)` in `before_run()`,
-    `_trigger()` when it acts and `_ran()` at the end of `after_run()`.
+    `_trigger()` when it acts on its schedule (`_since_trigger()` when it acts
+    off it, which leaves the schedule alone) and `_ran()` at the end of
+    `after_run()`.
 
     Args:
       name: The hook's name, for error messages.
@@ -53,6 +55,13 @@ class RunTimedHook(SessionRunHook):
         if self._timer is None:
             return None
         elapsed_secs, _ = self._timer.update_last_triggered_step(self._runs)
+        return elapsed_secs
+
+    def _since_trigger(self) -> float | None:
+        """The seconds from the last trigger to the current run, recording no trigger."""
+        if self._timer is None:
+            return None
+        elapsed_secs, _ = self._timer.elapsed_since_trigger(self._runs)
         return elapsed_secs
 
     def next_action(self, global_step: int) -> NextAction:

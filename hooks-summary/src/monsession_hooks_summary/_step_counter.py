@@ -158,7 +158,9 @@ class StepCounterHook(TimedHook):
             # A run shorter than the period: its rate, once, at the end.
             global_step = read_global_step(session)
             if global_step != self._timer.last_triggered_step():
-                elapsed_time, elapsed_steps = self._timer.update_last_triggered_step(global_step)
+                # Off the schedule: a restart from a checkpoint saved after
+                # it writes its rates at the uninterrupted run's steps.
+                elapsed_time, elapsed_steps = self._timer.elapsed_since_trigger(global_step)
                 if elapsed_time and elapsed_steps:
                     self._log_and_record(elapsed_steps, elapsed_time, global_step)
         if self._sink is not None:

@@ -105,13 +105,26 @@ class SecondOrStepTimer:
           time between the save and the load.
         """
         now = time.time()
-        elapsed: tuple[float | None, int | None] = (None, None)
-        if self._last_triggered_time is not None:
-            assert self._last_triggered_step is not None
-            elapsed = (now - self._last_triggered_time, step - self._last_triggered_step)
+        elapsed = self._elapsed(step, now)
         self._last_triggered_time = now
         self._last_triggered_step = step
         return elapsed
+
+    def elapsed_since_trigger(self, step: int) -> tuple[float | None, int | None]:
+        """`(elapsed_secs, elapsed_steps)` from the last trigger to `step`, recording nothing.
+
+        For an action off the schedule (e.g. a hook's last action at
+        `end()`), which must not move the next trigger: a job restarted
+        from a state saved after it acts at the uninterrupted run's steps.
+        `(None, None)` as `update_last_triggered_step` returns it.
+        """
+        return self._elapsed(step, time.time())
+
+    def _elapsed(self, step: int, now: float) -> tuple[float | None, int | None]:
+        if self._last_triggered_time is None:
+            return (None, None)
+        assert self._last_triggered_step is not None
+        return (now - self._last_triggered_time, step - self._last_triggered_step)
 
     def last_triggered_step(self) -> int | None:
         """The step of the last trigger, or `None`."""
