@@ -29,6 +29,9 @@ WHEELS = pathlib.Path(__file__).parent / "data" / f"release-{PREVIOUS}"
 FAMILIES = ("monsession_core", "monsession_hooks_checkpoint", "monsession_hooks_summary")
 JOB = pathlib.Path(__file__).parent / "upgrade_job.py"
 STOP = 7  # Mid-epoch: epochs have 5 batches.
+LAST = 15  # 3 epochs.
+EVERY = 3  # Steps between checkpoints.
+SAVER = "CheckpointSaverHook[0]"  # Its key in the hooks' state.
 WALL_CLOCK = "secs_since_trigger"
 
 
@@ -114,20 +117,32 @@ def test_a_job_started_under_the_previous_release_resumes_exactly(
     assert resumed["summaries"] == straight["summaries"]
     assert {tag for tag, _ in straight["summaries"]} == {"w", "global_step/sec"}
 
-    # The checkpoints: the one the previous release saved at the stop is restored (the
-    # first step after it is STOP + 1); a save is a trigger (the checkpoint family's
-    # rule), so the next ones come a period after it, then at the end.
-    assert resumed["checkpoints"] == [6, STOP, STOP + 3, STOP + 6, 15]
-    assert straight["checkpoints"] == [3, 6, 9, 12, 15]
-    assert resumed["checkpoint"] == straight["checkpoint"] == 15
-    assert _schedules(resumed["hook_state"]) == _schedules(straight["hook_state"])
+    # The hooks' schedules go on from the state the previous release saved beside the
+    # checkpoint of the stop, which is restored (the first step after it is STOP + 1).
+    # The summary saver's and the step counter's: as in the uninterrupted run (above,
+    # and their final state). The checkpoint saver's: 0.1.0 counted its save at the
+    # stop as a trigger (1.0 does not: a save off the schedule leaves it alone), and
+    # this release keeps the trigger it finds, so its next saves come a period later.
+    assert STOP in resumed["checkpoints"] and STOP not in straight["checkpoints"]
+    trigger = first["hook_state"]["hooks"][SAVER]["timer"]["last_triggered_step"]
+    assert [step for step in resumed["checkpoints"] if step > STOP] == [
+        *range(trigger + EVERY, LAST, EVERY),
+        LAST,
+    ]
+    assert resumed["checkpoint"] == straight["checkpoint"] == LAST
+    schedules, expected = _schedules(resumed["hook_state"]), _schedules(straight["hook_state"])
+    assert schedules.pop(SAVER) == {
+        "timer": {"last_triggered_step": range(trigger + EVERY, LAST + 1, EVERY)[-1]}
+    }
+    del expected[SAVER]
+    assert schedules == expected
 
     # The same weights, global step (monsession_global_step) and epoch counter; one more
     # save (the one at the stop).
     saves = "save_counter/.ATTRIBUTES/VARIABLE_VALUE"
     assert resumed["variables"].pop(saves) == straight["variables"].pop(saves) + 1
     assert resumed["variables"] == straight["variables"]
-    assert straight["variables"]["monsession_global_step/.ATTRIBUTES/VARIABLE_VALUE"] == 15
+    assert straight["variables"]["monsession_global_step/.ATTRIBUTES/VARIABLE_VALUE"] == LAST
     assert straight["variables"]["data/epoch/.ATTRIBUTES/VARIABLE_VALUE"] == 3
 
 
