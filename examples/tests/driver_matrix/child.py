@@ -7,11 +7,11 @@ time): each child starts TensorFlow's runtime afresh, runs its job and
 exits, or dies by SIGKILL when its plan says so. A job is `{"driver",
 "plans", "after", "downtime"?}`: `after` lists the jobs that must have ended
 first, `downtime` seconds before it starts (a restart after a kill). A plan
-is a run, `{"dir", "last_steps", "kill_at"?, "abort_at"?, "tf_hooks"?,
-"earlystop"?}`: its sessions train to each of `last_steps` in turn (a clean
+is a run, `{"dir", "last_steps", "kill_at"?, "sigterm_at"?, "abort_at"?,
+"tf_hooks"?, "earlystop"?}`: its sessions train to each of `last_steps` in turn (a clean
 resume is two), with everything recorded in `dir` (see records.py), from a
 `begin` record at its start to an `exit` record with the job's exit status
-(-9: SIGKILL), written here once the job ended. An error ends its run only:
+(-9: SIGKILL, -15: SIGTERM), written here once the job ended. An error ends its run only:
 it is recorded, and the matrix shows it in the cells of that run. Prints
 `<job index> <exit status>` per job.
 """

@@ -41,11 +41,11 @@ def _plans(root: str, driver: str, event: str) -> list[dict[str, Any]]:
 
 
 def jobs(root: str) -> list[dict[str, Any]]:
-    """Every training of the matrix: kills first, then the rest.
+    """Every training of the matrix: the runs a kill or SIGTERM ends first, then the rest.
 
     A job is `{"driver", "plans", "after", "downtime"}` (see child.py): the
-    restart after a kill waits for the killed job, then `table.DOWNTIME`
-    seconds more.
+    restart after a kill (or SIGTERM) waits for the ended job, then
+    `table.DOWNTIME` seconds more.
     """
     kills: list[dict[str, Any]] = []
     others: list[dict[str, Any]] = []
@@ -54,12 +54,13 @@ def jobs(root: str) -> list[dict[str, Any]]:
         for event in table.EVENTS:
             if not applies(driver, event):
                 continue
-            if event in table.KILLS:
+            if event in table.RESTARTED:
+                how, at = table.RESTARTED[event]
                 restarts = _plans(root, driver, event)
                 after = []
                 for plan in restarts:
                     after.append(len(kills))
-                    killed = {**plan, "kill_at": table.KILLS[event]}
+                    killed = {**plan, f"{how}_at": at}
                     kills.append({"driver": driver, "plans": [killed], "after": []})
                 others.append(
                     {

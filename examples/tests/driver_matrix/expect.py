@@ -22,9 +22,12 @@ def stop_step(driver: str) -> int:
 
 
 def stops(driver: str, event: str) -> list[int]:
-    """The step each session of the run ends at (a killed one ends none)."""
+    """The step each session of the run ends at (a killed one ends none; SIGTERM stops one
+    after its step)."""
     last = stop_step(driver)
-    return [table.RESUME_FIRST, last] if event == "resume" else [last]
+    if event == "resume":
+        return [table.RESUME_FIRST, last]
+    return [table.SIGTERM_AT, last] if event == "sigterm" else [last]
 
 
 def weight(steps: int) -> np.float32:

@@ -92,7 +92,7 @@ class Run:
         return [r["t"] for r in self.kinds("begin")]
 
     def exits(self) -> list[int]:
-        """The exit status of each process that ran this run (-9: SIGKILL), in order."""
+        """The exit status of each process that ran this run (-9: SIGKILL, -15: SIGTERM)."""
         return [r["status"] for r in self.kinds("exit")]
 
     def start_steps(self) -> list[int]:

@@ -15,6 +15,15 @@ LAST_STEP = 30  # 40 ids, batches of 4: 10 steps per epoch, 3 epochs.
 RESUME_FIRST = 20  # A clean resume: a first run to step 20, then a second to 30.
 SAVE_STEPS = 5
 KILLS = {"kill-between": 17, "kill-checkpoint": 15, "kill-epoch": 10}
+# SIGTERM to the process after this step, between two checkpoints: the session stops there
+# and saves it, off the schedule; the restart must save at the uninterrupted run's steps.
+SIGTERM_AT = 17
+# The events whose first process ends early and whose run a new process restarts: how the
+# first one ends ("kill": SIGKILL, "sigterm"), after which step.
+RESTARTED = {
+    **{event: ("kill", at) for event, at in KILLS.items()},
+    "sigterm": ("sigterm", SIGTERM_AT),
+}
 ABORT_AT = 17
 # Where each event's sessions start (the contract: a recovery or a restart after a kill
 # resumes from the newest save begun before it; a kill waits for the background writes).
@@ -24,6 +33,7 @@ STARTS = {
     "kill-between": [0, 15],
     "kill-checkpoint": [0, 15],
     "kill-epoch": [0, 10],
+    "sigterm": [0, SIGTERM_AT],
     "aborted": [0, 15],
 }
 # The probe is NaN from this step on: NanTensorHook(fail_on_nan_loss=False) stops the run
@@ -34,10 +44,11 @@ NAN_AT = 25
 # evaluations every SAVE_STEPS steps. The loss grows, so it stops at step 5 * (1 + PATIENCE).
 PATIENCE = 4
 SHUFFLE_SEED = 7  # The seeded, reshuffled order of the 40 ids: every driver trains it.
-# Seconds between a kill and its restart: no elapsed time or rate after it may count them.
+# Seconds between a kill (or SIGTERM) and its restart: no elapsed time or rate after it may
+# count them.
 DOWNTIME = 8.0
 
-EVENTS = ("fresh", "resume", "kill-between", "kill-checkpoint", "kill-epoch", "aborted")
+EVENTS = ("fresh", "resume", "kill-between", "kill-checkpoint", "kill-epoch", "sigterm", "aborted")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,6 +149,10 @@ _NO_KILL_FIT = (
     "model.fit restores nothing and resumes no data position by itself (HooksCallback, "
     "documented): a killed fit restarts under the user's own policy"
 )
+_NO_SIGNAL_FIT = (
+    "model.fit has no session to stop on a signal (HooksCallback installs no handler): "
+    "SIGTERM ends fit mid-step, unsaved, as without monsession"
+)
 _TF_RESTART = (
     "TensorFlow's session restores no hook state: after a restart its hooks start over; "
     "the restart promises are monsession's, tested under monsession's sessions"
@@ -187,6 +202,8 @@ def not_applicable(row: str, driver: str, event: str) -> str | None:
         return _NO_EPOCHS
     if spec.mode == "fit" and event.startswith("kill"):
         return _NO_KILL_FIT
+    if spec.mode == "fit" and event == "sigterm":
+        return _NO_SIGNAL_FIT
     if spec.mode == "fit" and event == "aborted":
         return "model.fit has no session to re-create: an AbortedError ends fit"
     if spec.tf_session and event not in ("fresh", "resume"):
@@ -227,6 +244,26 @@ _EPOCH_END_ONCE = (
     "the loop's yield does not end that epoch (epoch_end: the callbacks' on_epoch_end) again "
     "after the restart"
 )
+_SIGTERM_ENDS_ONE_EPOCH_PER_TRAINING = (
+    "by design (hooks-keras README): a loop without epochs is one epoch per training, and "
+    "a training stopped by SIGTERM at step 17 ends it there (KerasCallbacksHook.end()), as a "
+    "resumed run's first training does at 20: the restart's callbacks start another epoch "
+    "and count its batches from 0 (ModelCheckpoint(save_freq=5) saves at 22 and 25 under "
+    "the new epoch's batch names, not at 20 and 25), and the epoch-end callbacks "
+    "(EarlyStopping, History, CSVLogger, the learning-rate ones, LambdaCallback) and "
+    "TensorBoard's epoch scalars see one epoch more"
+)
+_SIGTERM_ENDS_THE_EPOCH = (
+    "open finding: KerasCallbacksHook.end() ends the epoch in progress (on_epoch_end) on any "
+    "stop, also on SIGTERM mid-epoch under Epochs, and the checkpoint saved at that stop "
+    "holds the hook state after it: the callbacks see an epoch end at step 17 that the "
+    "uninterrupted run never has (History, CSVLogger, LambdaCallback, the learning-rate "
+    "ones; EarlyStopping's patience then stops the restart at step 20, not 25, so the stop "
+    "and model rows differ too), and the restart begins epoch 2 at step 18, counting its "
+    "batches from 0 (ModelCheckpoint names and save_freq). Fix: a stop that Epochs did not "
+    "end leaves the epoch open in the saved state, for the restart to resume it (as after a "
+    "kill), and ends it for the callbacks only when the job ends"
+)
 # The runs that restart from the checkpoint of an epoch's last step: resume (20) and
 # kill-epoch (10; the kill waits for the background write).
 _KERAS_EPOCH_END_ROWS = (
@@ -249,6 +286,16 @@ KNOWN_FAILURES: dict[tuple[str, str, str], str] = {
     **{
         (row, "keras-loop", "resume"): _ONE_EPOCH_PER_TRAINING
         for row in ("keras-checkpoint-epoch", "keras-lr", "keras-csv", "keras-lambda")
+    },
+    **{
+        (row, "keras-loop", "sigterm"): _SIGTERM_ENDS_ONE_EPOCH_PER_TRAINING
+        for row in ROWS
+        if ROWS[row].keras and row != "keras-nan"
+    },
+    **{
+        (row, "keras-epochs", "sigterm"): _SIGTERM_ENDS_THE_EPOCH
+        for row in ROWS
+        if ROWS[row].keras or row in ("stop", "model")
     },
 }
 

@@ -75,13 +75,22 @@ def check_event(run: Run, driver: str, event: str) -> None:
     """The event happened as its name says, and each session started where it must."""
     assert not run.errors, run.errors
     records = run.records
-    if event in table.KILLS:
-        assert run.exits() == [-9, 0], "the first process must die by SIGKILL, the restart end"
-        killed = run.kinds("killed")
-        assert [r["step"] for r in killed] == [table.KILLS[event]], killed
-        # The kill came right after its record: the killed process recorded nothing more.
-        after = records[records.index(killed[0]) + 1 :]
-        assert after[0]["kind"] == "exit", after[:3]
+    if event in table.RESTARTED:
+        how, at = table.RESTARTED[event]
+        signum = signal.SIGKILL if how == "kill" else signal.SIGTERM
+        assert run.exits() == [-signum, 0], (run.exits(), "the first process must die by it")
+        hit = run.kinds("killed" if how == "kill" else "sigterm")
+        assert [r["step"] for r in hit] == [at], hit
+        after = records[records.index(hit[0]) + 1 :]
+        if how == "kill":
+            # The kill came right after its record: the killed process recorded nothing more.
+            assert after[0]["kind"] == "exit", after[:3]
+        else:
+            # The session stopped after that step (no step ran after it), then the process
+            # died of the signal handed on.
+            ended = after[: [r["kind"] for r in after].index("exit")]
+            assert [r["step"] for r in ended if r["kind"] == "final"] == [at], ended
+            assert not [r for r in ended if r["kind"] == "start"], ended
     else:
         assert run.exits() == [0], run.exits()
     aborted = run.kinds("aborted")
@@ -100,32 +109,52 @@ def check_event(run: Run, driver: str, event: str) -> None:
 def check_times(row: str, event: str, run: Run) -> None:
     """No rate <= 0; after a restart no elapsed time counts the time between the processes.
 
-    The bound is behaviour, not timing: a rate (over the 4 steps between two
-    StepCounterHook lines) or a LoggingTensorHook "(x sec)" after a restart
-    may count the seconds both processes ran, never the seconds between
-    them, when neither ran. The first of each after the restart spans the
-    two processes; its bound must be below the downtime (at least
-    `table.DOWNTIME`, more while the other trainings hold both slots), or
-    counting the downtime would pass unseen.
+    The bound is behaviour, not timing, all of it from recorded events: a
+    rate (over the 4 steps between two StepCounterHook lines) or a
+    LoggingTensorHook "(x sec)" after a restart may count the seconds both
+    processes ran, never the downtime, from the end of the first process
+    (its `exit` record) to the begin of the restart, when neither ran. The
+    first rate after the restart spans the two processes: its elapsed time
+    must be below the downtime, which a rate that counted the downtime
+    cannot be (`table.DOWNTIME` only makes the downtime long enough to be
+    seen), and at most what the processes ran.
     """
     if row == "step-counter":
         assert run.rates() and all(rate > 0 for _, rate in run.rates()), run.rates()
     if row == "progress":
         assert run.progress_rates() and all(rate > 0 for rate in run.progress_rates())
-    if event not in table.KILLS:
+    if event not in table.RESTARTED:
         return
-    (old, new), killed = run.begins(), run.kinds("killed")[0]["t"]
-    downtime = new - killed
-    assert downtime >= table.DOWNTIME
+    (old, new), ended = run.begins(), run.kinds("exit")[0]["t"]
+    # A kill ends the training at its record; a SIGTERM's process runs on to save.
+    stopped = run.kinds("killed")[0]["t"] if table.RESTARTED[event][0] == "kill" else ended
+    downtime = new - ended
     if row == "step-counter":
         after = [(t, 4 / rate) for t, rate in run.rates() if t > new]
-        bounds = [(elapsed, (t - new) + (killed - old) + 0.01) for t, elapsed in after]
-        assert after and bounds[0][1] < downtime, (bounds, downtime)
+        bounds = [(elapsed, (t - new) + (stopped - old) + 0.01) for t, elapsed in after]
+        assert after and after[0][1] < downtime, (after, downtime)
         assert all(elapsed <= bound for elapsed, bound in bounds), (bounds, downtime)
     if row == "logging":
         lines = [(seconds, (t - new) + 0.001) for t, seconds in run.timed_lines() if t > new]
         assert lines and lines[0][1] < downtime, (lines, downtime)
         assert all(seconds <= bound for seconds, bound in lines), (lines, downtime)
+
+
+def sigterm_save(want: dict[str, Any]) -> dict[str, Any]:
+    """The reference's checkpoints with the save SIGTERM made at `table.SIGTERM_AT`, off the
+    schedule: the other saves are the uninterrupted run's, at the same steps (the restart's
+    schedule is not moved by it), the files those the savers keep (as many as the
+    reference's) and its `after_save` called in the stopping process's `end()`."""
+    at = table.SIGTERM_AT
+    made = [at, [round(float(expect.weight(at)), 4)]]
+    files = sorted([*want["files"], made])[-len(want["files"]) :]
+    kept = [step for step, _ in files]
+    return {
+        "files": files,
+        "listed": kept,
+        "latest": kept[-1],
+        "after_save": sorted([*want["after_save"], made]),
+    }
 
 
 def confirmed(calls: list[Any], driver: str, event: str, run: Run, ref: Any) -> list[Any]:
@@ -165,6 +194,8 @@ def expected(row: str, driver: str, event: str, run: Run, root: str) -> Any:
         return {"stopped": expect.stops(driver, event), "diverged": [table.NAN_AT]}
     if row == "checkpoint":
         want = {**want, "after_save": confirmed(want["after_save"], driver, event, run, ref)}
+        if event == "sigterm":
+            want = sigterm_save(want)
     if row == "earlystop":
         # It stopped the run early, at the step it says.
         assert want[2] is not None and want[2] == want[3] < table.LAST_STEP, (ref, want)
@@ -209,7 +240,20 @@ def test_cell(matrix_root: str, row: str, driver: str, event: str) -> None:
     assert got == want
 
 
+DOC_TABLE_INTRO = "Cells that do not apply, and why (generated from `table.py`"
+
+
+def doc_table(page: str, intro: str) -> str:
+    """The markdown table that follows the paragraph starting with `intro` on `page`."""
+    with open(page) as stream:
+        text = stream.read()
+    assert text.count(intro) == 1, f"{page} must hold one paragraph starting {intro!r}"
+    lines = text[text.index(intro) :].split("\n")
+    start = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
+    return "\n".join(lines[start:end]) + "\n"
+
+
 def test_the_contributors_page_lists_the_cells_that_do_not_apply():
     page = os.path.join(os.path.dirname(CHILD), "..", "..", "..", "docs", "contributors.md")
-    with open(page) as stream:
-        assert table.not_applicable_markdown() in stream.read()
+    assert doc_table(page, DOC_TABLE_INTRO) == table.not_applicable_markdown()
