@@ -99,6 +99,9 @@ def test_the_deprecation_classes_name_the_removing_release() -> None:
     for entry in _deprecation.DEPRECATED:
         assert entry.category.__name__ == f"RemovedIn{entry.removed_in.split('.')[0]}Warning"
         assert f"will be removed in monsession {entry.removed_in}:" in entry.message
+        # Removed in a major release, after the series that deprecated it.
+        major, minor = (int(part) for part in entry.removed_in.split("."))
+        assert minor == 0 and major > int(entry.since.split(".")[0]), entry
 
 
 def test_our_deprecation_warnings_are_errors_in_our_tests() -> None:
