@@ -8,6 +8,7 @@ coordinator that does not stop, which `close()` waits for (up to the grace
 period) as it waits for a dead task.
 """
 
+import contextlib
 import gc
 import logging
 import os
@@ -17,6 +18,7 @@ import sys
 import textwrap
 import threading
 import weakref
+from collections.abc import Iterator
 
 import pytest
 import tensorflow as tf
@@ -244,11 +246,17 @@ def test_a_lost_parameter_server_of_a_real_cluster_is_asked():
     assert done.stdout.split() == ["True", "False"], done.stderr[-2000:]
 
 
-def _closed_port() -> str:
-    """The address of a port nothing listens on (bound, then released)."""
+@contextlib.contextmanager
+def _closed_port() -> Iterator[str]:
+    """The address of a port nothing listens on, while in use.
+
+    The port stays bound here and never listens: a connection to it is
+    refused, and no other process can bind it meanwhile (one that took a
+    released port and listened would make the waits below last for ever).
+    """
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return f"127.0.0.1:{sock.getsockname()[1]}"
+        yield f"127.0.0.1:{sock.getsockname()[1]}"
 
 
 def test_a_listening_address_is_not_gone_and_a_closed_port_is() -> None:
@@ -256,7 +264,8 @@ def test_a_listening_address_is_not_gone_and_a_closed_port_is() -> None:
         server.bind(("127.0.0.1", 0))
         server.listen()
         assert not _lost_tasks.refuses_connections(f"127.0.0.1:{server.getsockname()[1]}")
-    assert _lost_tasks.refuses_connections(_closed_port())
+    with _closed_port() as address:
+        assert _lost_tasks.refuses_connections(address)
 
 
 def test_waiting_for_closures_ends_naming_a_parameter_server_that_is_gone() -> None:
@@ -269,8 +278,8 @@ def test_waiting_for_closures_ends_naming_a_parameter_server_that_is_gone() -> N
         return False
 
     task = "/job:ps/replica:0/task:1"
-    with pytest.raises(tf.errors.UnavailableError) as raised:
-        _lost_tasks.join_unless_lost(never_done, {task: _closed_port()})
+    with _closed_port() as address, pytest.raises(tf.errors.UnavailableError) as raised:
+        _lost_tasks.join_unless_lost(never_done, {task: address})
     assert f"parameter server {task}" in str(raised.value)
     assert "refuses connections" in str(raised.value)
     assert _preemption_errors.lost_parameter_servers(raised.value) == [task]

@@ -70,7 +70,11 @@ def test_creation_gives_up_once_failures_outlast_max_wait_secs():
     creator = FlakyCreator(failures=10_000, policy=policy)
     with pytest.raises(tf.errors.UnavailableError, match=r"longer than max_wait_secs=0.3"):
         monsession.MonitoredSession(session_creator=creator)
-    assert 3 <= len(creator.calls) < 1000
+    # Bounds from the policy, not from the machine's speed: the first failure
+    # starts the streak (0 s: never past the deadline), so it is retried at
+    # least once; the deadline, not max_attempts, ended the retries. How many
+    # fit in 0.3 s depends on the machine and is not asserted.
+    assert 2 <= len(creator.calls) <= policy.max_attempts
 
 
 def test_the_default_policy_is_bounded_by_the_creators_max_wait_secs():

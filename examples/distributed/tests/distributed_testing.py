@@ -4,13 +4,16 @@ are always killed, hard time limits, and reading what the jobs left behind."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
+import random
 import re
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,19 +24,83 @@ TRAIN_CLUSTER = EXAMPLE_DIR / "train_cluster.py"
 TRAIN_MULTIWORKER = EXAMPLE_DIR / "train_multiworker.py"
 LOOPBACK = "127.0.0.1"
 
+# The waits of the multi-process tests, in seconds: generous for a loaded 2-core
+# machine (each wait returns as soon as its condition holds). A test's hard limit
+# is `within(...)` the waits it makes, so it never cuts a wait short.
+START_SECS = 90  # processes start (import TensorFlow, join the job) and reach a first mark
+TRAIN_SECS = 100  # a job trains to its target and exits
+SIGNAL_EXIT_SECS = 30  # a signalled process stops after its step, saves and exits
+PEER_EXIT_SECS = 30  # a process exits once the one it follows (the chief, the job's end) did
+SURVIVOR_EXIT_SECS = 45  # the survivor of a dead peer fails and exits
+LISTEN_SECS = 120  # every server of a cluster accepts connections
+IN_PROCESS_SECS = 60  # the in-process jobs of one test (no wait of their own)
+HARD_MARGIN_SECS = 30  # what runs between the waits: starting processes, reading files
+
+# Ports are picked below the kernel's ephemeral range, which bind(0) and outgoing
+# connections draw from, so nothing takes one by chance; a lock file per port
+# (held until this process exits) keeps the tests of other processes off it. A
+# port is thus reserved from the pick until the end of the test session: while a
+# server starts and binds it, and when a server restarts on it.
+_LOWEST_PORT = 20000
+_PORT_LOCKS = os.path.join(tempfile.gettempdir(), "monsession-test-ports")
+_held_ports: dict[int, int] = {}  # port: the descriptor holding its lock
+
+
+def _ephemeral_low() -> int:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as ranges:
+            return int(ranges.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default.
+
+
+def _reserve(port: int) -> bool:
+    """Takes the lock of `port` if no process holds it and nothing is bound to it."""
+    os.makedirs(_PORT_LOCKS, exist_ok=True)
+    descriptor = os.open(os.path.join(_PORT_LOCKS, str(port)), os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.bind((LOOPBACK, port))
+    except OSError:
+        os.close(descriptor)  # Releases the lock, if it was taken.
+        return False
+    _held_ports[port] = descriptor
+    return True
+
+
+def reserved_elsewhere(port: int) -> bool:
+    """Whether another process holds the reservation of `port` (for the helpers' tests)."""
+    descriptor = os.open(os.path.join(_PORT_LOCKS, str(port)), os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(descriptor)
+    return False
+
 
 def free_ports(count: int) -> list[int]:
-    """`count` distinct free TCP ports on 127.0.0.1 (held together while picked)."""
-    sockets = []
-    try:
-        for _ in range(count):
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.bind((LOOPBACK, 0))
-            sockets.append(sock)
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
+    """`count` distinct free TCP ports on 127.0.0.1, reserved for this process.
+
+    Each is free when picked, outside the kernel's ephemeral range and locked
+    against the other test processes until this one exits: no other process
+    takes it before the server meant for it binds it, nor while a server
+    restarts on it (see `_PORT_LOCKS`).
+
+    Raises:
+      RuntimeError: If no `count` free ports are found.
+    """
+    picker = random.Random()  # Seeded from the OS: processes try different ports.
+    candidates = range(_LOWEST_PORT, _ephemeral_low())
+    ports: list[int] = []
+    for port in picker.sample(candidates, min(len(candidates), 50 * count)):
+        if port not in _held_ports and _reserve(port):
+            ports.append(port)
+            if len(ports) == count:
+                return ports
+    raise RuntimeError(f"found only {len(ports)} of {count} free ports in {candidates}")
 
 
 def addresses(ports: list[int]) -> list[str]:
@@ -53,6 +120,12 @@ def accepts_connections(address: str) -> bool:
 def tf_config(workers: list[str], index: int) -> str:
     """A ``TF_CONFIG`` for `MultiWorkerMirroredStrategy`: workers only, worker 0 is chief."""
     return json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}})
+
+
+def within(*waits: float) -> contextlib.AbstractContextManager[None]:
+    """`hard_timeout` of the sum of `waits` (the timeouts of the waits a test makes, one
+    after the other) plus `HARD_MARGIN_SECS`."""
+    return hard_timeout(sum(waits) + HARD_MARGIN_SECS)
 
 
 @contextlib.contextmanager
@@ -127,6 +200,12 @@ class Processes:
     def wait_ok(self, name: str, timeout: float) -> None:
         code = self.wait(name, timeout)
         assert code == 0, f"{name} exited with {code}; its log ends with:\n{self.tail(name)}"
+
+    def wait_all_ok(self, names: list[str], timeout: float) -> None:
+        """`wait_ok` for each child, all within one `timeout` (they run together)."""
+        deadline = time.monotonic() + timeout
+        for name in names:
+            self.wait_ok(name, max(0.0, deadline - time.monotonic()))
 
     def kill(self, name: str) -> None:
         """SIGKILL, then reap (no zombie left behind)."""

@@ -13,19 +13,25 @@ from pathlib import Path
 import pytest
 from distributed_testing import (
     EXAMPLE_DIR,
+    IN_PROCESS_SECS,
+    PEER_EXIT_SECS,
+    SIGNAL_EXIT_SECS,
+    START_SECS,
+    SURVIVOR_EXIT_SECS,
     TRAIN_MULTIWORKER,
+    TRAIN_SECS,
     Processes,
     addresses,
     event_files,
     files_under,
     free_ports,
-    hard_timeout,
     latest_checkpoint_step,
     read_report,
     summary_tags,
     tf_config,
     two_logical_cpus,
     wait_for,
+    within,
     worker_temp_dirs,
 )
 
@@ -105,7 +111,7 @@ def test_mirrored_strategy_in_process(tmp_path: Path) -> None:
         sys.path.remove(str(EXAMPLE_DIR))
     strategy = tf.distribute.MirroredStrategy(devices)
     out = tmp_path / "out"
-    with hard_timeout(60):
+    with within(IN_PROCESS_SECS):
         first = train(strategy, str(out), last_step=30)
         second = train(strategy, str(out), last_step=40)
 
@@ -132,13 +138,13 @@ def test_multiworker_trains_to_target_and_only_the_chief_writes(tmp_path: Path) 
     target, only its chief writes; the fused job's files, every step's loss
     and its weights are those of single steps."""
     last_step = 40
-    with hard_timeout(110), Processes(tmp_path / "logs") as processes:
+    with within(TRAIN_SECS), Processes(tmp_path / "logs") as processes:
         _start_workers(processes, tmp_path, "single", last_step, out="single")
         _start_workers(
             processes, tmp_path, "fused", last_step, steps_per_execution="auto", out="fused"
         )
-        for name in ("single-worker0", "single-worker1", "fused-worker0", "fused-worker1"):
-            processes.wait_ok(name, timeout=100)
+        names = ["single-worker0", "single-worker1", "fused-worker0", "fused-worker1"]
+        processes.wait_all_ok(names, timeout=TRAIN_SECS)
     reference = read_report(tmp_path / "single-worker0.json")
     for run in ("single", "fused"):
         chief = read_report(tmp_path / f"{run}-worker0.json")
@@ -188,7 +194,6 @@ MANAGER_FILE = re.compile(
 # (heartbeat timeout: 10 s) or at once from a broken connection, then exits.
 # The documented bound is 30 s (README, "When a worker dies"); the tests wait
 # a little longer so that a slow CI machine does not fail them.
-SURVIVOR_EXIT_SECS = 45
 PEER_FAILED = "a worker of the job failed or cannot be reached"
 
 
@@ -204,11 +209,12 @@ def test_multiworker_survivor_fails_fast_and_the_restarted_job_resumes(tmp_path:
     temporary directory."""
     last_step = 120
     out = tmp_path / "out"
-    with hard_timeout(170), Processes(tmp_path / "logs") as processes:
+    waits = (START_SECS, SURVIVOR_EXIT_SECS, TRAIN_SECS, PEER_EXIT_SECS)
+    with within(*waits), Processes(tmp_path / "logs") as processes:
         _start_workers(processes, tmp_path, "first", last_step, step_delay=0.05, saver="manager")
         wait_for(
             lambda: (latest_checkpoint_step(out) or 0) >= 20,
-            timeout=90,
+            timeout=START_SECS,
             what="the chief's checkpoint of step 20",
         )
         processes.kill("first-worker1")
@@ -232,8 +238,8 @@ def test_multiworker_survivor_fails_fast_and_the_restarted_job_resumes(tmp_path:
         ), killed_worker["worker_temp_files"]
 
         _start_workers(processes, tmp_path, "second", last_step, saver="manager")
-        processes.wait_ok("second-worker0", timeout=100)
-        processes.wait_ok("second-worker1", timeout=20)
+        processes.wait_ok("second-worker0", timeout=TRAIN_SECS)
+        processes.wait_ok("second-worker1", timeout=PEER_EXIT_SECS)
     chief = read_report(tmp_path / "second-worker0.json")
     worker = read_report(tmp_path / "second-worker1.json")
 
@@ -257,11 +263,11 @@ def test_multiworker_survivor_fails_fast_and_the_restarted_job_resumes(tmp_path:
 def test_multiworker_chief_killed_the_worker_fails_fast(tmp_path: Path) -> None:
     """SIGKILL the chief (which also leads TensorFlow's coordination service):
     worker 1 exits non-zero with the same clear error."""
-    with hard_timeout(120), Processes(tmp_path / "logs") as processes:
+    with within(START_SECS, SURVIVOR_EXIT_SECS), Processes(tmp_path / "logs") as processes:
         _start_workers(processes, tmp_path, "run", 100_000, step_delay=0.05, save_steps=100_000)
         wait_for(
             lambda: read_report_step(tmp_path / "run-worker1.json") >= 10,
-            timeout=90,
+            timeout=START_SECS,
             what="step 10 on worker 1",
         )
         processes.kill("run-worker0")
@@ -284,18 +290,19 @@ def test_multiworker_sigterm_to_one_worker_stops_every_worker_after_one_step(
     step both workers stop, take part in the final (collective) save, whose
     checkpoint the chief writes, and die of SIGTERM; no step is lost."""
     out = tmp_path / "out"
-    with hard_timeout(120), Processes(tmp_path / "logs") as processes:
+    waits = (START_SECS, SIGNAL_EXIT_SECS, SIGNAL_EXIT_SECS)
+    with within(*waits), Processes(tmp_path / "logs") as processes:
         # No scheduled save before the stop: the checkpoint is the one of end().
         _start_workers(processes, tmp_path, "run", 100_000, step_delay=0.05, save_steps=100_000)
         wait_for(
             lambda: read_report_step(tmp_path / "run-worker1.json") >= 15,
-            timeout=90,
+            timeout=START_SECS,
             what="step 15 on worker 1",
         )
         os.kill(processes.pid("run-worker1"), signal.SIGTERM)
         # Each dies of SIGTERM, as without monsession (143 in a shell).
-        assert processes.wait("run-worker1", timeout=30) == -signal.SIGTERM
-        assert processes.wait("run-worker0", timeout=30) == -signal.SIGTERM
+        assert processes.wait("run-worker1", timeout=SIGNAL_EXIT_SECS) == -signal.SIGTERM
+        assert processes.wait("run-worker0", timeout=SIGNAL_EXIT_SECS) == -signal.SIGTERM
         chief_log = processes.log("run-worker0").read_text()
     chief = read_report(tmp_path / "run-worker0.json")
     worker = read_report(tmp_path / "run-worker1.json")
@@ -322,16 +329,17 @@ def test_multiworker_second_signal_kills_one_worker_and_the_other_fails_fast(
     agreement, the final collective save), exits non-zero too instead of
     waiting for the dead peer."""
     signum = signal.SIGTERM
-    with hard_timeout(120), Processes(tmp_path / "logs") as processes:
+    waits = (START_SECS, SIGNAL_EXIT_SECS, SURVIVOR_EXIT_SECS)
+    with within(*waits), Processes(tmp_path / "logs") as processes:
         _start_workers(processes, tmp_path, "run", 100_000, step_delay=0.05, save_steps=100_000)
         wait_for(
             lambda: read_report_step(tmp_path / "run-worker1.json") >= 10,
-            timeout=90,
+            timeout=START_SECS,
             what="step 10 on worker 1",
         )
         os.kill(processes.pid("run-worker1"), signum)
         os.kill(processes.pid("run-worker1"), signum)
-        assert processes.wait("run-worker1", timeout=30) == -signum
+        assert processes.wait("run-worker1", timeout=SIGNAL_EXIT_SECS) == -signum
         chief_exit = processes.wait("run-worker0", timeout=SURVIVOR_EXIT_SECS)
         chief_log = processes.log("run-worker0").read_text()
     # Either the chief learnt of the signal first and stopped on it too, or
@@ -388,7 +396,7 @@ def test_mirrored_strategy_fused_auto_equals_single_steps(
     finally:
         sys.path.remove(str(EXAMPLE_DIR))
     global_steps = tf.compat.v1.get_collection_ref(tf.compat.v1.GraphKeys.GLOBAL_STEP)
-    with hard_timeout(60):
+    with within(IN_PROCESS_SECS):
         # Each a fresh job: a new global step (not one of an earlier job of this process).
         global_steps.clear()
         single = train(strategy, str(tmp_path / "single"), last_step=40)
@@ -417,7 +425,8 @@ def test_multiworker_fused_sigterm_to_one_worker_stops_both_after_the_same_step(
     its last step), so both workers stop after the same step, the chief saves
     it, and no step is lost or run twice."""
     out = tmp_path / "out"
-    with hard_timeout(120), Processes(tmp_path / "logs") as processes:
+    waits = (START_SECS, SIGNAL_EXIT_SECS, SIGNAL_EXIT_SECS)
+    with within(*waits), Processes(tmp_path / "logs") as processes:
         _start_workers(
             processes,
             tmp_path,
@@ -429,12 +438,12 @@ def test_multiworker_fused_sigterm_to_one_worker_stops_both_after_the_same_step(
         )
         wait_for(
             lambda: read_report_step(tmp_path / "run-worker1.json") >= 15,
-            timeout=90,
+            timeout=START_SECS,
             what="step 15 on worker 1",
         )
         os.kill(processes.pid("run-worker1"), signal.SIGTERM)
-        assert processes.wait("run-worker1", timeout=30) == -signal.SIGTERM
-        assert processes.wait("run-worker0", timeout=30) == -signal.SIGTERM
+        assert processes.wait("run-worker1", timeout=SIGNAL_EXIT_SECS) == -signal.SIGTERM
+        assert processes.wait("run-worker0", timeout=SIGNAL_EXIT_SECS) == -signal.SIGTERM
         chief_log = processes.log("run-worker0").read_text()
     chief = read_report(tmp_path / "run-worker0.json")
     worker = read_report(tmp_path / "run-worker1.json")

@@ -10,18 +10,24 @@ import re
 from pathlib import Path
 
 from distributed_testing import (
+    PEER_EXIT_SECS,
+    START_SECS,
     TRAIN_CLUSTER,
+    TRAIN_SECS,
     Processes,
     addresses,
     event_files,
     files_under,
     free_ports,
-    hard_timeout,
     latest_checkpoint_step,
     read_report,
     summary_tags,
     wait_for,
+    within,
 )
+
+# The chief recovers from the ps restart and trains on to its last step.
+RECOVER_SECS = 120
 
 CHIEF_FILE = re.compile(
     r"^(checkpoint|graph\.pbtxt|events\.out\.tfevents\..*"
@@ -75,12 +81,11 @@ def _cluster(ports: list[int]) -> str:
 
 def test_cluster_trains_to_target_and_only_the_chief_writes(tmp_path: Path) -> None:
     last_step = 150
-    with hard_timeout(110), Processes(tmp_path / "logs") as processes:
+    with within(TRAIN_SECS), Processes(tmp_path / "logs") as processes:
         _start_cluster(
             processes, tmp_path, _cluster(free_ports(3)), last_step, step_delay=0.01, wait_steps=40
         )
-        processes.wait_ok("worker0", timeout=100)
-        processes.wait_ok("worker1", timeout=100)
+        processes.wait_all_ok(["worker0", "worker1"], timeout=TRAIN_SECS)
         assert processes.alive("ps"), "the parameter server serves until it is killed"
     chief = read_report(tmp_path / "worker0.json")
     worker = read_report(tmp_path / "worker1.json")
@@ -126,29 +131,30 @@ def test_cluster_recovers_when_the_parameter_server_restarts(tmp_path: Path) -> 
     last_step = 150
     out = tmp_path / "out"
     cluster = _cluster(free_ports(3))
-    with hard_timeout(150), Processes(tmp_path / "logs") as processes:
+    waits = (START_SECS, START_SECS, RECOVER_SECS, PEER_EXIT_SECS)
+    with within(*waits), Processes(tmp_path / "logs") as processes:
         _start_cluster(processes, tmp_path, cluster, last_step, step_delay=0.02)
         wait_for(
             lambda: (latest_checkpoint_step(out) or 0) >= 20,
-            timeout=90,
+            timeout=START_SECS,
             what="the chief's checkpoint of step 20",
         )
         # Both workers must be training when the ps dies, or one of them
         # would never see its connection break.
-        for name in ("worker0", "worker1"):
-            wait_for(
-                lambda name=name: _steps_run(tmp_path / f"{name}.json") >= 10,
-                timeout=90,
-                what=f"{name}'s first 10 steps",
-            )
+        names = ("worker0", "worker1")
+        wait_for(
+            lambda: all(_steps_run(tmp_path / f"{name}.json") >= 10 for name in names),
+            timeout=START_SECS,
+            what="both workers' first 10 steps",
+        )
         processes.kill("ps")
         saved_before = latest_checkpoint_step(out)
         assert saved_before is not None
         processes.start(
             "ps-restarted", TRAIN_CLUSTER, ["--cluster", cluster, "--job", "ps", "--task", "0"], {}
         )
-        processes.wait_ok("worker0", timeout=120)
-        processes.wait_ok("worker1", timeout=30)
+        processes.wait_ok("worker0", timeout=RECOVER_SECS)
+        processes.wait_ok("worker1", timeout=PEER_EXIT_SECS)
     chief = read_report(tmp_path / "worker0.json")
     worker = read_report(tmp_path / "worker1.json")
 

@@ -15,7 +15,6 @@ survivor; the test restarts it afterwards for the next one).
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,15 +22,16 @@ from typing import Any
 
 import pytest
 from distributed_testing import (
+    LISTEN_SECS,
     Processes,
     accepts_connections,
     addresses,
     event_files,
     free_ports,
-    hard_timeout,
     read_report,
     summary_tags,
     wait_for,
+    within,
 )
 
 TESTS = Path(__file__).resolve().parent
@@ -41,6 +41,8 @@ LAST_STEP = 40
 # ARCHITECTURE.md §7: with a dead worker the job finishes on the others; the
 # coordinator exits within 30 s of its last step.
 EXIT_AFTER_LAST_STEP_SECS = 30
+HOLD_SECS = 120  # The coordinator starts and its closure `HOLD` runs (and holds).
+JOB_SECS = 200  # A coordinator's job runs to its end (a killed closure run again).
 HOLD = 8  # The number of the closure that holds until its worker is killed.
 WARNING = "advanced it more than once"
 STEP_KEYS = {
@@ -68,13 +70,13 @@ class Cluster:
         self.processes.start(f"worker{task}", SERVER, args, {})
 
     def wait_listening(self) -> None:
-        """Waits until every task of the cluster accepts connections."""
-        for address in self.spec["ps"] + self.spec["worker"]:
-            wait_for(
-                functools.partial(accepts_connections, address),
-                timeout=120,
-                what=f"a server at {address}",
-            )
+        """Waits until every task of the cluster accepts connections (`LISTEN_SECS` in all)."""
+        tasks = self.spec["ps"] + self.spec["worker"]
+        wait_for(
+            lambda: all(accepts_connections(address) for address in tasks),
+            timeout=LISTEN_SECS,
+            what=f"servers at {tasks}",
+        )
 
     def kill_worker_running(self, number: int) -> int:
         """SIGKILLs the worker whose closure `number` holds, once it holds; returns its task.
@@ -88,7 +90,7 @@ class Cluster:
                     (t + 1 for t in (0, 1) if (self.workdirs[t] / f"running-{number}").exists()),
                     None,
                 ),
-                timeout=120,
+                timeout=HOLD_SECS,
                 what=f"closure {number} to hold",
             )
             - 1
@@ -182,9 +184,9 @@ def own_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 def fresh(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The records of the fault-free run, the reference of every run with a fault."""
     out = tmp_path_factory.mktemp("fresh") / "out"
-    with hard_timeout(240):
+    with within(JOB_SECS):
         report = cluster.coordinate("fresh", out, "owned")
-        cluster.processes.wait_ok("fresh", timeout=200)
+        cluster.processes.wait_ok("fresh", timeout=JOB_SECS)
     found = records(out, report, "owned")
     # Stated: checkpoints at creation, every 10 steps and at the end, each
     # holding its step; summaries and rates every 5 steps; losses logged
@@ -215,10 +217,10 @@ def test_worker_killed_mid_closure_and_restarted_changes_no_record(
     cluster: Cluster, fresh: dict[str, Any], tmp_path: Path
 ) -> None:
     out = tmp_path / "out"
-    with hard_timeout(200):
+    with within(HOLD_SECS, JOB_SECS):
         report = cluster.coordinate("restarted", out, "owned", holds=(HOLD,))
         cluster.start_worker(cluster.kill_worker_running(HOLD))  # Same port.
-        cluster.processes.wait_ok("restarted", timeout=150)
+        cluster.processes.wait_ok("restarted", timeout=JOB_SECS)
     _assert_as_fresh(records(out, report, "owned"), fresh, out)
     assert WARNING not in cluster.processes.log("restarted").read_text(errors="replace")
 
@@ -227,11 +229,11 @@ def test_worker_killed_mid_closure_for_good_the_job_ends_on_the_survivor(
     cluster: Cluster, fresh: dict[str, Any], tmp_path: Path
 ) -> None:
     out = tmp_path / "out"
-    with hard_timeout(200):
+    with within(HOLD_SECS, JOB_SECS, EXIT_AFTER_LAST_STEP_SECS, LISTEN_SECS):
         report = cluster.coordinate("survivor", out, "owned", holds=(HOLD,))
         dead = cluster.kill_worker_running(HOLD)
         try:
-            wait_for(report.exists, timeout=150, what="the end of the session")
+            wait_for(report.exists, timeout=JOB_SECS, what="the end of the session")
             cluster.processes.wait_ok("survivor", timeout=EXIT_AFTER_LAST_STEP_SECS)
         finally:
             cluster.start_worker(dead)  # For the next test.
@@ -245,10 +247,10 @@ def test_global_step_advanced_in_the_closure_is_at_least_once_and_warned_once(
 ) -> None:
     cluster = own_cluster
     out = tmp_path / "out"
-    with hard_timeout(200):
+    with within(HOLD_SECS, JOB_SECS):
         report = cluster.coordinate("closure", out, "closure", holds=(HOLD,))
         cluster.start_worker(cluster.kill_worker_running(HOLD))
-        cluster.processes.wait_ok("closure", timeout=150)
+        cluster.processes.wait_ok("closure", timeout=JOB_SECS)
     found = records(out, report, "closure")
     # The killed closure of step 8 advanced the global step on the ps before
     # its worker died, and again on the other worker: the join before the

@@ -19,15 +19,16 @@ from pathlib import Path
 from typing import Any
 
 from distributed_testing import (
+    TRAIN_SECS,
     Processes,
     addresses,
     event_files,
     files_under,
     free_ports,
-    hard_timeout,
     read_report,
     summary_tags,
     tf_config,
+    within,
 )
 
 CHILD = Path(__file__).resolve().parent / "worker_files_child.py"
@@ -105,11 +106,10 @@ def test_multiworker_every_worker_keeps_its_profile_and_summaries(tmp_path: Path
     lists as a run; each worker's SummarySaverHook(output_dir=summary-<i>)
     wrote the loss at steps 1, 3, 5, 7 into its own directory."""
     workers = addresses(free_ports(2))
-    with hard_timeout(110), Processes(tmp_path / "logs") as processes:
+    with within(TRAIN_SECS), Processes(tmp_path / "logs") as processes:
         for index in (0, 1):
             _start(processes, tmp_path, f"worker{index}", "multiworker", tf_config(workers, index))
-        for name in ("worker0", "worker1"):
-            processes.wait_ok(name, timeout=100)
+        processes.wait_all_ok(["worker0", "worker1"], timeout=TRAIN_SECS)
         logs = {name: processes.log(name).read_text() for name in ("worker0", "worker1")}
     chief, worker = (read_report(tmp_path / f"worker{index}.json") for index in (0, 1))
     profile = tmp_path / "profile"
@@ -154,12 +154,11 @@ def test_tf1_cluster_every_worker_keeps_its_timelines_and_summaries(tmp_path: Pa
     def config(task_type: str, index: int) -> str:
         return json.dumps({"cluster": cluster, "task": {"type": task_type, "index": index}})
 
-    with hard_timeout(110), Processes(tmp_path / "logs") as processes:
+    with within(TRAIN_SECS), Processes(tmp_path / "logs") as processes:
         _start(processes, tmp_path, "ps", "cluster", config("ps", 0))
         for index in (0, 1):
             _start(processes, tmp_path, f"worker{index}", "cluster", config("worker", index))
-        for name in ("worker0", "worker1"):
-            processes.wait_ok(name, timeout=100)
+        processes.wait_all_ok(["worker0", "worker1"], timeout=TRAIN_SECS)
         logs = {name: processes.log(name).read_text() for name in ("worker0", "worker1")}
     chief, worker = (read_report(tmp_path / f"worker{index}.json") for index in (0, 1))
     profile = tmp_path / "profile"
