@@ -28,6 +28,7 @@ PACKAGES = {
     "monsession_hooks_logging": "hooks-logging/src",
     "monsession_hooks_debug": "hooks-debug/src",
     "monsession_hooks_keras": "hooks-keras/src",
+    "monsession_hooks_mlflow": "hooks-mlflow/src",
 }
 # The callback methods whose contract their base class documents.
 CALLBACKS = frozenset(

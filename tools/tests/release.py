@@ -15,6 +15,7 @@ RELEASED = {
     "monsession-hooks-logging": "monsession_hooks_logging",
     "monsession-hooks-debug": "monsession_hooks_debug",
     "monsession-hooks-keras": "monsession_hooks_keras",
+    "monsession-hooks-mlflow": "monsession_hooks_mlflow",
 }
 
 

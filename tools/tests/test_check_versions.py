@@ -19,6 +19,7 @@ PACKAGES = {
     "hooks-logging": "monsession_hooks_logging",
     "hooks-debug": "monsession_hooks_debug",
     "hooks-keras": "monsession_hooks_keras",
+    "hooks-mlflow": "monsession_hooks_mlflow",
 }
 
 

@@ -30,6 +30,7 @@ KNOWN_HOOK_FAMILIES: dict[str, str] = {
     "ProfilerHook": "monsession-hooks-debug",
     "HookTimingHook": "monsession-hooks-debug",
     "KerasCallbacksHook": "monsession-hooks-keras",
+    "MlflowHook": "monsession-hooks-mlflow",
 }
 """{class name: distribution} of this project's families' classes (for install hints)."""
 

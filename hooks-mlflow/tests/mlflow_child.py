@@ -1,0 +1,83 @@
+"""A training process for the restart tests: trains, and may end itself at a step.
+
+    python mlflow_child.py DIR URI --offset 1000 --last-step 30 --save-every 5 \
+        [--kill-at 17 --wait-logged 10] [--signal-at 12]
+
+Logs ``loss`` and ``w`` every step into the run, checkpoints every
+`--save-every` steps into DIR/checkpoints. `--kill-at K` SIGKILLs the
+process after step K, once the store holds the steps up to `--wait-logged`
+(so the restart meets steps the killed process sent). `--signal-at K` sends
+SIGTERM to itself after step K. Prints the run id.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import time
+
+from mlflow_testing import Program, Saver, history
+from monsession_hooks_mlflow import MlflowHook
+
+import monsession
+
+
+class _EndAt(monsession.SessionRunHook):
+    def __init__(self, step, uri, hook, wait_logged, signum):
+        self.step, self.uri, self.hook = step, uri, hook
+        self.wait_logged, self.signum = wait_logged, signum
+
+    def next_action(self, global_step):
+        return monsession.NextAction(steps=max(1, self.step - global_step))
+
+    def after_run(self, run_context, run_values):
+        run_context = monsession.plugins.as_run_context(run_context)
+        if run_context.global_step_after(lambda step: step == self.step) is None:
+            return
+        if self.wait_logged:
+            while not any(
+                s >= self.wait_logged for s, _ in history(self.uri, self.hook.run_id, "loss")
+            ):
+                time.sleep(0.05)
+        os.kill(os.getpid(), self.signum)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("directory")
+    parser.add_argument("uri")
+    parser.add_argument("--offset", type=float, default=0.0)
+    parser.add_argument("--last-step", type=int, default=30)
+    parser.add_argument("--save-every", type=int, default=5)
+    parser.add_argument("--kill-at", type=int, default=0)
+    parser.add_argument("--wait-logged", type=int, default=0)
+    parser.add_argument("--signal-at", type=int, default=0)
+    args = parser.parse_args()
+
+    program = Program()
+    program.set_offset(args.offset)
+    checkpoints = os.path.join(args.directory, "checkpoints")
+    hook = MlflowHook(["loss", "w"], every_n_steps=1, tracking_uri=args.uri, run_name="child")
+    hooks = [hook, Saver(program.checkpoint, checkpoints, args.save_every)]
+    if args.kill_at:
+        hooks.append(_EndAt(args.kill_at, args.uri, hook, args.wait_logged, signal.SIGKILL))
+    if args.signal_at:
+        hooks.append(_EndAt(args.signal_at, args.uri, hook, 0, signal.SIGTERM))
+    hooks.append(monsession.StopAtStepHook(last_step=args.last_step))
+    with monsession.MonitoredTrainingSession(
+        checkpoint_dir=checkpoints,
+        scaffold=monsession.Scaffold(saver=program.checkpoint),
+        save_checkpoint_secs=None,
+        save_summaries_steps=None,
+        log_step_count_steps=None,
+        hooks=hooks,
+        steps_per_execution="auto",
+    ) as sess:
+        print(hook.run_id, flush=True)
+        while not sess.should_stop():
+            sess.run(program.step)
+
+
+if __name__ == "__main__":
+    main()
