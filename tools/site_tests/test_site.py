@@ -37,6 +37,7 @@ PACKAGES = (
     "hooks-logging",
     "hooks-debug",
     "hooks-keras",
+    "hooks-mlflow",
 )
 
 
