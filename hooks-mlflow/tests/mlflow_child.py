@@ -18,9 +18,9 @@ import signal
 import time
 
 from mlflow_testing import Program, Saver, history
-from monsession_hooks_mlflow import MlflowHook
 
 import monsession
+from monsession_hooks_mlflow import MlflowHook
 
 
 class _EndAt(monsession.SessionRunHook):

@@ -8,9 +8,9 @@ import socket
 import pytest
 import tensorflow as tf
 from mlflow_testing import Program, client_for, history, new_store, runs
-from monsession_hooks_mlflow import MlflowHook
 
 import monsession
+from monsession_hooks_mlflow import MlflowHook
 
 
 def _train(hooks, last_step, program, steps_per_execution=1):

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import importlib.metadata
 
-import monsession_hooks_mlflow
 import pytest
 from mlflow_testing import Program, client_for, history, new_store, runs
-from monsession_hooks_mlflow import MlflowHook
 
 import monsession
+import monsession_hooks_mlflow
+from monsession_hooks_mlflow import MlflowHook
 
 
 def test_entry_point_is_installed():

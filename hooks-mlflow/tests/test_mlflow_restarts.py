@@ -6,9 +6,9 @@ import signal
 
 import tensorflow as tf
 from mlflow_testing import Program, Saver, history, new_store, run_child, runs
-from monsession_hooks_mlflow import MlflowHook
 
 import monsession
+from monsession_hooks_mlflow import MlflowHook
 
 
 def test_sigkill_then_restart_continues_the_run_with_each_step_once(tmp_path):

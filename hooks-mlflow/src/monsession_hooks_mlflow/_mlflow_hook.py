@@ -95,7 +95,8 @@ class _CheckpointListener:
         self._checkpoint_dir = checkpoint_dir
 
     def begin(self) -> None:
-        """Nothing to do."""
+        """The saver began: the hook ends the run only after the saver's last save."""
+        self._hook._listeners_open += 1
 
     def before_save(self, session: Any, global_step_value: int) -> None:
         """Nothing to do."""
@@ -108,7 +109,8 @@ class _CheckpointListener:
         self._hook._checkpoint_saved(int(global_step_value), path)
 
     def end(self, session: Any, global_step_value: int) -> None:
-        """Nothing to do: the hook's `end()` sends the rest."""
+        """After the saver's last save: the hook may end the run."""
+        self._hook._listener_ended()
 
 
 class MlflowHook(TimedHook):
@@ -222,6 +224,8 @@ class MlflowHook(TimedHook):
         self._previous_handlers: dict[int, Any] = {}
         self._next_batch = 0
         self._closed: Sender | None = None  # The sender of the run ended last.
+        self._listeners_open = 0  # Checkpoint listeners begun and not yet ended.
+        self._end_pending = False  # end() came before a listener's end().
 
     def _reset_rows(self) -> None:
         self._held: list[Row] = []  # Not yet covered by a complete checkpoint.
@@ -255,6 +259,7 @@ class MlflowHook(TimedHook):
 
     def begin(self) -> None:
         MlflowHook._last_ended = None
+        self._end_pending = False
         self._chief = monsession.is_chief()
         self._timer.reset()
         self._reset_rows()
@@ -385,7 +390,16 @@ class MlflowHook(TimedHook):
         with self._lock:
             if self._held:
                 self._release(self._held[-1][0])
-        self._close("FINISHED")
+        if self._listeners_open:
+            self._end_pending = True  # A checkpoint saver's final save is still to come.
+        else:
+            self._close("FINISHED")
+
+    def _listener_ended(self) -> None:
+        self._listeners_open -= 1
+        if self._end_pending and not self._listeners_open and self._sender is not None:
+            self._end_pending = False
+            self._close("FINISHED")
 
     def on_failure(self, session: Any, error: BaseException) -> None:
         """Sends what a complete checkpoint covers and ends the run as ``FAILED`` (``KILLED``
@@ -394,6 +408,7 @@ class MlflowHook(TimedHook):
         The metrics after the last complete checkpoint are not sent: a restart
         from it logs those steps again.
         """
+        self._listeners_open = 0
         if self._sender is None:
             return
         self._close("KILLED" if isinstance(error, KeyboardInterrupt) else "FAILED")
