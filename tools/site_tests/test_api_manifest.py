@@ -25,6 +25,7 @@ PACKAGES = (
     "hooks-logging",
     "hooks-debug",
     "hooks-keras",
+    "hooks-mlflow",
 )
 
 

@@ -230,7 +230,10 @@ class MlflowHook(TimedHook):
     def _reset_rows(self) -> None:
         self._held: list[Row] = []  # Not yet covered by a complete checkpoint.
         self._in_flight: dict[int, list[Row]] = {}  # Handed to the sender, not yet sent.
-        self._saving_step: int | None = None  # Of the checkpoint begun, not yet complete.
+        # The checkpoint begun and not known complete: (the global step before
+        # the run that saved it, the last step of the metrics it holds).
+        self._saving: tuple[int, int] | None = None
+        self._step_now: int | None = None  # The global step before the current run.
 
     @property
     def run_id(self) -> str | None:
@@ -288,17 +291,29 @@ class MlflowHook(TimedHook):
         if not self._chief:
             return {**state, "run_id": None, "rows": []}
         with self._lock:
-            # The checkpoint family completes a checkpoint before it begins
-            # the next one: the metrics the previous one covers may go.
-            if self._saving_step is not None:
-                self._release(self._saving_step)
-            self._saving_step = self._held[-1][0] if self._held else None
+            self._mark_saving()
             sent = self._sender.sent if self._sender is not None else set()
             for batch_id in [batch_id for batch_id in self._in_flight if batch_id in sent]:
                 del self._in_flight[batch_id]
             unsent = [row for rows in self._in_flight.values() for row in rows] + self._held
         unsent = sorted(unsent, key=lambda row: row[0])[-_MAX_KEPT_ROWS:]
         return {**state, "run_id": self.run_id, "rows": [list(row) for row in unsent]}
+
+    def _mark_saving(self) -> None:
+        """A checkpoint is being saved in the current run (lock held).
+
+        The session may ask for the state more than once per checkpoint (again
+        once every hook saw the step); a checkpoint is told from the next by
+        the run it is saved in. The checkpoint family completes a checkpoint
+        before it begins the next: the metrics the previous one covers may go.
+        """
+        if self._step_now is None:
+            return  # Asked before any run (when a session restores).
+        if self._saving is not None and self._saving[0] != self._step_now:
+            self._release(self._saving[1])
+            self._saving = None
+        if self._held:
+            self._saving = (self._step_now, self._held[-1][0])
 
     def after_create_session(self, session: Any, coord: Any) -> None:
         if not self._chief:
@@ -321,13 +336,14 @@ class MlflowHook(TimedHook):
             self._restored = []
 
     def next_action(self, global_step: int) -> NextAction:
+        self._step_now = global_step
         if not self._chief or self._sender is None:
             return NextAction()
         return super().next_action(global_step)
 
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
         run_context = as_run_context(run_context)
-        step = run_context.global_step
+        step = self._step_now = run_context.global_step
         self._due = (
             self._sender is not None
             and step is not None
@@ -365,8 +381,8 @@ class MlflowHook(TimedHook):
             self._held.append((step, now_millis(), {_CHECKPOINT_METRIC: float(step)}))
             self._held.sort(key=lambda row: row[0])
             self._release(step)
-            if self._saving_step is not None and self._saving_step <= step:
-                self._saving_step = None
+            if self._saving is not None and self._saving[1] <= step:
+                self._saving = None
         if path:
             self._sender.set_tags({_CHECKPOINT_TAG: path})
 
