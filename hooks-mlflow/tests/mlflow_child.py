@@ -1,13 +1,13 @@
 """A training process for the restart tests: trains, and may end itself at a step.
 
     python mlflow_child.py DIR URI --offset 1000 --last-step 30 --save-every 5 \
-        [--kill-at 17 --wait-logged 10] [--signal-at 12]
+        [--kill-at 17] [--signal-at 12]
 
 Logs ``loss`` and ``w`` every step into the run, checkpoints every
 `--save-every` steps into DIR/checkpoints. `--kill-at K` SIGKILLs the
-process after step K, once the store holds the steps up to `--wait-logged`
-(so the restart meets steps the killed process sent). `--signal-at K` sends
-SIGTERM to itself after step K. Prints the run id.
+process after step K, once what the hook released reached the store (its
+`flush()`: the restart then meets the steps the killed process sent).
+`--signal-at K` sends SIGTERM to itself after step K. Prints the run id.
 """
 
 from __future__ import annotations
@@ -15,18 +15,16 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import time
 
-from mlflow_testing import Program, Saver, history
+from mlflow_testing import Program, Saver
 
 import monsession
 from monsession_hooks_mlflow import MlflowHook
 
 
 class _EndAt(monsession.SessionRunHook):
-    def __init__(self, step, uri, hook, wait_logged, signum):
-        self.step, self.uri, self.hook = step, uri, hook
-        self.wait_logged, self.signum = wait_logged, signum
+    def __init__(self, step, hook, signum):
+        self.step, self.hook, self.signum = step, hook, signum
 
     def next_action(self, global_step):
         return monsession.NextAction(steps=max(1, self.step - global_step))
@@ -35,11 +33,8 @@ class _EndAt(monsession.SessionRunHook):
         run_context = monsession.plugins.as_run_context(run_context)
         if run_context.global_step_after(lambda step: step == self.step) is None:
             return
-        if self.wait_logged:
-            while not any(
-                s >= self.wait_logged for s, _ in history(self.uri, self.hook.run_id, "loss")
-            ):
-                time.sleep(0.05)
+        if self.signum == signal.SIGKILL:
+            assert self.hook.flush(), "the store took too long"
         os.kill(os.getpid(), self.signum)
 
 
@@ -51,7 +46,6 @@ def main() -> None:
     parser.add_argument("--last-step", type=int, default=30)
     parser.add_argument("--save-every", type=int, default=5)
     parser.add_argument("--kill-at", type=int, default=0)
-    parser.add_argument("--wait-logged", type=int, default=0)
     parser.add_argument("--signal-at", type=int, default=0)
     args = parser.parse_args()
 
@@ -61,9 +55,9 @@ def main() -> None:
     hook = MlflowHook(["loss", "w"], every_n_steps=1, tracking_uri=args.uri, run_name="child")
     hooks = [hook, Saver(program.checkpoint, checkpoints, args.save_every)]
     if args.kill_at:
-        hooks.append(_EndAt(args.kill_at, args.uri, hook, args.wait_logged, signal.SIGKILL))
+        hooks.append(_EndAt(args.kill_at, hook, signal.SIGKILL))
     if args.signal_at:
-        hooks.append(_EndAt(args.signal_at, args.uri, hook, 0, signal.SIGTERM))
+        hooks.append(_EndAt(args.signal_at, hook, signal.SIGTERM))
     hooks.append(monsession.StopAtStepHook(last_step=args.last_step))
     with monsession.MonitoredTrainingSession(
         checkpoint_dir=checkpoints,

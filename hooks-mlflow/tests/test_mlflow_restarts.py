@@ -13,8 +13,9 @@ from monsession_hooks_mlflow import MlflowHook
 
 def test_sigkill_then_restart_continues_the_run_with_each_step_once(tmp_path):
     uri = new_store(tmp_path)
-    # Checkpoints at 5, 10, 15; killed after step 17 once steps up to 10
-    # reached the store (they go when the checkpoint of 15 is begun).
+    # Checkpoints at 5, 10, 15; killed after step 17, once what the hook
+    # released reached the store: the steps up to 10, released when the
+    # checkpoint of 15 was begun (10 is then complete).
     run_child(
         str(tmp_path),
         uri,
@@ -22,8 +23,6 @@ def test_sigkill_then_restart_continues_the_run_with_each_step_once(tmp_path):
         "1000",
         "--kill-at",
         "17",
-        "--wait-logged",
-        "10",
         expect=-signal.SIGKILL,
     )
     (killed,) = runs(uri)

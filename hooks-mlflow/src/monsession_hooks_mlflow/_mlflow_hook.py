@@ -241,6 +241,21 @@ class MlflowHook(TimedHook):
         sender = self._sender or self._closed
         return None if sender is None else sender.run_id(self._timeout)
 
+    def flush(self, timeout_secs: float | None = None) -> bool:
+        """Waits until the metrics released so far (those a complete checkpoint covers, or
+        all with ``exactly_once=False``) have reached the store.
+
+        Args:
+          timeout_secs: The longest wait; by default `flush_timeout_secs`.
+
+        Returns:
+          Whether they were sent (or dropped after a store failure) in time; `True`
+          when no run is open.
+        """
+        if self._sender is None:
+            return True
+        return self._sender.flush(self._timeout if timeout_secs is None else timeout_secs)
+
     def checkpoint_listener(self, checkpoint_dir: str) -> _CheckpointListener:
         """A `CheckpointSaverListener` that reports each checkpoint to this hook.
 

@@ -87,6 +87,12 @@ class Sender:
         """Sets tags on the run."""
         self._tasks.put(("tags", dict(tags)))
 
+    def flush(self, timeout: float) -> bool:
+        """Waits at most `timeout` s for the tasks queued so far; returns whether they were done."""
+        done = threading.Event()
+        self._tasks.put(("flush", done))
+        return done.wait(timeout)
+
     def close(self, status: str | None, timeout: float) -> bool:
         """Sends what is queued, ends the run with `status` (`None`: leave it running).
 
@@ -121,6 +127,8 @@ class Sender:
             if self._run_id is not None:
                 self._call(self._log_rows, batch)
             self.sent.add(batch_id)
+        elif kind == "flush":
+            payload.set()
         elif kind == "tags" and self._run_id is not None:
             self._call(self._log_tags, payload)
 
