@@ -1,11 +1,11 @@
-"""Saves off the schedule (at a stop step, at SIGTERM) leave the schedule of a restart alone.
+"""Saves off the schedule (at a stop step, at a signal) leave the schedule of a restart alone.
 
-Every 10 steps: a run stopped at 25 (by `StopAtStepHook`, or by a real
-SIGTERM to this process after step 31) saves that step, and the job
-restarted from it saves at the steps of the run that was never stopped
-(30, 40, ... or 40, 50, ...), in every mode (the checkpoint family's saver with its listeners,
-under `MonitoredTrainingSession`). Checkpoints are read back with
-`tf.train.load_checkpoint`.
+Saving every 10 steps, a run stopped by `StopAtStepHook` at 25, or by a
+real SIGTERM or SIGINT to this process after step 31, saves that step; the
+job restarted from it saves at the steps of the run that was never stopped
+(30, 40, ... or 40, 50, ...), in every mode (the checkpoint family's saver
+with its listeners, under `MonitoredTrainingSession`). Checkpoints are read
+back with `tf.train.load_checkpoint`.
 """
 
 from __future__ import annotations
@@ -26,18 +26,18 @@ MODES = ["graph", "eager", "eager-auto", "epochs"]
 BATCHES = 7  # Epochs: batches per epoch, so epochs end off the schedule too.
 
 
-class _SigtermAfter(monsession.SessionRunHook):
-    """Sends SIGTERM to this process after step `at` (the session stops after that step)."""
+class _SignalAfter(monsession.SessionRunHook):
+    """Sends `signum` to this process after step `at` (the session stops after that step)."""
 
-    def __init__(self, at: int) -> None:
-        self._at = at
+    def __init__(self, signum: int, at: int) -> None:
+        self._signum, self._at = signum, at
 
     def next_action(self, global_step):
         return monsession.NextAction(steps=max(1, self._at - global_step))
 
     def after_run(self, run_context, run_values):
         if run_context.global_step_after() == self._at:
-            signal.raise_signal(signal.SIGTERM)
+            signal.raise_signal(self._signum)
 
 
 def _train(mode, directory, last_step, extra_hooks=()):
@@ -119,17 +119,18 @@ def test_a_stop_step_save_does_not_move_the_schedule_of_the_longer_run(tmp_path,
         assert _global_step(mode, os.path.join(directory, f"model.ckpt-{step}")) == step
 
 
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 @pytest.mark.parametrize("mode", MODES)
-def test_a_sigterm_save_does_not_move_the_schedule_of_the_restart(tmp_path, mode):
+def test_a_signal_save_does_not_move_the_schedule_of_the_restart(tmp_path, mode, signum):
     received = []
-    previous = signal.signal(signal.SIGTERM, lambda signum, frame: received.append(signum))
+    previous = signal.signal(signum, lambda signum, frame: received.append(signum))
     try:
         directory = str(tmp_path)
-        assert _train(mode, directory, 60, [_SigtermAfter(31)]) == [0, 10, 20, 30, 31]
+        assert _train(mode, directory, 60, [_SignalAfter(signum, 31)]) == [0, 10, 20, 30, 31]
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signum, previous)
     # The session handed the signal on to the handler installed before it.
-    assert received == [signal.SIGTERM]
+    assert received == [signum]
     assert tf.train.latest_checkpoint(directory).endswith("model.ckpt-31")
     assert _global_step(mode, directory) == 31
     # The uninterrupted run saves 0, 10, ..., 60.
