@@ -216,9 +216,13 @@ def check_cluster_coordinator() -> None:
         assert _tf_compat.cluster_spec_of(strategy).as_dict() == cluster.as_dict()
         with strategy.scope():
             counter = tf.Variable(0)
-        coordinator.schedule(tf.function(lambda: counter.assign_add(1)))
+        ran, put_back = [], []
+        _tf_compat.watch_closures(coordinator, ran.append, put_back.append)
+        for _ in range(3):
+            coordinator.schedule(tf.function(lambda: counter.assign_add(1)))
         assert _tf_compat.wait_for_closures(coordinator, 60.0)
-        assert int(counter.numpy()) == 1
+        assert int(counter.numpy()) == 3
+        assert (ran, put_back) == ([0, 0, 0], []), (ran, put_back)
         print("ok", flush=True)
         # The in-process servers and the coordinator's threads can keep the
         # interpreter's shutdown waiting for minutes on a loaded machine.
@@ -277,7 +281,8 @@ CHECKS: dict[str, Callable[[], None]] = {
     ),
     "DistributedValues.values": check_local_replica_values,
     "ParameterServerStrategy._cluster_coordinator, _cluster_resolver, "
-    "ClusterCoordinator._cluster.closure_queue": check_cluster_coordinator,
+    "ClusterCoordinator._cluster.closure_queue, _cluster.workers, "
+    "Worker._process_closure, _on_closure_failure": check_cluster_coordinator,
     "cluster_coordinator.PSUnavailableError": check_parameter_server_unavailable_error,
 }
 

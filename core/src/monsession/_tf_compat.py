@@ -358,6 +358,45 @@ def wait_for_closures(
     return bool(coordinator._cluster.closure_queue.wait(timeout=secs))
 
 
+def watch_closures(
+    coordinator: tf.distribute.experimental.coordinator.ClusterCoordinator,
+    ran: Callable[[int], None],
+    put_back: Callable[[int], None],
+) -> None:
+    """Calls `ran(worker)` after each closure a worker of `coordinator` ran, and
+    `put_back(worker)` when a worker failed while running one, which goes back to the
+    queue for another worker.
+
+    TensorFlow keeps no record of where closures ran. Its worker threads
+    (`coordinator._cluster.workers`) look up `Worker._process_closure` and
+    `Worker._on_closure_failure` on the worker object for each closure, so
+    wrapping them on these objects watches this coordinator only.
+    """
+    failures = threading.local()  # Each worker runs its closures in its own thread.
+    for worker in coordinator._cluster.workers:
+        index, process, failed = (
+            worker.worker_index,
+            worker._process_closure,
+            worker._on_closure_failure,
+        )
+
+        def process_closure(closure: Any, index: int = index, process: Any = process) -> None:
+            failures.failed = False
+            process(closure)
+            if not failures.failed:
+                ran(index)
+
+        def on_closure_failure(
+            closure: Any, error: Exception, index: int = index, failed: Any = failed
+        ) -> None:
+            failures.failed = True
+            put_back(index)
+            failed(closure, error)
+
+        worker._process_closure = process_closure
+        worker._on_closure_failure = on_closure_failure
+
+
 def parameter_server_unavailable_error() -> type:
     """`cluster_coordinator.PSUnavailableError`, an `UnavailableError` subclass.
 

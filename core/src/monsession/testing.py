@@ -10,6 +10,9 @@
         sess.run(step)
     assert reads.count == 0  # No hook needed a value on this step.
 
+    record = monsession.testing.closure_record(coordinator).snapshot()
+    assert record.ran.get(1)  # ParameterServerStrategy: worker 1 ran closures.
+
 The same harness TensorFlow's own hook tests use (a hooked session without
 the monitored session's creation, recovery and close), made public so that
 families need no private API of core.
@@ -30,6 +33,19 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from monsession._api._hook_api import SessionRunHook
+from monsession._backends._closure_record import ClosureRecord, closure_record
+
+__all__ = [
+    "ClosureRecord",
+    "HostReads",
+    "SignalRun",
+    "closure_record",
+    "count_host_reads",
+    "global_step_read_tensor",
+    "hooked_session",
+    "run_signal_phases",
+    "signal_for",
+]
 
 if TYPE_CHECKING:
     import tensorflow as tf

@@ -17,6 +17,7 @@ from typing import Any, TypeGuard
 import tensorflow as tf
 
 from monsession._backends._backend import FeedDict
+from monsession._backends._closure_record import closure_record
 from monsession._backends._owned_step import advancing, owned_global_step
 from monsession._backends._step_value import can_return_global_step, returning_global_step
 from monsession._backends._traces import Traces
@@ -240,6 +241,8 @@ class EagerSession:
         self._side_caller = _StepCaller(self.traces)  # Advances nothing.
         self._closed = False
         self._coordinator, self._parameter_servers = _current_coordinator()
+        if self._coordinator is not None:
+            closure_record(self._coordinator)  # Where its closures run, from now on.
         self._after_join: Callable[[], None] | None = None
 
     @property
