@@ -118,6 +118,7 @@ def _hooks(program: rows.Program, plan: dict[str, Any], last_step: int, **how: A
         last_step,
         interrupt=_interrupt(plan),
         earlystop_only=plan.get("earlystop", False),
+        periods=plan.get("periods"),
         **how,
     )
 

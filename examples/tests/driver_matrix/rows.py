@@ -24,6 +24,18 @@ import monsession
 from driver_matrix import checkpoints, keras_row, table
 from driver_matrix.records import record
 
+# How often each hook acts, in steps (the NaN probe's: how often NanTensorHook checks it
+# under fused steps; every step otherwise). A run may set others (`build_hooks(periods=)`).
+PERIODS = {
+    "summary": 3,
+    "step-counter": 4,
+    "logging": 4,
+    "progress": 2,
+    "nan": table.SAVE_STEPS,
+    "profiler": 20,
+    "checkpoint": table.SAVE_STEPS,
+}
+
 
 @dataclasses.dataclass
 class Program:
@@ -187,8 +199,12 @@ def build_hooks(
     mode: str = "eager",
     interrupt: tuple[int, str, int | None] | None = None,
     earlystop_only: bool = False,
+    periods: dict[str, int] | None = None,
 ) -> tuple[list[Any], Any]:
-    """The hooks of one session, and the step wrapper (`NanTensorHook.watch`) or None."""
+    """The hooks of one session, and the step wrapper (`NanTensorHook.watch`) or None.
+
+    `periods` overrides entries of `PERIODS`."""
+    every = {**PERIODS, **(periods or {})}
     ns = tf.compat.v1.train if tf_hooks else monsession.hooks
     f = program.fetch
     hooks: list[Any] = [Fused()] if program.fused else []
@@ -208,25 +224,35 @@ def build_hooks(
             from monsession_hooks_logging import ProgressBarHook
         summary = {"summary_op": program.summary_op} if mode == "graph" else {}
         hooks += [
-            ns.SummarySaverHook(save_steps=3, output_dir=program.path("summary"), **summary),
-            ns.StepCounterHook(every_n_steps=4, output_dir=program.path("steps")),
-            ns.LoggingTensorHook({"step": f["step"], "w": f["w"]}, every_n_iter=4),
+            ns.SummarySaverHook(
+                save_steps=every["summary"], output_dir=program.path("summary"), **summary
+            ),
+            ns.StepCounterHook(
+                every_n_steps=every["step-counter"], output_dir=program.path("steps")
+            ),
+            ns.LoggingTensorHook({"step": f["step"], "w": f["w"]}, every_n_iter=every["logging"]),
         ]
         if not tf_hooks:
             hooks.append(
                 ProgressBarHook(
-                    every_n_iter=2, last_step=last_step, file=io.StringIO(), log_every_n_secs=0
+                    every_n_iter=every["progress"],
+                    last_step=last_step,
+                    file=io.StringIO(),
+                    log_every_n_secs=0,
                 )
             )
         if program.fused:
             # Checked every SAVE_STEPS steps of a session: at NAN_AT in every session.
             nan = ns.NanTensorHook(
-                f["probe"], fail_on_nan_loss=False, check_every_n_steps=table.SAVE_STEPS
+                f["probe"], fail_on_nan_loss=False, check_every_n_steps=every["nan"]
             )
             wrap = nan.watch
         else:
             nan = ns.NanTensorHook(f["probe"], fail_on_nan_loss=False)
-        hooks += [nan, ns.ProfilerHook(save_steps=20, output_dir=program.path("profile"))]
+        hooks += [
+            nan,
+            ns.ProfilerHook(save_steps=every["profiler"], output_dir=program.path("profile")),
+        ]
     saving: dict[str, Any] = {}
     if program.scaffold is not None:
         saving["scaffold"] = program.scaffold
@@ -235,7 +261,7 @@ def build_hooks(
     hooks += [
         ns.CheckpointSaverHook(
             program.path("ckpt"),
-            save_steps=table.SAVE_STEPS,
+            save_steps=every["checkpoint"],
             listeners=[_saves(program.path("ckpt"), tf_hooks)],
             **saving,
         ),

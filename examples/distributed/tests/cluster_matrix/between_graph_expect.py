@@ -10,21 +10,17 @@ the chief's step-based hooks trigger on even steps, worker 1's on odd.
 
 from __future__ import annotations
 
-import itertools
 import os
 from typing import Any
 
 import tensorflow as tf
-from driver_matrix import drivers, expect
+from driver_matrix import drivers
+from driver_matrix.test_driver_matrix import after_kill
 
-from cluster_matrix import table
+from cluster_matrix import plan, table
 
 FINAL = 26  # The global step every job that reaches the NaN ends at.
-SUMMARY_STEPS, RATE_STEPS, LOG_ITERS = 3, 4, 4  # driver_matrix/rows.py's hooks.
-
-
-def _w(step: int) -> float:
-    return round(float(expect.weight(step)), 4)
+EVERY = plan.periods(None)  # driver_matrix/rows.py's hooks.
 
 
 def seen(role: str, first: int, last: int) -> list[int]:
@@ -34,56 +30,30 @@ def seen(role: str, first: int, last: int) -> list[int]:
     return list(range(begin, last + 1, 2))
 
 
-def triggers(steps: list[int], every: int, last: int | None = None) -> list[int]:
-    """The steps a step timer fires on, from its last trigger `last` (None: the first fires)."""
-    fired = []
-    for step in steps:
-        if last is None or step >= last + every:
-            fired.append(step)
-            last = step
-    return fired
+def _row(row: str, role: str, steps: list[int], start: int = 0) -> Any:
+    chief = role == "chief"
+    return plan.row(row, steps, EVERY, chief=chief, summaries=chief, start=start)
 
 
 def fresh(row: str, role: str) -> Any:
     """The fault-free run's observation of a row on a worker."""
-    steps = seen(role, 0, FINAL)
     if row == "stop":
         return [FINAL]
     if row == "model":
         order = drivers.order()
         batches = [[step, *map(int, order[step])] for step in range(FINAL)]
-        return [FINAL, _w(FINAL), FINAL, [], batches]
-    if row == "summary":
-        return [[s, _w(s)] for s in triggers(steps, SUMMARY_STEPS)] if role == "chief" else []
-    if row == "step-counter":
-        return triggers(steps, RATE_STEPS)[1:]  # The first trigger starts the clock.
-    if row == "logging":
-        logged = steps[::LOG_ITERS]
-        return [[s, _w(s), i > 0] for i, s in enumerate(logged)]
-    assert row == "checkpoint", row
-    if role != "chief":
-        return {"files": [], "listed": [], "latest": None, "after_save": []}
-    saved = [*triggers([0, *steps], table.SAVE_STEPS), FINAL]
-    kept = saved[-5:]
-    return {
-        "files": [[s, [_w(s)]] for s in kept],
-        "listed": kept,
-        "latest": FINAL,
-        "after_save": [[s, [_w(s)]] for s in saved],
-    }
+        return [FINAL, plan.weight(FINAL), FINAL, [], batches]
+    return _row(row, role, seen(role, 0, FINAL))
 
 
 def new_worker(row: str, role: str, kept: int, first: int) -> Any:
     """A worker's row when what it recorded up to global step `kept` stays and a new process
     of it (no hook state: its timers start afresh) trains from global step `first` on."""
     want = fresh(row, role)
-    steps = seen(role, first, FINAL)
-    if row == "step-counter":
-        return [step for step in want if step <= kept] + triggers(steps, RATE_STEPS)[1:]
-    if row == "logging":  # A new process: its first line has no time.
-        restarted = [[s, _w(s), i > 0] for i, s in enumerate(steps[::LOG_ITERS])]
-        return [line for line in want if line[0] <= kept] + restarted
-    return want
+    if row not in ("step-counter", "logging"):
+        return want
+    before = [item for item in want if (item if row == "step-counter" else item[0]) <= kept]
+    return before + _row(row, role, seen(role, first, FINAL), first)
 
 
 def ps_kill(row: str, role: str) -> Any:
@@ -107,8 +77,36 @@ def ps_kill(row: str, role: str) -> Any:
     return want
 
 
-def _increasing(items: list[Any]) -> bool:
-    return all(a < b for a, b in itertools.pairwise(items))
+def restart(row: str, role: str) -> Any:
+    """The restart event's observation of a row on a worker.
+
+    Job 1 stops at 20 on the chief's step; worker 1 runs one more
+    (asynchronous workers each stop after their own step); the chief saves 21
+    at its end. Job 2 resumes from 21 on a new ps, worker 1 first, and ends
+    at 26. The chief's hooks restore their state with checkpoint 21: its rows
+    are those of one session over both jobs' steps; worker 1's hooks start
+    afresh in job 2.
+    """
+    first = table.RESTART_FIRST + 1
+    jobs = seen(role, 0, first), seen(role, first, FINAL)
+    if row == "stop":
+        return [first, FINAL]
+    if row == "model":
+        return fresh(row, role)
+    if role != "chief":
+        if row == "checkpoint":
+            return fresh(row, role)
+        return _row(row, role, jobs[0]) + _row(row, role, jobs[1], first)
+    if row == "checkpoint":
+        job1 = plan.saves(0, jobs[0], EVERY["checkpoint"], first)
+        return plan.checkpoints(
+            job1 + plan.saves(first, jobs[1], EVERY["checkpoint"], FINAL, first)
+        )
+    want = _row(row, role, jobs[0] + jobs[1])
+    if row == "logging":  # A new session's first line has no time.
+        later = [line for line in want if line[0] > first][:1]
+        want = [[s, w, timed and [s, w, timed] not in later] for s, w, timed in want]
+    return want
 
 
 def _holds_its_step(directory: str, steps: list[int]) -> None:
@@ -126,48 +124,16 @@ def cell(row: str, event: str, role: str, run: Any) -> None:
     if event in ("fresh", "aborted") or (event == "worker-kill" and role == "chief"):
         # A peer's in-process recovery, or its death and restart: the chief sees what it
         # saw without the fault; so does worker 1, its hooks recovered in the process.
-        assert got == fresh(row, role), (got, fresh(row, role))
-        return
-    if event == "worker-kill":  # Worker 1, killed after step 17, restarted at 18.
-        want = new_worker(row, role, table.AT, table.AT + 1)
-        if row == "step-counter":  # SIGKILL lost what its writer had not flushed.
-            got, want = ([step for step in steps if step > table.AT + 1] for steps in (got, want))
-        assert got == want, (got, want)
-        return
-    if event == "ps-kill":
-        # Every process failed naming the ps, with its writers flushed: all is kept to 12.
-        assert got == ps_kill(row, role), (got, ps_kill(row, role))
-        return
-    assert event == "restart", event
-    # Job 1 stops at 20 on the chief's step; worker 1 runs one more (asynchronous
-    # workers each stop after their own step); the chief saves 21 at its end. Job 2
-    # resumes from 21 on a new ps, worker 1 first, and ends at 26.
-    first = table.RESTART_FIRST + 1
-    assert run.start_steps() == [0, first], run.start_steps()
-    if row in ("stop", "model"):
-        want = [first, FINAL] if row == "stop" else fresh(row, role)
-        assert got == want, (got, want)
-    elif row == "checkpoint":
         want = fresh(row, role)
-        if role == "chief":
-            job1 = [*triggers([0, *seen(role, 0, first)], table.SAVE_STEPS), first]
-            saved = [*job1, *triggers(seen(role, first, FINAL), table.SAVE_STEPS, first), FINAL]
-            want = {
-                "files": [[s, [_w(s)]] for s in saved[-5:]],
-                "listed": saved[-5:],
-                "latest": FINAL,
-                "after_save": [[s, [_w(s)]] for s in saved],
-            }
-        assert got == want, (got, want)
-    elif row == "summary":
-        # Each step once (TensorBoard's reader after the restart), with its weight.
-        if role != "chief":
-            assert got == [], got
-            return
-        assert got and _increasing([s for s, _ in got]), got
-        assert all(value == _w(step) for step, value in got), got
-    elif row == "logging":
-        assert got and _increasing([line[0] for line in got]), got
-        assert all(line[1] == _w(line[0]) for line in got), got
+    elif event == "worker-kill":  # Worker 1, killed after step 17, restarted at 18.
+        want = new_worker(row, role, table.AT, table.AT + 1)
+        if row == "step-counter":  # SIGKILL lost what its writer had not flushed: a prefix.
+            got, want = after_kill(row, run, got, want)
+    elif event == "ps-kill":
+        # Every process failed naming the ps, with its writers flushed: all is kept to 12.
+        want = ps_kill(row, role)
     else:
-        assert got and _increasing(got), got
+        assert event == "restart", event
+        assert run.start_steps() == [0, table.RESTART_FIRST + 1], run.start_steps()
+        want = restart(row, role)
+    assert got == want, (got, want)

@@ -14,14 +14,27 @@ from collections.abc import Callable
 from typing import Any
 
 from distributed_testing import addresses, two_logical_cpus
-from driver_matrix import drivers
+from driver_matrix import drivers, records
 from driver_matrix import table as single
 
+import monsession.testing
 from cluster_matrix import between_graph
 
 EAGER = single.DRIVERS["eager"]
 GRAPH = single.DRIVERS["ms-graph"]
 EAGER_AUTO = single.DRIVERS["eager-auto"]  # steps_per_execution="auto", the Fused hook.
+
+
+def _no_time_budget(driver: Any) -> None:
+    """Fused (`driver.fused`): blocks end only where a hook acts, whatever this machine's pace.
+
+    Core's fused calls stop after `_fusion.MAX_SECONDS_PER_CALL` (0.5 s) at the
+    pace of the last runs: on a busy machine blocks would shrink, by chance.
+    The same switch test_scheduled_fusion.py and test_distributed_eager.py use."""
+    from monsession._backends import _fusion
+
+    if driver.fused:
+        _fusion.MAX_SECONDS_PER_CALL = 3600.0
 
 
 def _worker_index(plan: dict[str, Any]) -> int:
@@ -37,6 +50,7 @@ def mwms(plan: dict[str, Any], driver: Any = EAGER) -> None:
         {"cluster": {"worker": workers}, "task": {"type": "worker", "index": _worker_index(plan)}}
     )
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    _no_time_budget(driver)
     drivers.order()
     drivers.run_eager(driver, plan, plan["last_step"], strategy=strategy)
 
@@ -53,6 +67,7 @@ def mirrored2(plan: dict[str, Any], driver: Any = EAGER) -> None:
     import tensorflow as tf
 
     strategy = tf.distribute.MirroredStrategy(two_logical_cpus())
+    _no_time_budget(driver)
     drivers.order()
     drivers.run_eager(driver, plan, plan["last_step"], strategy=strategy)
 
@@ -87,8 +102,12 @@ def pss(plan: dict[str, Any], driver: Any = EAGER) -> None:
     resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(cluster, rpc_layer="grpc")
     strategy = tf.distribute.experimental.ParameterServerStrategy(resolver)
     coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
+    _no_time_budget(driver)
     drivers.order()
     drivers.run_eager(driver, plan, plan["last_step"], strategy=strategy, coordinator=coordinator)
+    # Where the closures ran, as the session's record of the coordinator has it.
+    closures = monsession.testing.closure_record(coordinator).snapshot()
+    records.record("closures", ran=closures.ran, put_back=closures.put_back)
 
 
 PROGRAMS: dict[str, Callable[[dict[str, Any]], None]] = {
@@ -100,4 +119,6 @@ PROGRAMS: dict[str, Callable[[dict[str, Any]], None]] = {
     "mirrored2-auto": lambda plan: mirrored2(plan, EAGER_AUTO),
     "pss": pss,
     "pss-auto": lambda plan: pss(plan, EAGER_AUTO),
+    "mwms-long": lambda plan: mwms(plan, EAGER_AUTO),
+    "pss-long": lambda plan: pss(plan, EAGER_AUTO),
 }

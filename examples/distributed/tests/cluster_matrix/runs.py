@@ -40,6 +40,7 @@ def _plan(root: str, column: str, event: str, role: str, ports: list[int]) -> di
         "column": column,
         "role": role,
         "ports": ports,
+        "periods": dict(spec.periods),
         **_cluster(spec),
         "dir": role_dir(root, column, event, role),
         "checkpoint_dir": os.path.join(run_dir(root, column, event), "ckpt"),
@@ -53,7 +54,7 @@ def _faulty(column: str, event: str, role: str) -> bool:
         return role in spec.abort_on
     if victim_server(column, event) is not None:
         return kills_server(column, event, role)
-    return role == spec.target
+    return role == spec.hit(how)
 
 
 def run(server: ForkServer, root: str, column: str, event: str) -> None:

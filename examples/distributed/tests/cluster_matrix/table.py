@@ -29,7 +29,8 @@ class Column:
     run directory's, another worker's `<run dir>/<role>`); `servers` are
     processes that only serve (a ps). `target` is the process a kill or a
     SIGTERM hits; `abort_on` the processes an `AbortedError` is raised in.
-    `restart` is what follows a worker's death: `"job"` (the survivors fail
+    `signalled` is the process a SIGTERM hits, where it differs from
+    `target`. `restart` is what follows a worker's death: `"job"` (the survivors fail
     fast and every process is restarted) or `"worker"` (only the dead worker
     is restarted, on its port) or `"none"`. A `target` among the `servers` (a
     ParameterServerStrategy worker) is killed by the chief after its step,
@@ -53,12 +54,32 @@ class Column:
     abort_ends_job: bool = False
     synchronous: bool = True  # Every worker trains every step: exact weights.
     fused: bool = False  # steps_per_execution="auto": steps must really run fused.
+    # Under steps_per_execution="auto": how many runs at the start of a session fuse
+    # nothing, whatever the hooks allow. Under collective ops (MWMS) the workers agree after
+    # each run on the next one's silent steps, from each worker's pace, known from its
+    # second run on: runs 1 and 2 run single. A ClusterCoordinator's closure of silent
+    # steps is counted from the pace of the runs before it: run 1 runs single.
+    unfused_runs: int = 0
+    signalled: str | None = None
+    # The hooks' periods where they differ from driver_matrix/rows.py's PERIODS.
+    periods: tuple[tuple[str, int], ...] = ()
+    events: tuple[str, ...] | None = None  # The events it runs, if not all.
+
+    def hit(self, how: str | None) -> str | None:
+        """The process an event's kill (`"kill"`) or SIGTERM (`"sigterm"`) hits."""
+        return self.signalled or self.target if how == "sigterm" else self.target
 
     @property
     def summary_roles(self) -> tuple[str, ...]:
         """The processes whose step records `tf.summary` values: the job's first replica's."""
         return self.roles[:1]
 
+
+EVERY = 8  # The long-block columns' period.
+LONG_PERIODS = (
+    *((name, EVERY) for name in ("summary", "step-counter", "logging", "progress")),
+    *((name, single.NAN_AT) for name in ("nan", "profiler", "checkpoint")),
+)
 
 COLUMNS = {
     # One process, no strategy: what every column's fault-free run is compared with.
@@ -76,12 +97,14 @@ COLUMNS = {
         roles=("chief",),
         servers=("ps", "worker0", "worker1"),
         target="worker1",
+        signalled="chief",
         abort_on=("chief",),
         restart="none",
     ),
     "mirrored2": Column(
         "MirroredStrategy with 2 replicas (2 logical CPUs) in one process, eager single steps",
         roles=("chief",),
+        target="chief",
         abort_on=("chief",),
     ),
     "tf1-cluster": Column(
@@ -103,6 +126,7 @@ COLUMNS = {
         abort_on=("chief", "worker1"),
         abort_ends_job=True,
         fused=True,
+        unfused_runs=2,
     ),
     "pss-auto": Column(
         'ParameterServerStrategy with a ClusterCoordinator, steps_per_execution="auto": the '
@@ -111,16 +135,42 @@ COLUMNS = {
         roles=("chief",),
         servers=("ps", "worker0", "worker1"),
         target="worker1",
+        signalled="chief",
         abort_on=("chief",),
         restart="none",
         fused=True,
+        unfused_runs=1,
     ),
     "mirrored2-auto": Column(
         "MirroredStrategy with 2 replicas (2 logical CPUs) in one process, "
         'steps_per_execution="auto"',
         roles=("chief",),
+        target="chief",
         abort_on=("chief",),
         fused=True,
+    ),
+    # The -auto columns' hooks act every 2 to 5 steps: their blocks hold one step. These two
+    # run hooks that act every 8 steps (the NaN check and the checkpoints: at 25), so the
+    # blocks hold 6 or 7 steps; the fault-free run only (the faults' paths are the same as
+    # in the -auto columns).
+    "mwms-long": Column(
+        'MultiWorkerMirroredStrategy, 2 worker processes, steps_per_execution="auto", hooks '
+        "acting every 8 steps",
+        roles=("chief", "worker1"),
+        fused=True,
+        unfused_runs=2,
+        periods=LONG_PERIODS,
+        events=("fresh",),
+    ),
+    "pss-long": Column(
+        'ParameterServerStrategy with a ClusterCoordinator, steps_per_execution="auto", hooks '
+        "acting every 8 steps; 1 ps and 2 workers serve",
+        roles=("chief",),
+        servers=("ps", "worker0", "worker1"),
+        fused=True,
+        unfused_runs=1,
+        periods=LONG_PERIODS,
+        events=("fresh",),
     ),
 }
 
@@ -214,8 +264,9 @@ REFERENCE = ("single", "fresh")
 
 
 def reference(column: str, event: str) -> tuple[str, str]:
-    """The run a cell is compared with: its column's fresh run; that one, with the reference."""
-    return REFERENCE if event == "fresh" else (column, "fresh")
+    """The run a cell is compared with: its column's fresh run (a fresh run, with the plan:
+    cluster_matrix/plan.py)."""
+    return (column, "fresh")
 
 
 def not_applicable(row: str, column: str, event: str) -> str | None:
@@ -223,14 +274,20 @@ def not_applicable(row: str, column: str, event: str) -> str | None:
     spec, how = COLUMNS[column], EVENTS[event].how
     if column == REFERENCE[0]:
         if event != REFERENCE[1]:
-            return "the reference column runs only the fault-free run"
-        if row not in ("model", "stop"):
-            return "the reference of every column's fresh run (model and stop: against the plan)"
+            return (
+                "the single-process loop's faults are the driver matrix's (its eager column, "
+                "examples/tests/driver_matrix)"
+            )
         return None
+    if spec.events is not None and event not in spec.events:
+        return (
+            "a long-block column runs the fault-free run only: under a fault its fused "
+            "blocks take the -auto column's path"
+        )
     victim = EVENTS[event].victim
     if victim is not None and victim not in spec.servers:
         return f"no {victim} process in this column"
-    if how in ("kill", "sigterm") and spec.target is None:
+    if how in ("kill", "sigterm") and spec.hit(how) is None:
         return "one process: no worker to kill or signal apart from the chief"
     if how == "abort" and not spec.abort_on:
         return "no process where a step's AbortedError is recovered"
@@ -244,14 +301,6 @@ NOT_APPLICABLE: dict[tuple[str, str, str], str] = {
         "stops only the worker it hits, which saves nothing (the chief saves); its restart is "
         "the worker-kill event"
         for row in ROWS
-    },
-    **{
-        (row, column, "sigterm"): (
-            "a ParameterServerStrategy worker runs no session (a tf.distribute.Server): a "
-            "signal ends it as the worker-kill event's SIGKILL does, and the coordinator goes on"
-        )
-        for row in ROWS
-        for column in ("pss", "pss-auto")
     },
 }
 
