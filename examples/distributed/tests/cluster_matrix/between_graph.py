@@ -12,7 +12,7 @@ Asynchronous workers race on the global step and on the weights. To make
 every record of the column deterministic, the two workers take turns
 (`Turn`): a worker runs a step only when it holds the turn, a variable on
 the ps, and hands it over once every hook has acted on the step (the last
-`after_run`, but a kill of the ps: see `TfCluster.place`). Worker 1 moves
+`after_run`, but a kill of the ps and the chief's SIGTERM: see `TfCluster.place`). Worker 1 moves
 first, so it runs the steps that end on odd global steps (17: where the
 faults happen), the chief the even ones. The
 job is still a real between-graph cluster: two sessions on two servers,
@@ -59,7 +59,10 @@ class Turn(monsession.SessionRunHook):
     uninitialized (a new ps). A worker waits for its turn before its first
     step (worker 1 also before its session's first hook, so it starts where
     its turn begins), and at its end, so that what it reads then is final
-    for its turn; a worker whose peer is done never waits.
+    for its turn; a worker whose peer is done never waits. It says it is
+    done once every hook has ended (`TurnHandOver.end`): a chief that stops
+    holding the turn (SIGTERM) has saved the step it stopped at before its
+    peer runs on.
     """
 
     def __init__(self, index: int, workers: int) -> None:
@@ -78,9 +81,10 @@ class Turn(monsession.SessionRunHook):
         self._hand_over = self._turn.assign(self._other)
         self._finish = self._done[self._index].assign(1)
 
-    def hand_over(self) -> TurnHandOver:
-        """The hook that hands the turn over: to be placed after every other hook."""
-        return TurnHandOver(self)
+    def hand_over(self, keep_at: int | None = None) -> TurnHandOver:
+        """The hook that hands the turn over: to be placed after every other hook. It keeps
+        the turn after global step `keep_at` (a SIGTERM's: the worker stops after it)."""
+        return TurnHandOver(self, keep_at)
 
     def wait(self, session: Any) -> None:
         """Returns once this worker has the turn, or its peer is done."""
@@ -102,8 +106,11 @@ class Turn(monsession.SessionRunHook):
         return None
 
     def end(self, session):
-        session.run(self._finish)
         self.wait(session)
+
+    def finish(self, session: Any) -> None:
+        """Says this worker is done: its peer then runs on alone (no wait for the turn)."""
+        session.run(self._finish)
 
     def start(self, session: Any) -> None:
         """The chief, once its hooks have started: the turn, if a new ps holds none, to
@@ -116,17 +123,22 @@ class Turn(monsession.SessionRunHook):
 
 
 class TurnHandOver(monsession.SessionRunHook):
-    """Hands the turn to the other worker after every hook has acted on the step; on the
-    chief, initializes the turn after every hook's `after_create_session`."""
+    """Hands the turn to the other worker after every hook has acted on the step, and says
+    the worker is done after every hook's `end`; on the chief, initializes the turn after
+    every hook's `after_create_session`."""
 
-    def __init__(self, turn: Turn) -> None:
-        self._turn = turn
+    def __init__(self, turn: Turn, keep_at: int | None) -> None:
+        self._turn, self._keep_at = turn, keep_at
 
     def after_create_session(self, session, coord):
         self._turn.start(session)
 
     def after_run(self, run_context, run_values):
-        self._turn.pass_turn(run_context.session)
+        if self._keep_at is None or run_context.global_step_after() != self._keep_at:
+            self._turn.pass_turn(run_context.session)
+
+    def end(self, session):
+        self._turn.finish(session)  # After every other hook's end: a chief's save included.
 
 
 class TfCluster:
@@ -136,7 +148,7 @@ class TfCluster:
     session to this worker's server; `place` splits the hooks into the
     chief's (the savers, as TensorFlow's defaults) and every worker's, and
     adds the turn-taking: a worker's own fault (`rows.Interrupt`) after its
-    hand-over, the ps's kill (ps-kill) before it.
+    hand-over, the ps's kill (ps-kill) and the chief's SIGTERM before it.
     """
 
     CHIEF_ONLY = ("CheckpointSaverHook", "SummarySaverHook")
@@ -172,6 +184,9 @@ class TfCluster:
         if self._plan.get("kill_pid"):
             # The ps's kill, before the hand-over: no peer's step runs after it.
             every += [*faults, turn.hand_over()]
+        elif self._plan.get("sigterm_at"):
+            # SIGTERM: the worker keeps the turn and stops, saving the step it stopped at.
+            every += [*faults, turn.hand_over(keep_at=self._plan["sigterm_at"])]
         else:
             # The worker's own fault, after it: the peer runs on meanwhile.
             every += [turn.hand_over(), *faults]

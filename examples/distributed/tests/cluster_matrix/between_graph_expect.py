@@ -14,7 +14,7 @@ import os
 from typing import Any
 
 import tensorflow as tf
-from driver_matrix import drivers
+from driver_matrix import drivers, expect
 from driver_matrix.test_driver_matrix import after_kill
 
 from cluster_matrix import plan, table
@@ -56,18 +56,20 @@ def new_worker(row: str, role: str, kept: int, first: int) -> Any:
     return before + _row(row, role, seen(role, first, FINAL), first)
 
 
-def ps_kill(row: str, role: str) -> Any:
-    """The ps-kill event's observation of a row on a worker.
+def resumed(row: str, role: str, restored: int) -> Any:
+    """A row on a worker when the whole job restarts from the chief's checkpoint `restored`.
 
-    Worker 1 kills the ps after its step 17, before it hands the turn over:
-    the chief's last step was 16. Both fail; the whole job restarts from the
-    chief's checkpoint of 12, worker 1 first, and ends at 26; what the first
-    job recorded after 12 is superseded. The chief's hooks restore their
-    state with the checkpoint: its rows are as without the fault, but the
-    new session's first log line, which has no time. Worker 1 saves no
-    state: its timers start afresh at 13, as after its own death.
+    ps-kill: worker 1 kills the ps after its step 17, before it hands the
+    turn over: the chief's last step was 16. Both fail; the whole job
+    restarts from the chief's checkpoint of 12. sigterm: the chief stops on
+    SIGTERM after its step 18, holding the turn, and saves 18; worker 1
+    then runs on alone to the NaN (25); the whole job restarts from 18. The
+    new job runs worker 1 first and ends at 26; what the first recorded
+    after `restored` is superseded. The chief's hooks restore their state
+    with the checkpoint: its rows are as without the fault, but the new
+    session's first log line, which has no time. Worker 1 saves no state:
+    its timers start afresh, as after its own death.
     """
-    restored = table.TF1_RESUMED
     if role != "chief":
         return new_worker(row, role, restored, restored)
     want = fresh(row, role)
@@ -84,8 +86,8 @@ def restart(row: str, role: str) -> Any:
     (asynchronous workers each stop after their own step); the chief saves 21
     at its end. Job 2 resumes from 21 on a new ps, worker 1 first, and ends
     at 26. The chief's hooks restore their state with checkpoint 21: its rows
-    are those of one session over both jobs' steps; worker 1's hooks start
-    afresh in job 2.
+    are those of one session over both jobs' steps (the save at 21 is off
+    the schedule, which goes on); worker 1's hooks start afresh in job 2.
     """
     first = table.RESTART_FIRST + 1
     jobs = seen(role, 0, first), seen(role, first, FINAL)
@@ -97,11 +99,10 @@ def restart(row: str, role: str) -> Any:
         if row == "checkpoint":
             return fresh(row, role)
         return _row(row, role, jobs[0]) + _row(row, role, jobs[1], first)
-    if row == "checkpoint":
-        job1 = plan.saves(0, jobs[0], EVERY["checkpoint"], first)
-        return plan.checkpoints(
-            job1 + plan.saves(first, jobs[1], EVERY["checkpoint"], FINAL, first)
-        )
+    if row == "checkpoint":  # The save at job 1's end (21) is off the schedule: it goes on.
+        every = EVERY["checkpoint"]
+        job1, last = plan.saves(0, jobs[0], every, first), plan.triggers([0, *jobs[0]], every)
+        return plan.checkpoints(job1 + plan.saves(first, jobs[1], every, FINAL, last[-1]))
     want = _row(row, role, jobs[0] + jobs[1])
     if row == "logging":  # A new session's first line has no time.
         later = [line for line in want if line[0] > first][:1]
@@ -121,7 +122,9 @@ def cell(row: str, event: str, role: str, run: Any) -> None:
     got = run.observe(row)
     if row == "checkpoint":
         _holds_its_step(os.path.join(run.directory, "ckpt"), got["listed"])
-    if event in ("fresh", "aborted") or (event == "worker-kill" and role == "chief"):
+    if row == "stop" and event == "sigterm":  # The chief at 18; worker 1, alone, at 25.
+        want = [table.AT + 1 if role == "chief" else expect.stop_step("eager"), FINAL]
+    elif event in ("fresh", "aborted") or (event == "worker-kill" and role == "chief"):
         # A peer's in-process recovery, or its death and restart: the chief sees what it
         # saw without the fault; so does worker 1, its hooks recovered in the process.
         want = fresh(row, role)
@@ -131,7 +134,9 @@ def cell(row: str, event: str, role: str, run: Any) -> None:
             got, want = after_kill(row, run, got, want)
     elif event == "ps-kill":
         # Every process failed naming the ps, with its writers flushed: all is kept to 12.
-        want = ps_kill(row, role)
+        want = resumed(row, role, table.TF1_RESUMED)
+    elif event == "sigterm":
+        want = resumed(row, role, table.AT + 1)
     else:
         assert event == "restart", event
         assert run.start_steps() == [0, table.RESTART_FIRST + 1], run.start_steps()

@@ -11,6 +11,7 @@ process with status 1. The test records each process's exit status.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import traceback
@@ -29,8 +30,14 @@ from cluster_matrix import forks, programs  # noqa: E402
 
 
 def run(plan: dict) -> None:
-    """Runs one process's plan, then ends the process."""
+    """Runs one process's plan, then ends the process.
+
+    What the hooks log (TensorFlow's logger) and what the session logs of
+    itself (monsession's: its restores, their times) are both recorded."""
     records.capture_logs()
+    session_logger = logging.getLogger("monsession")
+    session_logger.setLevel(logging.INFO)
+    session_logger.addHandler(records.LogRecords())
     records.open_records(plan["dir"])
     records.record("begin", pid=os.getpid(), role=plan["role"])
     code = 0

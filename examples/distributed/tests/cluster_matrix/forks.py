@@ -67,6 +67,8 @@ class ForkServer:
             with self._lock:
                 if kind == "started":
                     self._started[fields[0]] = int(fields[1])
+                    # A pid the system gave again: its last holder's status is not its.
+                    self._exited.pop(int(fields[1]), None)
                 elif kind == "exited":
                     self._exited[int(fields[0])] = int(fields[1])
                 self._lock.notify_all()

@@ -75,7 +75,7 @@ def run(server: ForkServer, root: str, column: str, event: str) -> None:
             for role in spec.roles:
                 plans[role] = {**_plan(root, column, event, role, ports), "last_step": last_step}
                 if job == 0 and ev.how and _faulty(column, event, role):
-                    plans[role][f"{ev.how}_at"] = table.AT
+                    plans[role][f"{ev.how}_at"] = table.fault_step(column, role)
                     if victim is not None:
                         plans[role]["kill_pid"] = processes.pid(f"{victim}-0")
                 processes.start(f"{role}-{job}", plans[role])

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import os
+import re
 import traceback
 from typing import Any
 
@@ -102,8 +103,8 @@ def check_event(column: str, event: str, found: dict[str, Run]) -> None:
             exits, errors = [1, 0], [PS_LOST]  # Every training process fails naming the ps.
         elif ev.how == "kill" and restarted:
             exits, errors = [1, 0], [PEER_FAILED]  # A collective job's survivors fail fast.
-        if ev.how == "sigterm":
-            exits = [-15, 0]  # Every worker stops on it, then hands it on.
+        if ev.how == "sigterm" and (faulty or spec.synchronous):
+            exits = [-15, 0]  # Every worker stops on it, then hands it on; not a TF1 peer.
         if ev.how == "abort" and restarted:
             exits, errors = [1, 0], [ABORTED_ENDS_JOB]
         assert run.exits() == exits, (role, run.exits(), run.errors)
@@ -113,7 +114,8 @@ def check_event(column: str, event: str, found: dict[str, Run]) -> None:
         for how, kind in (("kill", "killed"), ("sigterm", "sigterm"), ("abort", "aborted")):
             steps = [r["step"] for r in run.kinds(kind)]
             hit = ev.how == how and (faulty or kills)
-            assert steps == ([table.AT] if hit else []), (role, kind, steps)
+            want = [table.fault_step(column, role)] if hit else []
+            assert steps == want, (role, kind, steps)
         assert run.start_steps() == starts, (role, run.start_steps())
         if ev.victim == "ps" and restarted:
             (killed,), (failed,) = found[killers[0]].kinds("killed"), run.kinds("error")
@@ -184,20 +186,23 @@ def check_closures(column: str, event: str, found: dict[str, Run]) -> None:
     assert put_back == ({1: 1} if event == "worker-kill" else {}), closures
 
 
+STATE_RESTORED = re.compile(r"^StepCounterHook \(key .*\): state restored from ")
+
+
 def check_times(row: str, column: str, event: str, run: Run) -> None:
     """No rate <= 0; after a restart no rate counts the time between the jobs.
 
     The step counter's state is saved with each checkpoint: the first rate
     after a restart may count the seconds the old process ran from its last
-    rate before the save of the restored checkpoint on (at most until it
-    ended), and the seconds the new one ran since its hooks were built (the
-    state is loaded after that); never the downtime between the processes.
-    Each bound is read from records around the moment it stands for: the
-    record before the old rate's log line (the timer fired after it), the
-    old process's next rate line or, if none, its exit (the state was written
-    before them), the new process's "Create CheckpointSaverHook." (its
-    hooks are built before the session restores). The first bound must be
-    below the downtime, or counting it would pass unseen.
+    rate before the save of the restored checkpoint to that save, and the
+    seconds the new one ran since it loaded the state; never the downtime
+    between the processes. Each bound is read from records around the
+    moment it stands for: the record before the old rate's log line (the
+    timer fired after it); the old process's next rate line or, if none,
+    its exit (the state was written before them); the new process's record
+    before the session's "StepCounterHook (key ...): state restored" line
+    (it loaded the state after that record). The first bound must be below
+    the downtime, or counting it would pass unseen.
     """
     if row != "step-counter":
         return
@@ -217,15 +222,14 @@ def check_times(row: str, column: str, event: str, run: Run) -> None:
     # The state is written once the save's step has ended: before any later step's rate.
     written = min([t for t, _ in rates if saved < t < begun] + [ended])
     counted = written - max(r["t"] for r in old if r["t"] < fired)
-    built = min(
-        r["t"]
-        for r in run.kinds("log")
-        if r["t"] > begun and r["msg"].startswith("Create CheckpointSaverHook")
-    )
+    (restored_at,) = [  # The session's log line once it loaded the step counter's state.
+        r["t"] for r in run.kinds("log") if r["t"] > begun and STATE_RESTORED.match(r["msg"])
+    ]
+    loaded = max(r["t"] for r in run.records if begun <= r["t"] < restored_at)
     downtime = new - max(r["t"] for r in old if r["kind"] != "exit")
     # %g prints 6 digits of a rate: its seconds are exact to 1e-5 of themselves.
     after = [(t, 4 / rate) for t, rate in rates if t > new]
-    bounds = [(elapsed, ((t - built) + counted) * (1 + 1e-5)) for t, elapsed in after]
+    bounds = [(elapsed, ((t - loaded) + counted) * (1 + 1e-5)) for t, elapsed in after]
     assert after and bounds[0][1] < downtime, (bounds, downtime)
     assert all(elapsed <= bound for elapsed, bound in bounds), (bounds, downtime)
 
@@ -234,12 +238,10 @@ def _checkpoint(want: dict[str, Any], event: str, run: Run, killed: bool) -> dic
     """The reference's checkpoints as the cell's run must have left them."""
     calls, files = list(want["after_save"]), list(want["files"])
     if table.EVENTS[event].how == "sigterm":
-        # The stop saves the step the workers agreed on; a save is a trigger
-        # (hooks-checkpoint), so the restart saves one period after it, and at the stop.
-        stop = expect.stop_step("eager")
-        steps = [s for s, _ in calls if s <= table.AT]
-        steps += [*range(table.AT + table.SAVE_STEPS, stop, table.SAVE_STEPS), stop]
-        calls = [[s, [round(float(expect.weight(s)), 4)]] for s in sorted({table.AT, *steps})]
+        # The stop saves the step the workers agreed on, off the schedule: the restart
+        # saves on the uninterrupted run's steps (hooks-checkpoint's schedule rule).
+        steps = sorted({table.AT, *(step for step, _ in calls)})
+        calls = [[s, [plan.weight(s)]] for s in steps]
         files = [item for item in calls if item[0]][-len(files) :]  # It keeps 5.
     if killed:
         # The background save of the restored step was complete at the kill, never confirmed
