@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import socket
 
@@ -162,3 +163,18 @@ def test_mirrored_strategy_logs_one_run(tmp_path):
                 sess.run(step)
     (run,) = runs(uri)
     assert history(uri, run.info.run_id, "loss") == [(1, 1.0), (3, 3.0)]
+
+
+def test_a_worker_that_is_not_the_chief_starts_no_run_and_fetches_nothing(tmp_path, monkeypatch):
+    """Under a multi-worker cluster only the chief writes the run (`monsession.is_chief()`)."""
+    uri = new_store(tmp_path)
+    cluster = {"worker": ["localhost:1", "localhost:2"]}
+    monkeypatch.setenv(
+        "TF_CONFIG", json.dumps({"cluster": cluster, "task": {"type": "worker", "index": 1}})
+    )
+    program = Program()
+    hook = _CountingHook("loss", every_n_steps=1, tracking_uri=uri)
+    _train([hook], 5, program, steps_per_execution="auto")
+    assert runs(uri) == []
+    assert hook.run_id is None
+    assert hook.calls <= 1  # Never due: its next_action asks for no step.

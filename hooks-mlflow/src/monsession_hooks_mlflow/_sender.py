@@ -59,6 +59,7 @@ class Sender:
         self._tasks: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
         self._started = threading.Event()
         self._run_id: str | None = None
+        self._waited_out = False
         self._failed = False
         self._client: Any = None
         self.sent: set[int] = set()
@@ -75,8 +76,13 @@ class Sender:
         return os.environ.get("MLFLOW_TRACKING_URI") or "MLflow's default store"
 
     def run_id(self, timeout: float) -> str | None:
-        """The run's id once started (waits up to `timeout` s); `None` if it could not be."""
-        self._started.wait(timeout)
+        """The run's id once started; `None` if it could not be.
+
+        Waits up to `timeout` s for the start, once: after a wait that ran
+        out (a store that does not answer), no call waits again.
+        """
+        if not self._waited_out:
+            self._waited_out = not self._started.wait(timeout)
         return self._run_id
 
     def send(self, batch_id: int, rows: list[Row], dedupe: bool) -> None:
