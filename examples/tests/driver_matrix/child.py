@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
+import tempfile
 import time
 import traceback
 
@@ -33,7 +35,8 @@ import tensorflow as tf  # noqa: F401
 
 import monsession
 import monsession_hooks_keras  # noqa: F401
-from driver_matrix import drivers, records, table
+import monsession_hooks_mlflow._mlflow_hook  # noqa: F401
+from driver_matrix import drivers, records, rows, table
 
 PARALLEL = 2
 
@@ -72,9 +75,18 @@ def _fork(job: dict) -> int:
 
 
 def main() -> None:
-    for name in ("EarlyStoppingHook", "ProgressBarHook", "SummarySaverHook"):
+    for name in ("EarlyStoppingHook", "ProgressBarHook", "SummarySaverHook", "MlflowHook"):
         getattr(monsession.hooks, name)  # Resolve the families before forking.
-    jobs = json.loads(sys.argv[1])
+    # MLflow is imported and its SQLite tables made once, here, not in every training.
+    template = tempfile.mkdtemp(prefix="driver-matrix-mlflow-")
+    rows.make_mlflow_template(template)
+    try:
+        _run_jobs(json.loads(sys.argv[1]))
+    finally:
+        shutil.rmtree(template, ignore_errors=True)
+
+
+def _run_jobs(jobs: list[dict]) -> None:
     waiting = list(range(len(jobs)))
     ended: dict[int, float] = {}  # Job index: when it ended.
     running: dict[int, int] = {}

@@ -158,6 +158,33 @@ class Run:
         traces = glob.glob(os.path.join(folder, "plugins", "profile", "*", "*.xplane.pb"))
         return {"timelines": timelines, "traces": len(traces)}
 
+    def mlflow(self) -> dict[str, Any]:
+        """The runs in the store (read back with MlflowClient): their status, the steps and
+        values of `w`, the steps of the rate."""
+        from mlflow.tracking import MlflowClient
+
+        if not os.path.exists(os.path.join(self.directory, "mlflow.db")):
+            return {}
+        client = MlflowClient(tracking_uri="sqlite:///" + os.path.join(self.directory, "mlflow.db"))
+        found = client.search_runs([e.experiment_id for e in client.search_experiments()])
+
+        def steps(run: Any, key: str) -> list[Any]:
+            return sorted(m.step for m in client.get_metric_history(run.info.run_id, key))
+
+        return {
+            "status": [run.info.status for run in found],
+            "w": [
+                [
+                    [m.step, round(m.value, 4)]
+                    for m in sorted(
+                        client.get_metric_history(run.info.run_id, "w"), key=lambda m: m.step
+                    )
+                ]
+                for run in found
+            ],
+            "rate": [steps(run, "global_step/sec") for run in found],
+        }
+
     def stop(self) -> list[int]:
         return [r["step"] for r in self.finals]
 

@@ -14,6 +14,7 @@ import dataclasses
 import io
 import os
 import select
+import shutil
 import signal
 from typing import Any
 
@@ -190,6 +191,33 @@ def _saves(directory: str, tf_hooks: bool) -> Any:
     return Saves()
 
 
+# The MLflow row's SQLite store: each run copies one made (and migrated) before forking;
+# unset (no MLflow hook) in the runs of the cluster matrix, which use these builders too.
+MLFLOW_TEMPLATE: list[str] = []
+
+
+def make_mlflow_template(directory: str) -> None:
+    """Creates the migrated SQLite store that every run's store starts as (child.py)."""
+    from mlflow.tracking import MlflowClient
+
+    path = os.path.join(directory, "mlflow-template.db")
+    MlflowClient(tracking_uri=f"sqlite:///{path}").search_experiments()
+    MLFLOW_TEMPLATE[:] = [path]
+
+
+def mlflow_uri(directory: str) -> str:
+    return "sqlite:///" + os.path.join(directory, "mlflow.db")
+
+
+def _mlflow(program: Program) -> Any:
+    path = program.path("mlflow.db")
+    if not os.path.exists(path):  # A restart goes on with the store of the run.
+        shutil.copyfile(MLFLOW_TEMPLATE[0], path)
+    return monsession.hooks.MlflowHook(
+        {"w": program.fetch["w"]}, every_n_steps=2, tracking_uri=mlflow_uri(program.directory)
+    )
+
+
 def build_hooks(
     program: Program,
     last_step: int,
@@ -253,6 +281,13 @@ def build_hooks(
             nan,
             ns.ProfilerHook(save_steps=every["profiler"], output_dir=program.path("profile")),
         ]
+    listeners = [_saves(program.path("ckpt"), tf_hooks)]
+    if MLFLOW_TEMPLATE and not (tf_hooks or keras_callbacks or earlystop_only):
+        # Only in this matrix (child.py makes the store), not the cluster matrix's runs.
+        # Before the checkpoint saver, as its README says: a checkpoint's state holds its step.
+        mlflow = _mlflow(program)
+        hooks.append(mlflow)
+        listeners.append(mlflow.checkpoint_listener(program.path("ckpt")))
     saving: dict[str, Any] = {}
     if program.scaffold is not None:
         saving["scaffold"] = program.scaffold
@@ -262,7 +297,7 @@ def build_hooks(
         ns.CheckpointSaverHook(
             program.path("ckpt"),
             save_steps=every["checkpoint"],
-            listeners=[_saves(program.path("ckpt"), tf_hooks)],
+            listeners=listeners,
             **saving,
         ),
         ns.StopAtStepHook(last_step=last_step),

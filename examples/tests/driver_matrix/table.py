@@ -116,6 +116,12 @@ ROWS = {
     ),
     "profiler": Row("ProfilerHook(save_steps=20): traced steps (graph) / traces (eager)", True),
     "stop": Row("StopAtStepHook(last_step): the step each run stopped at", True),
+    "mlflow": Row(
+        "MlflowHook(every_n_steps=2), before the checkpoint saver, with its listener: the runs "
+        "in the SQLite store (one), their status, the steps and values of w, the steps of the "
+        "rate",
+        False,
+    ),
     "earlystop": Row(
         "EarlyStoppingHook (example package), alone in its run: best, best_step, stopped_step "
         "before the last step, the step the run ended at",
@@ -216,6 +222,10 @@ def not_applicable(row: str, driver: str, event: str) -> str | None:
 
 # Cells that cannot apply beyond the rules above: {(row, driver, event): reason}.
 NOT_APPLICABLE: dict[tuple[str, str, str], str] = {
+    ("mlflow", "tf-graph", "resume"): (
+        "the MLflow run id is monsession hook state, which TensorFlow's session never loads: "
+        "a resumed run under it starts a second MLflow run"
+    ),
     ("earlystop", "tf-graph", "resume"): (
         "its best loss so far is monsession hook state, which TensorFlow's session never "
         "loads: a resumed run under it starts a new search"

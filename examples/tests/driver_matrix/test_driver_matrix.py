@@ -196,6 +196,11 @@ def expected(row: str, driver: str, event: str, run: Run, root: str) -> Any:
         want = {**want, "after_save": confirmed(want["after_save"], driver, event, run, ref)}
         if event == "sigterm":
             want = sigterm_save(want)
+    if row == "mlflow":
+        # One run, finished, w logged every 2 steps from the first to the NaN stop.
+        steps = list(range(1, table.NAN_AT + 1, 2))
+        assert want["status"] == ["FINISHED"], (ref, want)
+        assert [step for step, _ in want["w"][0]] == steps and want["rate"] == [steps[1:]], want
     if row == "earlystop":
         # It stopped the run early, at the step it says.
         assert want[2] is not None and want[2] == want[3] < table.LAST_STEP, (ref, want)
