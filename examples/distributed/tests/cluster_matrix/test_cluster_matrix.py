@@ -3,17 +3,18 @@
 One session fixture runs every (column, event) of table.py that the selected
 cells observe (all of them, unless `-k` selects some) as loopback
 clusters of real processes (runs.py; forked from one server that imported
-TensorFlow once, forks.py), two runs at a time (CI has 2 cores),
+TensorFlow once, forks.py), three runs at a time (mostly waiting; CI has 2 cores),
 then one test per cell compares what a user sees of one row on every
 worker with the reference: the column's fault-free run, which itself is
-compared with the single-process eager loop; `model` and `stop` with what
-the plan implies (driver_matrix/expect.py). Every cell first checks that
+compared with what the plan implies (plan.py); `model` and `stop` with the
+plan (driver_matrix/expect.py). Every cell first checks that
 its event happened as named on each process (`check_event`).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import json
 import os
 import re
 import traceback
@@ -37,7 +38,9 @@ PS_LOST_WITHIN_SECS = 30
 # within those seconds) and the exit, on a busy 2-core machine.
 TF1_PS_LOST_MARGIN_SECS = 10.0
 ABORTED_ENDS_JOB = "Restart every worker of the job"
-PARALLEL = 2
+# Runs at a time: most of a run's time is waiting (for a peer's death to be seen, for a
+# lost ps, between jobs), so 3 keep a 2-core machine busy without slowing the steps much.
+PARALLEL = 3
 
 
 def _selected_runs(session: pytest.Session) -> set[tuple[str, str]]:
@@ -59,9 +62,10 @@ def cluster_root(
     fails its cells."""
     root = str(tmp_path_factory.mktemp("cluster_matrix"))
     needed = _selected_runs(request.session)
+    # The longest first: the restarted jobs (a TF1 ps's loss waits LOST_SERVER_SECS more).
     order = sorted(
         (run for run in table.runs() if run in needed),
-        key=lambda run: -len(table.EVENTS[run[1]].last_steps),
+        key=lambda run: (-len(table.jobs(*run)), run != ("tf1-cluster", "ps-kill")),
     )
     failures: dict[Any, str] = {}
 
@@ -189,20 +193,17 @@ def check_closures(column: str, event: str, found: dict[str, Run]) -> None:
 STATE_RESTORED = re.compile(r"^StepCounterHook \(key .*\): state restored from ")
 
 
-def check_times(row: str, column: str, event: str, run: Run) -> None:
+def check_times(row: str, column: str, event: str, run: Run, checkpoints: str) -> None:
     """No rate <= 0; after a restart no rate counts the time between the jobs.
 
-    The step counter's state is saved with each checkpoint: the first rate
-    after a restart may count the seconds the old process ran from its last
-    rate before the save of the restored checkpoint to that save, and the
-    seconds the new one ran since it loaded the state; never the downtime
-    between the processes. Each bound is read from records around the
-    moment it stands for: the record before the old rate's log line (the
-    timer fired after it); the old process's next rate line or, if none,
-    its exit (the state was written before them); the new process's record
-    before the session's "StepCounterHook (key ...): state restored" line
-    (it loaded the state after that record). The first bound must be below
-    the downtime, or counting it would pass unseen.
+    The step counter's state is saved with each checkpoint (hook state beside
+    it in `checkpoints`, the chief's directory): the first rate after a
+    restart counts the seconds the old process's timer had run when the
+    restored checkpoint's state was written, which the state holds, and the
+    seconds the new process ran since it loaded the state, after the record
+    before the session's "StepCounterHook (key ...): state restored" line;
+    never the downtime between the processes. That bound must be below the
+    downtime, or counting it would pass unseen.
     """
     if row != "step-counter":
         return
@@ -211,22 +212,13 @@ def check_times(row: str, column: str, event: str, run: Run) -> None:
     if not table.restarted(column, event) and event != "restart":
         return
     (new, restored), begun = run.starts[-1], run.begins()[-1]
-    old = [r for r in run.records if r["t"] < begun]
-    ended = min(r["t"] for r in old if r["kind"] == "exit" and r["t"] > run.begins()[-2])
-    saved = min(
-        r["t"]
-        for r in run.kinds("log")
-        if r["t"] < begun and r["msg"].startswith(f"Saving checkpoints for {restored} ")
-    )
-    fired = max(t for t, _ in rates if t < saved)  # The old rate's log line.
-    # The state is written once the save's step has ended: before any later step's rate.
-    written = min([t for t, _ in rates if saved < t < begun] + [ended])
-    counted = written - max(r["t"] for r in old if r["t"] < fired)
-    (restored_at,) = [  # The session's log line once it loaded the step counter's state.
+    with open(os.path.join(checkpoints, f"model.ckpt-{restored}.hooks.json")) as stream:
+        counted = json.load(stream)["hooks"]["StepCounterHook[0]"]["timer"]["secs_since_trigger"]
+    (restored_at,) = [
         r["t"] for r in run.kinds("log") if r["t"] > begun and STATE_RESTORED.match(r["msg"])
     ]
     loaded = max(r["t"] for r in run.records if begun <= r["t"] < restored_at)
-    downtime = new - max(r["t"] for r in old if r["kind"] != "exit")
+    downtime = new - max(r["t"] for r in run.records if r["t"] < begun and r["kind"] != "exit")
     # %g prints 6 digits of a rate: its seconds are exact to 1e-5 of themselves.
     after = [(t, 4 / rate) for t, rate in rates if t > new]
     bounds = [(elapsed, ((t - loaded) + counted) * (1 + 1e-5)) for t, elapsed in after]
@@ -308,16 +300,17 @@ def test_cell(cluster_root: tuple[str, dict[Any, str]], row: str, column: str, e
     check_server_killed(root, column, event)
     check_fused(column, event, found)
     check_closures(column, event, found)
+    checkpoints = os.path.join(runs.run_dir(root, column, event), "ckpt")  # The chief's.
     if column == "tf1-cluster":  # Asynchronous workers: each its own steps (between_graph.py).
         for role, run in found.items():
             if role == table.COLUMNS[column].roles[0]:
-                check_times(row, column, event, run)
+                check_times(row, column, event, run, checkpoints)
             elif row == "step-counter":  # Its timers start afresh after a restart.
                 assert run.rates() and all(rate > 0 for _, rate in run.rates()), run.rates()
             between_graph_expect.cell(row, event, role, run)
         return
     for role, run in found.items():
-        check_times(row, column, event, run)
+        check_times(row, column, event, run, checkpoints)
         got, want = run.observe(row), expected(row, column, event, role, run, root)
         if row == "summary" and table.EVENTS[event].how == "kill":
             # SIGKILL loses what a writer had not flushed: of what the killed (or failed)
