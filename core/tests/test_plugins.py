@@ -609,7 +609,7 @@ def test_known_families_name_our_distributions() -> None:
     }.values()
     assert set(families) == {
         f"monsession-hooks-{name}"
-        for name in ("checkpoint", "summary", "logging", "debug", "keras")
+        for name in ("checkpoint", "summary", "logging", "debug", "keras", "mlflow")
     }
 
 
