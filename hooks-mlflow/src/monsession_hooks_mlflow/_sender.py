@@ -24,6 +24,9 @@ from monsession.plugins import error_cause
 _HOOK = "MlflowHook"
 # MLflow's limit of metrics in one `log_batch` call.
 _BATCH = 1000
+# Metrics wait in the sender at most this long, or until this many rows, to go in one call.
+_GATHER_SECS = 1.0
+_GATHER_ROWS = 1000
 
 Row = tuple[int, int, dict[str, float]]
 """One logging point: (global step, wall-clock milliseconds, {metric: value})."""
@@ -112,27 +115,56 @@ class Sender:
         """About how many tasks are still queued (for messages)."""
         return self._tasks.qsize()
 
+    def _next(self, gathered: list[tuple[int, _Batch]], deadline: float) -> tuple[str, Any]:
+        """The next task; ``("send", None)`` once metrics gathered wait past `deadline`."""
+        if not gathered:
+            return self._tasks.get()
+        try:
+            return self._tasks.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            return "send", None
+
     def _work(self) -> None:
+        # Metrics are gathered for up to _GATHER_SECS and sent in one call:
+        # each call is a transaction (SQLite) or a request, whose Python work
+        # would otherwise take the interpreter from training at every step.
+        gathered: list[tuple[int, _Batch]] = []
+        deadline = 0.0
         while True:
-            kind, payload = self._tasks.get()
+            kind, payload = self._next(gathered, deadline)
+            if kind == "metrics":
+                if not gathered:
+                    deadline = time.monotonic() + _GATHER_SECS
+                gathered.append(payload)
+                if sum(len(batch.rows) for _, batch in gathered) < _GATHER_ROWS:
+                    continue
+                kind = "send"
+            self._send(gathered)  # Before any other task: tasks keep their order.
+            gathered = []
+            if kind == "close":
+                if payload is not None and self._run_id is not None:
+                    self._call(self._client.set_terminated, self._run_id, status=payload)
+                return
             try:
-                if kind == "close":
-                    if payload is not None and self._run_id is not None:
-                        self._call(self._client.set_terminated, self._run_id, status=payload)
-                    return
                 self._do(kind, payload)
             finally:
                 if kind == "start":
                     self._started.set()
 
+    def _send(self, gathered: list[tuple[int, _Batch]]) -> None:
+        """Logs the rows of the gathered batches: one call for those that need no dedupe."""
+        if self._run_id is not None:
+            plain = [row for _, batch in gathered if not batch.dedupe for row in batch.rows]
+            if plain:
+                self._call(self._log_rows, _Batch(plain, dedupe=False))
+            for _, batch in gathered:
+                if batch.dedupe:
+                    self._call(self._log_rows, batch)
+        self.sent.update(batch_id for batch_id, _ in gathered)
+
     def _do(self, kind: str, payload: Any) -> None:
         if kind == "start":
             self._call(self._start)
-        elif kind == "metrics":
-            batch_id, batch = payload
-            if self._run_id is not None:
-                self._call(self._log_rows, batch)
-            self.sent.add(batch_id)
         elif kind == "flush":
             payload.set()
         elif kind == "tags" and self._run_id is not None:
