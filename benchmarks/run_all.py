@@ -6,7 +6,8 @@ or ``tox -e bench`` (``tox -e bench -- --quick``). Runs, in this order:
 `bench_startup` (`import monsession` and `monsession plugins` in fresh
 processes), `bench_core` (per-step cost vs a raw loop and TensorFlow's
 `MonitoredSession`), `bench_hooks` (the cost of 1, 10 and 100 idle hooks),
-`bench_debug` (`NanTensorHook`), `bench_checkpoint` (the stall of a
+`bench_debug` (`NanTensorHook`), `bench_mlflow` (`MlflowHook` on a SQLite
+store: idle, logging every 10 steps and every step), `bench_checkpoint` (the stall of a
 ~100 MB checkpoint, eager default (background) vs sync), `bench_keras` (the Keras bridges:
 `KerasCallbacksHook` in a loop, `HooksCallback` in `model.fit`) and
 `bench_restore_check` (what the readability check of the checkpoint to
@@ -66,6 +67,7 @@ SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
         "quick": {"steps": 1000, "rounds": 2, "parameter_server": True},
     },
     "keras": {"full": {"steps": 200, "rounds": 15}, "quick": {"steps": 100, "rounds": 5}},
+    "mlflow": {"full": {"steps": 300, "rounds": 21}, "quick": {"steps": 200, "rounds": 5}},
     "checkpoint": {
         "full": {"rounds": 6, "saves": 4, "megabytes": 100},
         "quick": {"rounds": 1, "saves": 3, "megabytes": 100},
@@ -197,6 +199,18 @@ TARGETS = [
         1.10,
         lambda r: r["keras"]["ratios"]["fit_hooks_idle / fit"],
     ),
+    Target(
+        "eager, single steps, `MlflowHook` logging every 10 steps (SQLite store) / no tracking",
+        "x",
+        1.05,
+        lambda r: r["mlflow"]["ratios"]["every_10/single / session/single"],
+    ),
+    Target(
+        "eager, single steps, an idle `MlflowHook`: added per step",
+        "µs",
+        2.0,
+        lambda r: r["mlflow"]["idle_added_us"]["single"],
+    ),
     Target("`import monsession`", "ms", 100, lambda r: r["startup"]["median_ms"]["import_ms"]),
     Target(
         "`monsession plugins` (whole process)",
@@ -293,6 +307,7 @@ def run_benchmarks(quick: bool) -> dict[str, Any]:
     import bench_fused_strategy
     import bench_hooks
     import bench_keras
+    import bench_mlflow
     import bench_restore_check
     import bench_step_service
     import tensorflow as tf
@@ -302,6 +317,7 @@ def run_benchmarks(quick: bool) -> dict[str, Any]:
     timed("hooks", bench_hooks.run)
     timed("step_service", bench_step_service.run)
     timed("debug", bench_debug.run)
+    timed("mlflow", bench_mlflow.run)
     timed("fused", bench_fused.run)
     timed("fused_strategy", bench_fused_strategy.measure)
     timed("fused_multiworker", bench_fused_strategy.measure)
