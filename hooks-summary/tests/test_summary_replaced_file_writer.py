@@ -102,11 +102,8 @@ def test_our_hooks_write_through_the_replaced_writer_as_tensorflows_do(fake_writ
         _train(api, logdir)
         written[name] = sorted(fake_writer[logdir], key=lambda item: (item[1], item[0]))
     assert [tag for tag, _ in written["monsession"]].count("weight") == 3
-    # One difference, documented: our step counter starts its session with a START too
-    # (TensorBoard ignores a run's first one; it makes a restart's count).
-    assert written["monsession"] == sorted(
-        [*written["tensorflow"], ("session_log", 1)], key=lambda item: (item[1], item[0])
-    )
+    # The same events: the step counter writes no START on a fresh start, as TensorFlow's.
+    assert written["monsession"] == written["tensorflow"]
 
 
 def test_event_file_writer_uses_the_replaced_writer(fake_writer, tmp_path):

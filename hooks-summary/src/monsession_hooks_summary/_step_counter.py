@@ -61,13 +61,14 @@ class StepCounterHook(TimedHook):
     with it (`monsession.StatefulHook`): after a restart the hook triggers
     at the steps it would have triggered at, and the rate there counts the
     seconds the steps since the previous trigger ran in both processes,
-    never the time the job was down. With a writer, every session starts
-    with a `SessionLog.START` at the step after the one it starts from (1 on
-    a fresh start). TensorBoard takes the first START of a run as its
-    beginning and each later one as a restart, dropping the rates written
-    at or past its step: after a restart or a recovery in the process it
-    shows each step once, also when this hook is alone in its directory
-    (TensorFlow's hook writes none).
+    never the time the job was down. Its directory gets the events
+    TensorFlow's hook writes there, and no `SessionLog.START` on a fresh
+    start or a restart in a new process (as TensorFlow's). Only a recovery
+    in the process (a preemption error that restores an older checkpoint)
+    writes one, at the step after the restored one, so TensorBoard drops
+    the rates written past it and shows each step once. It is written twice,
+    because TensorBoard takes the first START of a directory as the run's
+    beginning, not a restart; a second one at the same step changes nothing.
 
     Raises:
       ValueError: If both or neither of `every_n_steps` and `every_n_secs`
@@ -105,13 +106,16 @@ class StepCounterHook(TimedHook):
             self._summary_writer = self._sink.writer
         self._summary_tag = step_variable.name.split(":")[0] + "/sec"
         self._logged = False
+        self._sessions = 0
 
     def after_create_session(self, session: Any, coord: Any) -> None:
-        if self._sink is not None:
-            # On a fresh start too: TensorBoard ignores a run's first START, so
-            # without it the START of a restart or a recovery would be that
-            # first one, and the rates it supersedes would stay.
-            self._sink.session_start(read_global_step(session) + 1)
+        self._sessions += 1
+        if self._sink is not None and self._sessions > 1:
+            # A recovery: twice, so one counts as a restart even when it is the
+            # directory's first START (TensorBoard takes that as the beginning).
+            step = read_global_step(session) + 1
+            self._sink.session_start(step)
+            self._sink.session_start(step)
 
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
         run_context = as_run_context(run_context)
