@@ -30,6 +30,7 @@ LOOP_AUTHORS_NAMES = {
     "SecondOrStepTimer", "TimedHook", "StopAtStepHook", "FeedFnHook", "FinalOpsHook",
     "GlobalStepWaiterHook", "hookimpl", "hooks", "plugins", "testing", "tf_logging",
     "EagerSession", "Epochs", "get_or_create_global_step", "get_global_step",
+    "create_global_step", "assert_global_step", "global_step", "basic_train_loop",
     "DamagedCheckpointError", "is_chief", "MonsessionDeprecationWarning", "RemovedIn2Warning",
 }  # fmt: skip
 
@@ -53,7 +54,7 @@ NEED_TENSORFLOW = {
 
 def test_the_top_level_holds_what_a_training_loop_uses() -> None:
     assert set(monsession.__all__) == LOOP_AUTHORS_NAMES
-    assert len(monsession.__all__) == len(LOOP_AUTHORS_NAMES) == 33
+    assert len(monsession.__all__) == len(LOOP_AUTHORS_NAMES) == 37
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         for name in monsession.__all__:

@@ -41,6 +41,10 @@ _LAZY = {
     "Epochs": "monsession._loops._epochs",
     "get_or_create_global_step": "monsession._api._global_step",
     "get_global_step": "monsession._api._global_step",
+    "create_global_step": "monsession._api._global_step",
+    "assert_global_step": "monsession._api._global_step",
+    "global_step": "monsession._api._global_step",
+    "basic_train_loop": "monsession._loops._basic_train_loop",
     "testing": "monsession.testing",
     "tf_logging": "monsession.tf_logging",
     "plugins": "monsession.plugins",
@@ -66,11 +70,18 @@ _TF_FAMILY_NAMES = (
 
 if TYPE_CHECKING:
     from monsession import hooks, plugins, testing, tf_logging
-    from monsession._api._global_step import get_global_step, get_or_create_global_step
+    from monsession._api._global_step import (
+        assert_global_step,
+        create_global_step,
+        get_global_step,
+        get_or_create_global_step,
+        global_step,
+    )
     from monsession._backends._eager import EagerSession
     from monsession._distribution._distributed import is_chief
     from monsession._durability._checkpoint_files import DamagedCheckpointError
     from monsession._factory._training_session import USE_DEFAULT, MonitoredTrainingSession
+    from monsession._loops._basic_train_loop import basic_train_loop
     from monsession._loops._epochs import Epochs
     from monsession._session._monitored_session import MonitoredSession, SingularMonitoredSession
     from monsession._session._scaffold import Scaffold
@@ -129,8 +140,12 @@ __all__ = [
     "StopAtStepHook",
     "TimedHook",
     "WorkerSessionCreator",
+    "assert_global_step",
+    "basic_train_loop",
+    "create_global_step",
     "get_global_step",
     "get_or_create_global_step",
+    "global_step",
     "hookimpl",
     "hooks",
     "is_chief",
