@@ -130,3 +130,23 @@ def test_called_step_returning_no_tensor_is_an_error_naming_the_fix(returned):
         "If it is what a step returned, pass the step itself: sess.run(train_step), not "
         "sess.run(train_step())."
     )
+
+
+@pytest.mark.parametrize("kind", ["operation", "variable", "tensor", "list of operations"])
+def test_graph_ops_given_to_a_session_created_outside_the_graph_name_where_to_create_it(kind):
+    """The fix is where the session is created, not `sess.run(train_step)`."""
+    graph = tf.Graph()
+    with graph.as_default():
+        increment = tf.compat.v1.train.get_or_create_global_step().assign_add(1)
+        fetches = {
+            "operation": increment.op,
+            "variable": increment,
+            "tensor": tf.square(tf.constant(2.0)),
+            "list of operations": [increment.op],
+        }
+    with monsession.MonitoredSession() as sess, pytest.raises(TypeError) as raised:
+        sess.run(fetches[kind])
+    message = str(raised.value)
+    assert "created in eager mode, outside `with graph.as_default():`" in message
+    assert "Create the session inside the graph's block" in message
+    assert "train_step()" not in message

@@ -32,6 +32,31 @@ logger = logging.getLogger("monsession")
 FIX = "pass the step itself: sess.run(train_step), not sess.run(train_step())"
 
 
+def graph_fetch_error(fetches: object) -> TypeError | None:
+    """The error for fetches holding a `tf.Operation` or tensor of a graph, else `None`.
+
+    An eager session (created outside ``with graph.as_default():``) cannot
+    run what was built in a graph; the fix is where the session is created.
+    """
+    for leaf in tf.nest.flatten(fetches):
+        if isinstance(leaf, tf.Operation):
+            kind = "tf.Operation"
+        elif isinstance(leaf, tf.Variable) and tf.is_symbolic_tensor(leaf.handle):
+            kind = "variable"
+        elif isinstance(leaf, tf.Tensor) and tf.is_symbolic_tensor(leaf):
+            kind = "tensor"
+        else:
+            continue
+        return TypeError(
+            f"MonitoredSession.run() was given the {kind} {leaf.name!r} of a tf.Graph, but "
+            "the session was created in eager mode, outside `with graph.as_default():`, so "
+            "it runs eager steps and cannot run graph ops. Create the session inside the "
+            "graph's block: `with graph.as_default(): with MonitoredSession(...) as sess: "
+            "sess.run(train_op)`."
+        )
+    return None
+
+
 def only_values(fetches: object) -> bool:
     """Whether `fetches` (a run calling no step) holds tensors and nothing to run or read."""
     leaves = tf.nest.flatten(fetches)
@@ -58,8 +83,12 @@ def check_value_run(
         when it must not be read now.
 
     Raises:
-      TypeError: When a run of these fetches can only be a mistake.
+      TypeError: When a run of these fetches can only be a mistake (also
+        when they come from a graph: `graph_fetch_error`).
     """
+    graph_error = graph_fetch_error(fetches)
+    if graph_error is not None:
+        raise graph_error
     given = (
         f"MonitoredSession.run() was given {_described(fetches)}, values already computed, "
         "instead of a step to run: in eager mode run() calls the step"

@@ -17,6 +17,7 @@ from typing import Any, TypeGuard
 import tensorflow as tf
 
 from monsession._backends._backend import FeedDict
+from monsession._backends._called_step import graph_fetch_error
 from monsession._backends._closure_record import closure_record
 from monsession._backends._owned_step import advancing, owned_global_step
 from monsession._backends._step_value import can_return_global_step, returning_global_step
@@ -153,10 +154,19 @@ class _StepCaller:
         owner_of: Mapping[object, str],
     ) -> object:
         if isinstance(leaf, tf.Variable):
-            return leaf.read_value()
+            try:
+                return leaf.read_value()
+            except TypeError:
+                graph_error = graph_fetch_error(leaf)
+                if graph_error is not None:
+                    raise graph_error from None
+                raise
         if isinstance(leaf, tf.Tensor):
             return leaf
         if not callable(leaf):
+            graph_error = graph_fetch_error(leaf)
+            if graph_error is not None:
+                raise graph_error
             raise TypeError(
                 f"MonitoredSession.run() in eager mode takes a step: a callable (usually a "
                 f"tf.function), a tf.Variable, a tensor, or a structure of them. Got "
