@@ -566,3 +566,47 @@ def test_check_flag(value):
         TypeError, match=f"^Hook: at_end must be a bool, got {re.escape(repr(value))} of type"
     ):
         monsession.plugins.check_flag("Hook", "at_end", value)
+
+
+@pytest.mark.parametrize(
+    ("make", "equivalent"),
+    [
+        (lambda: tf.compat.v1.train.StopAtStepHook(last_step=3), "monsession.StopAtStepHook"),
+        (
+            lambda: tf.compat.v1.train.LoggingTensorHook(["loss"], every_n_iter=1),
+            "monsession.hooks.LoggingTensorHook (pip install monsession-hooks-logging)",
+        ),
+        (
+            lambda: tf.compat.v1.train.CheckpointSaverHook("/tmp/unused", save_steps=1),
+            "monsession.hooks.CheckpointSaverHook (pip install monsession-hooks-checkpoint)",
+        ),
+    ],
+    ids=["StopAtStepHook", "LoggingTensorHook", "CheckpointSaverHook"],
+)
+def test_tensorflows_own_hooks_in_an_eager_session_are_refused_naming_ours(make, equivalent):
+    """At construction, before TensorFlow's hook fails at its first step with a raw error."""
+    tf.compat.v1.reset_default_graph()
+    hook = make()
+    for create in (
+        lambda: monsession.MonitoredSession(hooks=[monsession.FinalOpsHook([]), hook]),
+        lambda: monsession.MonitoredTrainingSession(hooks=[hook]),
+    ):
+        with pytest.raises(TypeError) as raised:
+            create()
+        message = str(raised.value)
+        name = type(hook).__name__
+        assert f"is tf.compat.v1.train.{name} ({name}), TensorFlow's own hook" in message
+        assert f"Use {equivalent} instead" in message
+    tf.compat.v1.reset_default_graph()
+
+
+def test_tensorflows_own_hooks_still_run_in_graph_mode():
+    with tf.Graph().as_default():
+        step = monsession.get_or_create_global_step()
+        train_op = step.assign_add(1)
+        with monsession.MonitoredSession(
+            hooks=[tf.compat.v1.train.StopAtStepHook(last_step=2)]
+        ) as sess:
+            while not sess.should_stop():
+                done = sess.run(train_op)
+    assert done == 2

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import ParamSpec
 
 import tensorflow as tf
@@ -14,6 +14,7 @@ from monsession._backends._eager_restore import create_eager_session
 from monsession._backends._fetches import resolve_eager_fetch
 from monsession._backends._mode import ChiefRestore, CreatedSession, Session
 from monsession._backends._owned_step import own_global_step_if_missing
+from monsession._backends._tensorflow_hooks import refuse_tensorflow_hooks
 
 _P = ParamSpec("_P")
 
@@ -32,6 +33,9 @@ class EagerMode:
 
     def own_global_step(self) -> None:
         own_global_step_if_missing()
+
+    def check_hooks(self, owner: str, hooks: Sequence[object]) -> None:
+        refuse_tensorflow_hooks(owner, hooks)
 
     def prepare_graph(self) -> None:
         """Eager mode has no graph to prepare."""

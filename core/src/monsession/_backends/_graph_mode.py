@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import ParamSpec
 
 import tensorflow as tf
@@ -37,6 +37,9 @@ class GraphMode:
 
     def own_global_step(self) -> None:
         """Graph mode: the program (or `MonitoredTrainingSession`) creates the step."""
+
+    def check_hooks(self, owner: str, hooks: Sequence[object]) -> None:
+        """Graph mode runs every hook, TensorFlow's own among them."""
 
     def prepare_graph(self) -> None:
         graph = tf.compat.v1.get_default_graph()

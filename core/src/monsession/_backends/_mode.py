@@ -10,7 +10,7 @@ implementation.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NamedTuple, ParamSpec, Protocol
 
 import tensorflow as tf
@@ -91,6 +91,9 @@ class Mode(Protocol):
 
     def own_global_step(self) -> None:
         """Gives the session a global step of its own when the program made none."""
+
+    def check_hooks(self, owner: str, hooks: Sequence[object]) -> None:
+        """Refuses hooks that cannot run in this mode, naming what to use instead."""
 
     def prepare_graph(self) -> None:
         """Adds what the backend fetches to the graph, after the hooks' `begin()`."""

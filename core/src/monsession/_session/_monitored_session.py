@@ -73,6 +73,7 @@ class _MonitoredSession:
         self._steps_per_execution = steps_per_execution
         self._restore_graph_finalization = self._mode.keep_graph_finalization()
         self._hooks = check_hooks(type(self).__name__, "hooks", hooks)
+        self._mode.check_hooks(type(self).__name__, self._hooks)
         check_session_arguments(type(self).__name__, session_creator, stop_grace_period_secs)
         self._mode.own_global_step()  # Before the hooks' begin(), which may need it.
         self._dispatcher = HookDispatcher(self._hooks, type(self).__name__)
