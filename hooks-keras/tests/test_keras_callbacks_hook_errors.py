@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 import keras
+import numpy as np
 import pytest
 import tensorflow as tf
 from keras_hooks_testing import loop_run, make_model
@@ -73,3 +74,17 @@ def test_tensorboard_write_graph_is_named_as_what_does_not_work_outside_fit(capl
             [keras.callbacks.TensorBoard(str(tmp_path), write_graph=False)], make_model()
         )
     assert "TensorBoard" not in caplog.text
+
+
+def test_a_hook_given_to_fit_as_a_callback_says_to_wrap_it_in_hooks_callback():
+    model = make_model()
+    x, y = np.zeros((8, 3), "float32"), np.zeros((8, 1), "float32")
+    hook = monsession.StopAtStepHook(last_step=2)
+    with pytest.raises(AttributeError) as raised:
+        model.fit(x, y, epochs=1, verbose=0, callbacks=[hook])
+    message = str(raised.value)
+    assert message.startswith("StopAtStepHook is a monsession hook, not a Keras callback")
+    assert "callbacks=[HooksCallback([...your hooks])]" in message
+    assert "from monsession_hooks_keras import HooksCallback" in message
+    # Still no such attribute: a plain tf.compat.v1.train hook to anything that asks.
+    assert not hasattr(hook, "set_model") and getattr(hook, "on_epoch_end", None) is None

@@ -68,6 +68,12 @@ class SessionRunHook:
     TensorFlow's sessions.
 
     Hooks are written once and run unchanged in graph and eager mode.
+
+    A hook is not a Keras callback: asked for a Keras callback method
+    (``set_model``, ``set_params``, ``on_*``), as ``model.fit(callbacks=[hook])``
+    does, it raises an `AttributeError` saying to wrap the hooks in
+    ``monsession_hooks_keras.HooksCallback``. It still has no such attribute
+    (``hasattr`` is false), so it stays a plain `tf.compat.v1.train` hook.
     """
 
     state_key: str | None = None
@@ -78,6 +84,12 @@ class SessionRunHook:
     hooks of that class (``"StepCounterHook[0]"``). Set a non-empty string
     for a hook whose class or position in the hook list may change.
     """
+
+    if not TYPE_CHECKING:  # Hidden from type checkers: attribute typos stay errors there.
+
+        def __getattr__(self, name: str):
+            # Only for attributes the hook lacks: no cost for the ones it has.
+            raise AttributeError(_missing_attribute(type(self).__name__, name), name=name, obj=self)
 
     def begin(self) -> None:
         """Called once before using the session."""
@@ -305,6 +317,19 @@ def hook_overrides(hook: object, name: str) -> bool:
         if name in vars(klass):
             return not _is_hook_base(klass)
     return False
+
+
+def _missing_attribute(hook: str, name: str) -> str:
+    """The message of a hook's missing attribute: for Keras's callback methods, the fix."""
+    if name in ("set_model", "set_params") or name.startswith("on_"):
+        return (
+            f"{hook} is a monsession hook, not a Keras callback (Keras asked it for {name!r}). "
+            "To run monsession hooks in model.fit, wrap them in a callback: "
+            "model.fit(..., callbacks=[HooksCallback([...your hooks])]), with "
+            "`from monsession_hooks_keras import HooksCallback` "
+            "(pip install monsession-hooks-keras)."
+        )
+    return f"{hook!r} object has no attribute {name!r}"
 
 
 def _is_hook_base(klass: type) -> bool:
