@@ -103,6 +103,23 @@ def test_from_import_of_missing_family_keeps_the_hint(plugin_site: PluginSite) -
     )
 
 
+def test_from_import_of_hooks_callback_says_where_it_lives(plugin_site: PluginSite) -> None:
+    """`HooksCallback` is a Keras callback, not a hook: the error gives its import and package."""
+    code = """
+    try:
+        from monsession.hooks import HooksCallback
+    except ImportError as error:
+        print(error)
+    """
+    result = plugin_site.run("-c", textwrap.dedent(code))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == (
+        "monsession.hooks has no HooksCallback: it is a Keras callback (it runs monsession "
+        "hooks inside model.fit), not a hook: `from monsession_hooks_keras import "
+        "HooksCallback` (pip install monsession-hooks-keras)."
+    )
+
+
 def test_install_commands_give_the_index_and_the_checkout_forms() -> None:
     assert _families.install_commands("monsession-hooks-debug") == (
         "pip install monsession-hooks-debug (or, from a checkout of the monsession "

@@ -34,6 +34,14 @@ KNOWN_HOOK_FAMILIES: dict[str, str] = {
 }
 """{class name: distribution} of this project's families' classes (for install hints)."""
 
+NOT_HOOKS: dict[str, str] = {
+    "HooksCallback": (
+        "a Keras callback (it runs monsession hooks inside model.fit), not a hook: "
+        "`from monsession_hooks_keras import HooksCallback` (pip install monsession-hooks-keras)"
+    ),
+}
+"""{name: where it lives} of this project's classes that `monsession.hooks` does not hold."""
+
 
 @dataclasses.dataclass(frozen=True)
 class KnownArgument:

@@ -15,7 +15,7 @@ import functools
 import importlib
 
 from monsession._plugins import _answers, _calling
-from monsession._plugins._families import KNOWN_HOOK_FAMILIES, missing_family_message
+from monsession._plugins._families import KNOWN_HOOK_FAMILIES, NOT_HOOKS, missing_family_message
 from monsession._plugins._plugin_manager import discovery
 from monsession._plugins._plugin_types import ENV_DISABLED_PLUGINS, PluginSource, UnknownHookError
 
@@ -108,7 +108,9 @@ def resolve_hook_class(name: str) -> type:
 
     Raises:
       ImportError: If a known family provides `name` but is not installed or
-        not loaded; the message says what to install or change.
+        not loaded, or `name` is one of this project's classes that is not a
+        hook (`HooksCallback`); the message says what to install, change or
+        import instead.
       UnknownHookError: (an `AttributeError`) If no plugin provides `name`;
         the message lists the available names.
     """
@@ -119,6 +121,8 @@ def resolve_hook_class(name: str) -> type:
     distribution = KNOWN_HOOK_FAMILIES.get(name)
     if distribution is not None:
         raise ImportError(missing_family_message(name, distribution), name=name)
+    if name in NOT_HOOKS:
+        raise ImportError(f"monsession.hooks has no {name}: it is {NOT_HOOKS[name]}.", name=name)
     available = ", ".join(sorted(entries)) or "none"
     raise UnknownHookError(
         f"No installed hook family provides a hook class named '{name}'. Available: "
