@@ -154,25 +154,11 @@ class _StepCaller:
         owner_of: Mapping[object, str],
     ) -> object:
         if isinstance(leaf, tf.Variable):
-            try:
-                return leaf.read_value()
-            except TypeError:
-                graph_error = graph_fetch_error(leaf)
-                if graph_error is not None:
-                    raise graph_error from None
-                raise
+            return _read(leaf)
         if isinstance(leaf, tf.Tensor):
             return leaf
         if not callable(leaf):
-            graph_error = graph_fetch_error(leaf)
-            if graph_error is not None:
-                raise graph_error
-            raise TypeError(
-                f"MonitoredSession.run() in eager mode takes a step: a callable (usually a "
-                f"tf.function), a tf.Variable, a tensor, or a structure of them. Got "
-                f"{leaf!r} of type {type(leaf).__name__}. If it is what a step returned, "
-                "pass the step itself: sess.run(train_step), not sess.run(train_step())."
-            )
+            raise _not_a_step(leaf)
         if names:  # Without feeds there is nothing to check.
             self.check_feeds(leaf, names, owner_of)
         step, args, kwargs = (
@@ -231,6 +217,30 @@ def _current_coordinator() -> tuple[
         return None, {}
     coordinator = cluster_coordinator(strategy)
     return coordinator, parameter_server_tasks(strategy) if coordinator else {}
+
+
+def _read(variable: tf.Variable) -> object:
+    """Reads `variable`; one of a graph gets the error naming where to create the session."""
+    try:
+        return variable.read_value()
+    except TypeError:
+        graph_error = graph_fetch_error(variable)
+        if graph_error is not None:
+            raise graph_error from None
+        raise
+
+
+def _not_a_step(leaf: object) -> TypeError:
+    """The error for a fetch that is no step, no variable and no tensor."""
+    graph_error = graph_fetch_error(leaf)
+    if graph_error is not None:
+        return graph_error
+    return TypeError(
+        f"MonitoredSession.run() in eager mode takes a step: a callable (usually a "
+        f"tf.function), a tf.Variable, a tensor, or a structure of them. Got "
+        f"{leaf!r} of type {type(leaf).__name__}. If it is what a step returned, "
+        "pass the step itself: sess.run(train_step), not sess.run(train_step())."
+    )
 
 
 class EagerSession:
