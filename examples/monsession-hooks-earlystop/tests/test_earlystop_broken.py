@@ -141,3 +141,16 @@ def test_plugins_fails_in_strict_mode() -> None:
     assert result.returncode == 1
     assert result.stdout == ""
     assert result.stderr == f"monsession: error: {WARNING}\n"
+
+
+def test_a_blocked_third_party_hook_names_the_variable_that_blocks_it() -> None:
+    """As for this project's families: not a bare `cannot import name`."""
+    code = "from monsession.hooks import EarlyStoppingHook"
+    result = run_python("-c", code, env={"MONSESSION_DISABLED_PLUGINS": "earlystop,broken"})
+    assert result.returncode == 1
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith(
+        "ImportError: No loaded hook family provides a hook class named 'EarlyStoppingHook'; "
+        "MONSESSION_DISABLED_PLUGINS blocks the plugin(s) 'earlystop' (monsession-hooks-earlystop "
+    ), last
+    assert "remove it from that variable to use it." in last

@@ -109,8 +109,9 @@ def resolve_hook_class(name: str) -> type:
     Raises:
       ImportError: If a known family provides `name` but is not installed or
         not loaded, or `name` is one of this project's classes that is not a
-        hook (`HooksCallback`); the message says what to install, change or
-        import instead.
+        hook (`HooksCallback`), or no loaded plugin provides `name` while
+        `MONSESSION_DISABLED_PLUGINS` blocks some (which may); the message
+        says what to install, change or import instead.
       UnknownHookError: (an `AttributeError`) If no plugin provides `name`;
         the message lists the available names.
     """
@@ -124,6 +125,16 @@ def resolve_hook_class(name: str) -> type:
     if name in NOT_HOOKS:
         raise ImportError(f"monsession.hooks has no {name}: it is {NOT_HOOKS[name]}.", name=name)
     available = ", ".join(sorted(entries)) or "none"
+    blocked = discovery().blocked
+    if blocked:
+        # A blocked plugin is never imported, so which names it provides is unknown.
+        plugins = ", ".join(source.describe() for source in blocked)
+        raise ImportError(
+            f"No loaded hook family provides a hook class named '{name}'; "
+            f"{ENV_DISABLED_PLUGINS} blocks the plugin(s) {plugins}, which may provide it: "
+            f"remove it from that variable to use it. Available: {available}.",
+            name=name,
+        )
     raise UnknownHookError(
         f"No installed hook family provides a hook class named '{name}'. Available: "
         f"{available}. Run 'monsession plugins' to see the installed families.",
