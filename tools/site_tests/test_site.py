@@ -8,6 +8,7 @@ sources for the API reference) with deliberate faults.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -25,6 +26,7 @@ SOURCES = (
     "mkdocs.yml",
     "docs",
     "tools/site_hooks.py",
+    "tools/griffe_public_bases.py",
     "README.md",
     "examples/distributed/README.md",
     "examples/monsession-hooks-earlystop/README.md",
@@ -107,3 +109,22 @@ def test_an_included_readme_links_to_the_pages_that_show_its_targets() -> None:
         "<!-- include hooks-summary/README.md -->\n", page, config, files=None
     )
     assert shown.startswith("# monsession-hooks-summary\n")
+
+
+def _bases(site: Path) -> list[tuple[str, list[str]]]:
+    """(page, names) of every "Bases:" line of the built API reference."""
+    shown = []
+    for page in sorted((site / "api").rglob("index.html")):
+        for line in re.findall(r"Bases: (.*?)</p>", page.read_text(encoding="utf-8")):
+            shown.append((page.parent.name, re.findall(r">([\w.]+)</(?:a|span)>", line)))
+    return shown
+
+
+def test_no_public_class_shows_a_private_base(site_copy: Path) -> None:
+    """`MonitoredSession(_MonitoredSession)` shows no base; a creator shows `SessionCreator`."""
+    result = build(site_copy)
+    assert result.returncode == 0, result.stdout[-3000:]
+    shown = _bases(site_copy / "out")
+    private = [(page, names) for page, names in shown if any(n.startswith("_") for n in names)]
+    assert private == []
+    assert shown.count(("monsession", ["SessionCreator"])) == 2  # Chief and worker creators.
