@@ -54,3 +54,21 @@ def model(driver: str, event: str) -> list[Any]:
             epochs = [item for item in epochs if item[0] != table.KILLS[event]]
     batches = [[step, *map(int, order[step])] for step in range(steps)]
     return [steps, round(float(w), 4), steps, epochs, batches]
+
+
+def without_rates_left_by_a_restart(
+    got: list[Any], want: list[Any], restored: int, earlier: list[Any] | None = None
+) -> list[Any]:
+    """The step counter's rates `got` (steps, in the order written) without those that an
+    earlier process wrote past `restored`, the step a new process restarted from.
+
+    As TensorFlow's, the step counter writes no `SessionLog.START` on a restart, so
+    TensorBoard keeps what the earlier process wrote past that step (what reached its file).
+    Those rates come before the new process's, and must be the first of `earlier` (the
+    earlier process's rates uninterrupted; default `want`) past that step.
+    """
+    after = [step for step in got if step > restored]
+    extra = max(len(after) - len([step for step in want if step > restored]), 0)
+    would = [step for step in (want if earlier is None else earlier) if step > restored]
+    assert after[:extra] == would[:extra], ("rates left by the earlier process", after, would)
+    return [step for step in got if step <= restored] + after[extra:]

@@ -68,16 +68,9 @@ def after_kill(row: str, run: Run, got: list[Any], want: list[Any]) -> tuple[lis
     kept = [item for item in got if step_of(item) <= restored]
     made = [item for item in want if step_of(item) <= restored]
     assert kept == made[: len(kept)], ("the killed process's events", kept, made)
-    got, want = ([item for item in items if step_of(item) > restored] for items in (got, want))
     if row == "step-counter":
-        # As TensorFlow's, the step counter writes no START on a restart: what the killed
-        # process wrote past the restored step (what reached its file) stays, before the rest.
-        left = got[: max(len(got) - len(want), 0)]
-        killed_at = run.kinds("killed")[0]["step"]
-        upto = [item for item in want if step_of(item) <= killed_at]
-        assert left == upto[: len(left)], ("the killed process's rates", left, upto)
-        got = got[len(left) :]
-    return got, want
+        got = expect.without_rates_left_by_a_restart(got, want, restored)
+    return tuple([item for item in items if step_of(item) > restored] for items in (got, want))
 
 
 def check_event(run: Run, driver: str, event: str) -> None:
