@@ -9,6 +9,7 @@ import pty
 import re
 import struct
 import subprocess
+import sys
 import termios
 import textwrap
 import time
@@ -359,3 +360,35 @@ def test_log_lines_and_the_bar_do_not_share_a_terminal_line(tmp_path):
     for line in logged:
         assert re.fullmatch(r"INFO:tensorflow:loss = [\d.e+-]+( \(\d+\.\d{3} sec\))?", line), line
     assert re.search(r"24/24 \[", terminal)
+
+
+# Piped stderr, TensorFlow's default verbosity (WARNING): the plain lines go to stderr.
+_DEFAULT_VERBOSITY_SCRIPT = """
+import tensorflow as tf
+import monsession
+from monsession.hooks import ProgressBarHook
+
+global_step = monsession.get_or_create_global_step()
+
+@tf.function
+def step():
+    global_step.assign_add(1)
+    return {"loss": tf.constant(0.5)}
+
+stop = monsession.StopAtStepHook(num_steps=6)
+with monsession.MonitoredSession(hooks=[stop, ProgressBarHook(["loss"], stop_hook=stop)]) as s:
+    while not s.should_stop():
+        s.run(step)
+"""
+
+
+def test_outside_a_terminal_lines_show_at_tensorflows_default_verbosity(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(_DEFAULT_VERBOSITY_SCRIPT)
+    result = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, check=True
+    )
+    lines = [line for line in result.stderr.splitlines() if line.startswith("step ")]
+    assert lines[0] == "step 1/6 (17%), loss = 0.5", result.stderr
+    assert re.fullmatch(r"step 6/6 \(100%\), [\d.e+]+ steps/sec, loss = 0.5", lines[-1])
+    assert "INFO:tensorflow" not in result.stderr

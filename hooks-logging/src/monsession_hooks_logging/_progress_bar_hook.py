@@ -26,8 +26,10 @@ class ProgressBarHook(RunTimedHook):
 
     On a terminal it draws a tqdm bar ``"37/100 [00:04<00:07, 8.9step/s,
     loss=0.25]"``. Otherwise (a pipe, a file, a notebook log) it falls back to
-    plain lines on TensorFlow's logger (``"tensorflow"``) at most every
-    `log_every_n_secs` seconds, and one at the end.
+    plain lines at most every `log_every_n_secs` seconds, and one at the end:
+    on TensorFlow's logger (``"tensorflow"``) when it shows INFO records
+    (``tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.INFO)``),
+    else written to `file`, so that they show at the default verbosity too.
 
     The bar moves by one on every step without reading anything back. Only
     every `every_n_iter` steps or `every_n_secs` seconds (by default every
@@ -142,7 +144,7 @@ class ProgressBarHook(RunTimedHook):
             if is_terminal(file):
                 self._display = BarDisplay(file, self._desc)
             else:
-                self._display = LineDisplay(self._log_every_n_secs, self._desc)
+                self._display = LineDisplay(self._log_every_n_secs, self._desc, file)
         self._display.start(global_step, self.last_step)
         return self._display
 

@@ -21,6 +21,13 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 from monsession import tf_logging
 
 
+def _shows_info() -> bool:
+    """Whether TensorFlow's logger shows INFO records (its verbosity is INFO or lower)."""
+    import tensorflow as tf
+
+    return bool(tf.get_logger().isEnabledFor(logging.INFO))
+
+
 def is_terminal(file: IO[str]) -> bool:
     """Whether `file` is an interactive terminal."""
     try:
@@ -104,7 +111,12 @@ class BarDisplay:
 
 
 class LineDisplay:
-    """Plain log lines, for output that is not a terminal.
+    """Plain lines, for output that is not a terminal.
+
+    On TensorFlow's logger (INFO), as every hook logs, when that logger
+    shows INFO records; otherwise on `file`, where the bar would have
+    been: at TensorFlow's default verbosity (WARNING) a line logged at
+    INFO would show nothing at all.
 
     A line is logged on the first step whose values were fetched, then on
     such steps at most once every `every_secs` seconds, and once more by
@@ -117,10 +129,12 @@ class LineDisplay:
     Args:
       every_secs: Seconds between lines (0: a line on every fetch).
       desc: A prefix for the lines, or `None`.
+      file: Where lines go when TensorFlow's logger hides INFO records.
     """
 
-    def __init__(self, every_secs: float, desc: str | None) -> None:
+    def __init__(self, every_secs: float, desc: str | None, file: IO[str]) -> None:
         self._every_secs = every_secs
+        self._file = file
         self._prefix = f"{desc}: " if desc else ""
         self._values: Mapping[str, str] = {}
         self._line_time: float | None = None
@@ -171,7 +185,10 @@ class LineDisplay:
             if total and rate > 0 and position < total:
                 parts.append(f"ETA {tqdm.format_interval((total - position) / rate)}")
         parts.extend(f"{tag} = {value}" for tag, value in self._values.items())
-        tf_logging.info("%s%s", self._prefix, ", ".join(parts))
+        if _shows_info():
+            tf_logging.info("%s%s", self._prefix, ", ".join(parts))
+        else:
+            print(f"{self._prefix}{', '.join(parts)}", file=self._file, flush=True)
         self._line_time = now
         self._line_position = position
         self._lines += 1
