@@ -82,7 +82,7 @@ def test_eager_hooks_request_nothing_and_read_nothing(tmp_path):
     steps = tag_steps(tmp_path)
     assert steps["loss"] == [1, 4, 7, 10]
     assert steps["global_step/sec"] == [5, 9]
-    assert session_start_steps(tmp_path) == [1, 1]  # One per hook, before any summary.
+    assert session_start_steps(tmp_path) == [1]  # The saver's; the step counter writes none.
     assert program.traces == [1]
 
 
@@ -104,4 +104,4 @@ def test_graph_hooks_fetch_only_the_summary_op_on_recording_steps(tmp_path):
     steps = tag_steps(tmp_path)
     assert steps["loss"] == [1, 4, 7, 10]
     assert steps["global_step/sec"] == [5, 9]
-    assert session_start_steps(tmp_path) == [1, 1]  # One per hook, before any summary.
+    assert session_start_steps(tmp_path) == [1]  # The saver's; the step counter writes none.
