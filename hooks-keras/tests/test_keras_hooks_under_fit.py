@@ -15,6 +15,7 @@ import logging
 import os
 import re
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -236,3 +237,34 @@ def test_bad_hooks_and_feeds_fail_clearly():
 
     with pytest.raises(ValueError, match=r"Fetches fetches 'accuracy', but model\.fit's logs"):
         fit_run([HooksCallback([Fetches()])], epochs=1)
+
+
+class PlainStepModel(keras.Sequential):
+    """Keras's own train_step: it writes no tf.summary."""
+
+
+def _summary_warnings(caplog):
+    return [r.getMessage() for r in caplog.records if "recorded no summary" in r.getMessage()]
+
+
+def test_summary_saver_warns_once_when_the_step_writes_no_summary(tmp_path, caplog):
+    """Under fit with Keras's own train_step the event file would stay empty, silently."""
+    model = PlainStepModel([keras.Input((3,)), keras.layers.Dense(1)])
+    model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
+    hook = SummarySaverHook(save_steps=2, output_dir=str(tmp_path / "plain"))
+    with caplog.at_level(logging.WARNING, logger="tensorflow"):
+        fit_run([HooksCallback([hook])], epochs=3, model=model)
+    warned = _summary_warnings(caplog)
+    assert len(warned) == 1, warned
+    assert warned[0].startswith("SummarySaverHook: the step recorded no summary at global step 1")
+    assert f"the event file in {tmp_path / 'plain'} gets none" in warned[0]
+    assert "Call tf.summary.scalar(...)" in warned[0]
+    assert scalars(tmp_path / "plain") == []
+
+
+def test_summary_saver_does_not_warn_when_the_step_writes_summaries(tmp_path, caplog):
+    hook = SummarySaverHook(save_steps=2, output_dir=str(tmp_path / "written"))
+    with caplog.at_level(logging.WARNING, logger="tensorflow"):
+        fit_run([HooksCallback([hook])], epochs=3)
+    assert _summary_warnings(caplog) == []
+    assert scalars(tmp_path / "written") != []

@@ -27,6 +27,7 @@ import tensorflow as tf
 from monsession import SessionRunArgs, SessionRunContext
 from monsession.plugins import error_cause
 from monsession_hooks_summary import _tf_compat
+from monsession_hooks_summary._empty_recording import EmptyRecordingCheck
 from monsession_hooks_summary._recording import Recording
 from monsession_hooks_summary._writer_cache import SummaryWriterCache
 
@@ -285,11 +286,14 @@ class EagerRecorder:
       sink: Where to write (its writer becomes the default one).
       step_variable: The global step variable, the default `step` of
         summaries written without one.
+      hook_name: The hook, for the warning about a step that writes no
+        summary (`EmptyRecordingCheck`).
     """
 
-    def __init__(self, sink: EagerSink, step_variable: Any) -> None:
+    def __init__(self, sink: EagerSink, step_variable: Any, hook_name: str) -> None:
         self._sink = sink
         self._recording = Recording(sink.writer, step_variable, sink.location)
+        self._empty = EmptyRecordingCheck(hook_name, sink.location, sink.flush)
 
     def open(self, session: Any) -> None:
         # Opened once the session exists, so a failed session creation
@@ -312,6 +316,8 @@ class EagerRecorder:
             before = run_context.global_step
             if before is not None:
                 self._sink.session_start(before + 1)
+        if record:
+            self._empty.before_recording()
         self._recording.record(record)
         return None
 
@@ -321,6 +327,7 @@ class EagerRecorder:
         The steps that run silently (fused, no hook called) must not record.
         """
         self._recording.record(False)
+        self._empty.after_step(step)
         if first:
             self._recording.note_first_step()
 
@@ -419,4 +426,4 @@ def open_recorder(
         raise ValueError(f"{hook_name}: one of output_dir or summary_writer must be provided.")
     if isinstance(sink, GraphSink):
         return GraphRecorder(sink, scaffold, summary_op)
-    return EagerRecorder(sink, step_variable)
+    return EagerRecorder(sink, step_variable, hook_name)
