@@ -92,9 +92,9 @@ def _read(*path: str) -> str:
 def _listed() -> dict[str, str]:
     """Each name of migration.md's table of names monsession does not provide, and its row."""
     page = _read("docs", "migration.md")
-    table = page.split("<!-- not provided -->")[1].split("<!-- /not provided -->")[0]
+    table = page.split("| `tf.compat.v1.train.` | graph mode | eager mode |\n")[1].split("\n\n")[0]
     listed: dict[str, str] = {}
-    for row in table.strip().splitlines()[2:]:
+    for row in table.strip().splitlines()[1:]:
         names, *alternatives = (cell.strip() for cell in row.strip("|").split("|"))
         assert len(alternatives) == 2 and all(alternatives), f"no alternative given in {row}"
         for name in re.findall(r"`(\w+)`", names):
