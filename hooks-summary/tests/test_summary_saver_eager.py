@@ -224,3 +224,43 @@ def test_a_step_traced_before_the_session_is_reported(tmp_path, caplog, traced_b
     assert len(warned) == (1 if traced_before else 0)
     if traced_before:
         assert "'step'" in warned[0] and "record nothing" in warned[0]
+
+
+def _quiet_step():
+    """An eager step that writes no tf.summary."""
+    global_step = monsession.get_or_create_global_step()
+    return tf.function(lambda: {"step": global_step.assign_add(1)})
+
+
+def _empty_warnings(caplog):
+    return [r.getMessage() for r in caplog.records if "recorded no summary" in r.getMessage()]
+
+
+def test_a_users_saver_warns_once_when_the_step_writes_no_summary(tmp_path, caplog):
+    tf.compat.v1.reset_default_graph()
+    step = _quiet_step()
+    hook = SummarySaverHook(save_steps=2, output_dir=str(tmp_path))
+    with caplog.at_level("WARNING", logger="tensorflow"):
+        with monsession.MonitoredSession(hooks=[hook]) as session:
+            for _ in range(5):
+                session.run(step)
+    assert _empty_warnings(caplog) == [
+        "SummarySaverHook: the step recorded no summary at global step 1: nothing in it calls "
+        "tf.summary (under model.fit, Keras's train_step writes none), so the event file in "
+        f"{tmp_path} gets none. Call tf.summary.scalar(...) (or another tf.summary function) "
+        "inside the step, e.g. in your model's train_step; or, under model.fit, use "
+        "keras.callbacks.TensorBoard instead."
+    ]
+
+
+def test_the_default_saver_of_monitored_training_session_does_not_warn(tmp_path, caplog):
+    """The program asked for no summaries: as in graph mode, nothing is said."""
+    tf.compat.v1.reset_default_graph()
+    step = _quiet_step()
+    with caplog.at_level("WARNING", logger="tensorflow"):
+        with monsession.MonitoredTrainingSession(
+            checkpoint_dir=str(tmp_path), save_summaries_steps=2
+        ) as session:
+            for _ in range(5):
+                session.run(step)
+    assert _empty_warnings(caplog) == []

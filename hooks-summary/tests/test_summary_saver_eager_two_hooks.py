@@ -57,5 +57,5 @@ def test_user_hook_beside_the_default_one_of_monitored_training_session(tmp_path
     assert steps_of(tmp_path / "user", "loss") == [1, 3, 5]
     SummaryWriterCache.get(str(tmp_path)).flush()
     assert steps_of(tmp_path, "loss") == []  # The default hook waited.
-    assert session_start_steps(tmp_path) == [1]  # The default saver's (no step counter START, as TensorFlow).
+    assert session_start_steps(tmp_path) == [1]  # The default saver's (none of the counter).
     assert program.traces == [1]

@@ -30,14 +30,14 @@ class EmptyRecordingCheck:
 
     Args:
       hook_name: The hook, for the warning.
-      directory: Where the writer writes; a writer with no known directory
-        is not checked.
+      directory: Where the writer writes; `None` or a writer with no known
+        directory: nothing is checked.
       flush: Flushes the writer.
     """
 
-    def __init__(self, hook_name: str, directory: str, flush: Callable[[], None]) -> None:
+    def __init__(self, hook_name: str, directory: str | None, flush: Callable[[], None]) -> None:
         self._hook_name = hook_name
-        self._directory = directory if os.path.isdir(directory) else None
+        self._directory = directory if directory and os.path.isdir(directory) else None
         self._flush = flush
         self._before: int | None = None
         self._done = self._directory is None

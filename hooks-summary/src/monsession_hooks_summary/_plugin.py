@@ -48,7 +48,7 @@ def monsession_default_hooks(settings: TrainingSettings) -> Sequence[DefaultHook
     if not settings.summary_dir:
         return None
     from monsession_hooks_summary._step_counter import StepCounterHook
-    from monsession_hooks_summary._summary_saver import SummarySaverHook
+    from monsession_hooks_summary._summary_saver import default_summary_saver
 
     hooks = []
     log_steps = _positive(settings.log_step_count_steps)
@@ -62,7 +62,7 @@ def monsession_default_hooks(settings: TrainingSettings) -> Sequence[DefaultHook
     save_steps = _positive(settings.save_summaries_steps)
     save_secs = _positive(settings.save_summaries_secs)
     if save_steps is not None or save_secs is not None:
-        summary_saver = SummarySaverHook(
+        summary_saver = default_summary_saver(
             scaffold=settings.scaffold,
             save_steps=None if save_steps is None else int(save_steps),
             save_secs=save_secs,

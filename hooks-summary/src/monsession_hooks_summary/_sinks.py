@@ -169,6 +169,8 @@ def open_sink(
     Args:
       hook_name: The hook's class name, for error messages.
       summary_writer: The writer the user gave, or `None`.
+      check_empty: Eager mode: whether to warn when the first recording step
+        writes no summary.
       output_dir: The directory whose `SummaryWriterCache` writer to use
         when `summary_writer` is `None`.
 
@@ -288,12 +290,16 @@ class EagerRecorder:
         summaries written without one.
       hook_name: The hook, for the warning about a step that writes no
         summary (`EmptyRecordingCheck`).
+      check_empty: Whether to check for that.
     """
 
-    def __init__(self, sink: EagerSink, step_variable: Any, hook_name: str) -> None:
+    def __init__(
+        self, sink: EagerSink, step_variable: Any, hook_name: str, check_empty: bool
+    ) -> None:
         self._sink = sink
         self._recording = Recording(sink.writer, step_variable, sink.location)
-        self._empty = EmptyRecordingCheck(hook_name, sink.location, sink.flush)
+        directory = sink.location if check_empty else None
+        self._empty = EmptyRecordingCheck(hook_name, directory, sink.flush)
 
     def open(self, session: Any) -> None:
         # Opened once the session exists, so a failed session creation
@@ -397,6 +403,7 @@ def open_recorder(
     scaffold: Any,
     summary_op: Any,
     step_variable: Any,
+    check_empty: bool,
 ) -> GraphRecorder | EagerRecorder:
     """The recorder of a `SummarySaverHook`, for the current mode.
 
@@ -426,4 +433,4 @@ def open_recorder(
         raise ValueError(f"{hook_name}: one of output_dir or summary_writer must be provided.")
     if isinstance(sink, GraphSink):
         return GraphRecorder(sink, scaffold, summary_op)
-    return EagerRecorder(sink, step_variable, hook_name)
+    return EagerRecorder(sink, step_variable, hook_name, check_empty)

@@ -121,6 +121,7 @@ class SummarySaverHook(TimedHook):
         self._scaffold = scaffold
         self._summary_op = summary_op
         self._recorder: GraphRecorder | EagerRecorder | None = None
+        self._check_empty = True  # Not for MonitoredTrainingSession's default hook.
 
     def begin(self) -> None:
         step_variable = require_global_step(_NAME)
@@ -133,6 +134,7 @@ class SummarySaverHook(TimedHook):
             self._scaffold,
             self._summary_op,
             step_variable,
+            self._check_empty,
         )
         self._first = True  # No step seen yet: a SessionLog.START is due.
         self._record = False
@@ -192,3 +194,11 @@ def _expected_step(run_context: SessionRunContext) -> int:
             "monsession.get_or_create_global_step() before the session."
         )
     return before + 1
+
+
+def default_summary_saver(**arguments: Any) -> SummarySaverHook:
+    """`MonitoredTrainingSession`'s summary saver: it does not warn about a step that writes
+    no summary (the program did not ask for summaries; in graph mode it fetches none then)."""
+    hook = SummarySaverHook(**arguments)
+    hook._check_empty = False
+    return hook
