@@ -132,15 +132,13 @@ def cell(row: str, event: str, role: str, run: Any) -> None:
         want = new_worker(row, role, table.AT, table.AT + 1)
         if row == "step-counter":  # SIGKILL lost what its writer had not flushed: a prefix.
             got, want = after_kill(row, run, got, want)
-    elif event == "ps-kill":
-        # Every process failed naming the ps, with its writers flushed: all is kept to 12.
-        want = resumed(row, role, table.TF1_RESUMED)
+    elif event in ("ps-kill", "sigterm"):
+        # ps-kill: every process failed naming the ps, with its writers flushed: all is kept
+        # to 12. sigterm: the job restarts from the chief's save at 18.
+        restored = table.TF1_RESUMED if event == "ps-kill" else table.AT + 1
+        want = resumed(row, role, restored)
         if row == "step-counter":
-            got = expect.without_rates_left_by_a_restart(
-                got, want, table.TF1_RESUMED, fresh(row, role)
-            )
-    elif event == "sigterm":
-        want = resumed(row, role, table.AT + 1)
+            got = expect.without_rates_left_by_a_restart(got, want, restored, fresh(row, role))
     else:
         assert event == "restart", event
         assert run.start_steps() == [0, table.RESTART_FIRST + 1], run.start_steps()
