@@ -34,6 +34,8 @@ def test_sigkill_then_restart_continues_the_run_with_each_step_once(tmp_path):
     assert run.info.run_id == killed.info.run_id
     assert run.info.status == "KILLED"
     loss = history(uri, run.info.run_id, "loss")
+    # The checkpoint of 15 holds steps 6 to 15 (6-10 went when it was begun):
+    # the restart sends 11-15 and leaves out 6-10, which the run holds.
     # Up to the checkpoint restored (15): the killed process's values; after
     # it, the restarted one's. Steps 16 and 17, logged by the killed process
     # but not covered by a checkpoint, are there once, from the restart.

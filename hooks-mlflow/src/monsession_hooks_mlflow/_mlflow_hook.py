@@ -233,6 +233,8 @@ class MlflowHook(TimedHook):
         # The checkpoint begun and not known complete: (the global step before
         # the run that saved it, the last step of the metrics it holds).
         self._saving: tuple[int, int] | None = None
+        self._released_here: set[int] = set()  # Batches released for the checkpoint begun.
+        self._saved_in: int | None = None  # The run of the last state asked for.
         self._step_now: int | None = None  # The global step before the current run.
 
     @property
@@ -307,8 +309,13 @@ class MlflowHook(TimedHook):
             return {**state, "run_id": None, "rows": []}
         with self._lock:
             self._mark_saving()
+            # Sent batches leave the state, but those released for this very
+            # checkpoint stay in it whether sent yet or not (a restart leaves
+            # out what the run holds): what it holds does not depend on the
+            # sender's speed.
             sent = self._sender.sent if self._sender is not None else set()
-            for batch_id in [batch_id for batch_id in self._in_flight if batch_id in sent]:
+            gone = [b for b in self._in_flight if b in sent and b not in self._released_here]
+            for batch_id in gone:
                 del self._in_flight[batch_id]
             unsent = [row for rows in self._in_flight.values() for row in rows] + self._held
         unsent = sorted(unsent, key=lambda row: row[0])[-_MAX_KEPT_ROWS:]
@@ -324,8 +331,12 @@ class MlflowHook(TimedHook):
         """
         if self._step_now is None:
             return  # Asked before any run (when a session restores).
+        if self._step_now != self._saved_in:
+            self._saved_in, self._released_here = self._step_now, set()
         if self._saving is not None and self._saving[0] != self._step_now:
+            first = self._next_batch
             self._release(self._saving[1])
+            self._released_here = set(range(first, self._next_batch))
             self._saving = None
         if self._held:
             self._saving = (self._step_now, self._held[-1][0])
