@@ -12,14 +12,19 @@ hooks read through `SessionRunContext.global_step` and
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import tensorflow as tf
 
-FeedDict = Mapping[tf.Tensor | str, object]
+from monsession._api._types import FeedKey, FeedValue, Fetches, Results
+
+if TYPE_CHECKING:
+    from monsession._api._hook_api import SessionRunHook
+
+FeedDict = Mapping[tf.Tensor | str, FeedValue]
 """A run's feeds: tensors (or their names) to values in graph mode, the step's keywords in eager."""
 
-HookResults = dict[object, object]
+HookResults = dict["SessionRunHook", Results]
 """What each hook that asked for something fetches, or got, by hook."""
 
 
@@ -39,11 +44,11 @@ class StepSource:
     preemption error: its input was taken before the restore.
     """
 
-    fused: object = None
+    fused: tf.types.experimental.PolymorphicFunction | None = None
     silent_limit = 0
     ends_silently = False
 
-    def bind(self, silent: int) -> object | None:
+    def bind(self, silent: int) -> Fetches | None:
         """The fetches to run now, `silent` steps after the ones the last bind knew of.
 
         `None` when the silent steps took the last input (`ends_silently`).
@@ -73,13 +78,13 @@ class Backend(Protocol):
 
     def run(
         self,
-        fetches: object,
+        fetches: Fetches,
         hook_fetches: HookResults,
         feed_dict: FeedDict | None,
         options: tf.compat.v1.RunOptions | None,
         run_metadata: tf.compat.v1.RunMetadata | None,
-        feed_owners: Mapping[object, str],
-    ) -> tuple[object, HookResults]:
+        feed_owners: Mapping[FeedKey, str],
+    ) -> tuple[Results, HookResults]:
         """Runs one step with the hooks' fetches.
 
         Args:
@@ -105,7 +110,7 @@ class Backend(Protocol):
         """
 
     def fusable_step(
-        self, fetches: object, feed_dict: FeedDict | None
+        self, fetches: Fetches, feed_dict: FeedDict | None
     ) -> tuple[tf.types.experimental.PolymorphicFunction | None, str | None, int | None]:
         """The `tf.function` to fuse before `run(fetches, feed_dict)` (see `_fusion`).
 

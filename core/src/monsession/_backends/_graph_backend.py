@@ -84,7 +84,7 @@ def _signature(fetches: Any) -> Hashable:
         return (dict, *[(key, _signature(value)) for key, value in fetches.items()])
     if kind is list or kind is tuple or (isinstance(fetches, tuple) and hasattr(kind, "_fields")):
         return (kind, *[_signature(item) for item in fetches])
-    if kind is str or kind is bytes:
+    if isinstance(fetches, (str, bytes)) and kind in (str, bytes):
         return fetches
     if isinstance(fetches, (list, tuple, Mapping)):
         raise TypeError(f"No cache key for a {kind.__name__}.")

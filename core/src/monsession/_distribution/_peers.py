@@ -12,8 +12,8 @@ import tensorflow as tf
 
 from monsession._backends._fusion import MAX_COUNTED_SILENT_STEPS
 from monsession._distribution._distributed import describe
+from monsession._durability._preemption_errors import PREEMPTION_ERRORS
 from monsession._durability._retry import error_summary
-from monsession._session._session_layers import PREEMPTION_ERRORS
 
 logger = logging.getLogger("monsession")
 
