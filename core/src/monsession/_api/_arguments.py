@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from typing import Literal
 
 from monsession._api._hook_api import TF_HOOK_METHOD_NAMES, SessionRunHook
+from monsession._api._types import Unchecked
 
 _UNITS = {"steps": "int number of steps", "secs": "number of seconds"}
 
@@ -27,7 +28,7 @@ def _expected(unit: Literal["steps", "secs"], allow_zero: bool) -> str:
 def check_interval(
     owner: str,
     name: str,
-    value: object,
+    value: Unchecked,
     unit: Literal["steps", "secs"],
     *,
     allow_zero: bool = False,
@@ -68,9 +69,9 @@ def check_interval(
 def check_schedule(
     owner: str,
     steps_name: str,
-    steps: object,
+    steps: Unchecked,
     secs_name: str,
-    secs: object,
+    secs: Unchecked,
     *,
     allow_neither: bool = False,
     allow_zero: bool = False,
@@ -122,7 +123,7 @@ def check_schedule(
         check_interval(owner, secs_name, secs, "secs", allow_zero=allow_zero)
 
 
-def check_flag(owner: str, name: str, value: object) -> None:
+def check_flag(owner: str, name: str, value: Unchecked) -> None:
     """Checks a yes/no argument: a `bool` (a NumPy bool, 0 or 1 too).
 
     A string is refused: ``"False"`` is true.
@@ -164,7 +165,7 @@ def _is_remote(path: str) -> bool:
     return "://" in path
 
 
-def check_directory(owner: str, name: str, path: object, *, writable: bool = True) -> None:
+def check_directory(owner: str, name: str, path: Unchecked, *, writable: bool = True) -> None:
     """Checks a directory argument before anything is written to it (or read from it).
 
     Call it in the constructor: a path that is a file, lies under a file,
@@ -187,31 +188,38 @@ def check_directory(owner: str, name: str, path: object, *, writable: bool = Tru
       PermissionError: With `writable`, if the directory cannot be created or
         written to (an `UnwritableDirectoryError`, also a `ValueError`).
     """
-    if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(f"{owner}: {name} must be a directory path, got {path!r}.")
-    directory = os.fspath(path)
-    if not isinstance(directory, str) or not directory:
-        raise ValueError(f"{owner}: {name} must be a directory path, got {path!r}.")
+    directory = _directory_path(owner, name, path)
     if _is_remote(directory):
         return
     existing = os.path.abspath(directory)
     while not os.path.exists(existing):
         existing = os.path.dirname(existing)
+    is_target = existing == os.path.abspath(directory)
     if not os.path.isdir(existing):
-        where = (
-            "is a file"
-            if existing == os.path.abspath(directory)
-            else f"lies under the file {existing!r}"
-        )
+        where = "is a file" if is_target else f"lies under the file {existing!r}"
         raise ValueError(f"{owner}: {name} {directory!r} {where}; expected a directory.")
-    if not writable:
-        return
+    if writable:
+        _check_writable(owner, name, directory, existing, is_target)
+
+
+def _directory_path(owner: str, name: str, path: Unchecked) -> str:
+    """`path` as a non-empty `str`, or the `TypeError`/`ValueError` of `check_directory`."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"{owner}: {name} must be a directory path, got {path!r}.")
+    directory = os.fspath(path)
+    if not isinstance(directory, str) or not directory:
+        raise ValueError(f"{owner}: {name} must be a directory path, got {path!r}.")
+    return directory
+
+
+def _check_writable(owner: str, name: str, directory: str, existing: str, is_target: bool) -> None:
+    """Probes `existing` (the directory or its nearest existing parent) with a temporary file."""
     try:
         with tempfile.TemporaryFile(dir=existing, prefix=".monsession-write-check-"):
             pass
     except OSError as error:
         reason = error.strerror or str(error)
-        if existing == os.path.abspath(directory):
+        if is_target:
             problem = f"cannot write to {name} {directory!r}: {reason}"
         else:
             problem = f"cannot create {name} {directory!r}: cannot write to {existing!r}: {reason}"
@@ -220,7 +228,7 @@ def check_directory(owner: str, name: str, path: object, *, writable: bool = Tru
         ) from error
 
 
-def _describe(value: object) -> str:
+def _describe(value: Unchecked) -> str:
     if value is None:
         return "None"
     if isinstance(value, type):
@@ -228,7 +236,7 @@ def _describe(value: object) -> str:
     return f"{value!r} of type {type(value).__name__}"
 
 
-def check_hooks(owner: str, name: str, hooks: object) -> list[SessionRunHook]:
+def check_hooks(owner: str, name: str, hooks: Unchecked) -> list[SessionRunHook]:
     """Returns `hooks` as a list after checking each item is a hook instance.
 
     A hook is an object with callable `begin`, `after_create_session`,
@@ -251,31 +259,37 @@ def check_hooks(owner: str, name: str, hooks: object) -> list[SessionRunHook]:
     if hooks is None:
         return []
     if isinstance(hooks, (str, bytes, Mapping)) or not isinstance(hooks, Iterable):
-        single = all(callable(getattr(hooks, method, None)) for method in TF_HOOK_METHOD_NAMES)
-        hint = f"; did you mean {name}=[{type(hooks).__name__}(...)]?" if single else "."
+        hint = "." if _missing(hooks) else f"; did you mean {name}=[{type(hooks).__name__}(...)]?"
         raise TypeError(
             f"{owner}: {name} must be a list of SessionRunHook instances, got "
             f"{_describe(hooks)}{hint}"
         )
     checked = list(hooks)
     for index, hook in enumerate(checked):
-        missing = [
-            method for method in TF_HOOK_METHOD_NAMES if not callable(getattr(hook, method, None))
-        ]
-        where = f"{owner}: {name}[{index}] is"
-        if isinstance(hook, type) and not missing:
-            raise TypeError(
-                f"{where} the class {hook.__name__}, not an instance; did you mean "
-                f"{hook.__name__}(...)?"
-            )
-        if hook is None or isinstance(hook, type) or missing:
-            lacks = (
-                ""
-                if hook is None or isinstance(hook, type)
-                else f", which lacks {', '.join(missing)}"
-            )
-            raise TypeError(
-                f"{where} {_describe(hook)}{lacks}; expected a SessionRunHook instance (or an "
-                f"object with the methods {', '.join(TF_HOOK_METHOD_NAMES)})."
-            )
+        _check_hook(f"{owner}: {name}[{index}] is", hook)
     return checked
+
+
+def _missing(hook: Unchecked) -> list[str]:
+    """The methods of TensorFlow's hook that `hook` lacks (or has but cannot call)."""
+    return [method for method in TF_HOOK_METHOD_NAMES if not callable(getattr(hook, method, None))]
+
+
+def _check_hook(where: str, hook: Unchecked) -> None:
+    """Raises the `TypeError` of `check_hooks` for an item that is not a hook instance."""
+    if isinstance(hook, type) and not _missing(hook):
+        raise TypeError(
+            f"{where} the class {hook.__name__}, not an instance; did you mean "
+            f"{hook.__name__}(...)?"
+        )
+    if hook is None or isinstance(hook, type):
+        lacks = ""
+    else:
+        missing = _missing(hook)
+        if not missing:
+            return
+        lacks = f", which lacks {', '.join(missing)}"
+    raise TypeError(
+        f"{where} {_describe(hook)}{lacks}; expected a SessionRunHook instance (or an "
+        f"object with the methods {', '.join(TF_HOOK_METHOD_NAMES)})."
+    )

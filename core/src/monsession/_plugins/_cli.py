@@ -25,6 +25,7 @@ from monsession._plugins import _listing, _new_package, _plugin_manager
 from monsession._plugins._plugin_types import (
     ENV_DISABLE_AUTOLOAD,
     ENV_DISABLED_PLUGINS,
+    PluginInfo,
     PluginListing,
     PluginLoadError,
     PluginSource,
@@ -125,72 +126,115 @@ def _requires(requirement: str | None) -> str:
 def listing_text(listing: PluginListing) -> str:
     """Returns `listing` as an aligned table of hook classes, then the other
     classes, plugins built for a newer core, failures and blocked plugins."""
+    lines = _hook_table(listing)
+    for section in (
+        _other_classes,
+        _newer_core,
+        _older_core,
+        _failures,
+        _blocked,
+        _autoload_off,
+    ):
+        lines += section(listing)
+    return "\n".join(lines)
+
+
+def _hook_table(listing: PluginListing) -> list[str]:
+    """One row per plugin, its first four columns padded to the widest cell."""
     rows = [("PLUGIN", "DISTRIBUTION", "VERSION", "ENTRY POINT", "HOOK CLASSES")]
-    for info in listing.plugins:
-        source = info.source
-        entry_point = source.entry_point or (
-            "(built in)" if source.name == _plugin_manager.CORE_PLUGIN_NAME else "-"
-        )
-        rows.append(
-            (
-                source.name,
-                source.distribution or "-",
-                source.version or "-",
-                entry_point,
-                ", ".join(info.hook_classes) or "-",
-            )
-        )
+    rows += [_hook_row(info) for info in listing.plugins]
     widths = [max(len(row[column]) for row in rows) for column in range(4)]
     lines = []
     for row in rows:
         padded = [cell.ljust(width) for cell, width in zip(row[:4], widths, strict=True)]
         lines.append("  ".join([*padded, row[4]]))
-    others = [info for info in listing.plugins if info.other_classes]
-    if others:
-        lines += ["", "Other classes (not hooks):"]
-        lines += [f"  {info.source.name}: {', '.join(info.other_classes)}" for info in others]
-    if listing.newer_core:
-        lines += [
-            "",
-            f"Built for a newer core ({len(listing.newer_core)}): monsession-core "
-            f"{_plugin_manager.core_version() or '(unknown version)'} does not declare these "
-            "hookspecs and never calls them; upgrade monsession-core:",
-        ]
-        lines += [
+    return lines
+
+
+def _hook_row(info: PluginInfo) -> tuple[str, str, str, str, str]:
+    source = info.source
+    entry_point = source.entry_point or (
+        "(built in)" if source.name == _plugin_manager.CORE_PLUGIN_NAME else "-"
+    )
+    return (
+        source.name,
+        source.distribution or "-",
+        source.version or "-",
+        entry_point,
+        ", ".join(info.hook_classes) or "-",
+    )
+
+
+def _section(title: str, entries: list[str]) -> list[str]:
+    """A blank line, `title` and `entries`; nothing when there are no entries."""
+    return ["", title, *entries] if entries else []
+
+
+def _other_classes(listing: PluginListing) -> list[str]:
+    return _section(
+        "Other classes (not hooks):",
+        [
+            f"  {info.source.name}: {', '.join(info.other_classes)}"
+            for info in listing.plugins
+            if info.other_classes
+        ],
+    )
+
+
+def _newer_core(listing: PluginListing) -> list[str]:
+    if not listing.newer_core:
+        return []
+    return _section(
+        f"Built for a newer core ({len(listing.newer_core)}): monsession-core "
+        f"{_plugin_manager.core_version() or '(unknown version)'} does not declare these "
+        "hookspecs and never calls them; upgrade monsession-core:",
+        [
             f"  {_describe(newer.source)}: {', '.join(newer.unknown_hookspecs)} "
             f"({_requires(newer.core_requirement)})"
             for newer in listing.newer_core
-        ]
-    if listing.older_core:
-        lines += [
-            "",
-            f"Built for an older core ({len(listing.older_core)}): their monsession-core range "
-            f"excludes monsession-core {_plugin_manager.core_version() or '(unknown version)'}; "
-            "they are loaded and may work until their authors widen the range:",
-        ]
-        lines += [
+        ],
+    )
+
+
+def _older_core(listing: PluginListing) -> list[str]:
+    if not listing.older_core:
+        return []
+    return _section(
+        f"Built for an older core ({len(listing.older_core)}): their monsession-core range "
+        f"excludes monsession-core {_plugin_manager.core_version() or '(unknown version)'}; "
+        "they are loaded and may work until their authors widen the range:",
+        [
             f"  {_describe(older.source)} ({_requires(older.core_requirement)})"
             for older in listing.older_core
-        ]
-    if listing.failures:
-        lines += ["", f"Failed to load ({len(listing.failures)}):"]
-        lines += [
+        ],
+    )
+
+
+def _failures(listing: PluginListing) -> list[str]:
+    return _section(
+        f"Failed to load ({len(listing.failures)}):",
+        [
             f"  {_describe(failure.source)}: {type(failure.error).__name__}: {failure.error}"
             for failure in listing.failures
-        ]
-    if listing.blocked:
-        lines += [
-            "",
-            f"Blocked by {ENV_DISABLED_PLUGINS} ({len(listing.blocked)}):",
-        ]
-        lines += [f"  {_describe(source)}" for source in listing.blocked]
-    if not listing.autoload:
-        lines += [
-            "",
-            f"Entry-point autoloading is off ({ENV_DISABLE_AUTOLOAD} is set); "
-            "only core's plugin and plugins registered by hand are loaded.",
-        ]
-    return "\n".join(lines)
+        ],
+    )
+
+
+def _blocked(listing: PluginListing) -> list[str]:
+    return _section(
+        f"Blocked by {ENV_DISABLED_PLUGINS} ({len(listing.blocked)}):",
+        [f"  {_describe(source)}" for source in listing.blocked],
+    )
+
+
+def _autoload_off(listing: PluginListing) -> list[str]:
+    if listing.autoload:
+        return []
+    return [
+        "",
+        f"Entry-point autoloading is off ({ENV_DISABLE_AUTOLOAD} is set); "
+        "only core's plugin and plugins registered by hand are loaded.",
+    ]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

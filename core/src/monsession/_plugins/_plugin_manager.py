@@ -136,19 +136,10 @@ def _entry_points() -> list[importlib.metadata.EntryPoint]:
 
 
 def _load_entry_points(found: Discovery) -> None:
-    disabled = {
-        normalize(name.strip())
-        for name in os.environ.get(ENV_DISABLED_PLUGINS, "").split(",")
-        if name.strip()
-    }
+    disabled = _disabled_names()
     for entry_point in _entry_points():
         dist = entry_point.dist
-        source = PluginSource(
-            entry_point.name,
-            entry_point.value,
-            dist.name if dist is not None else None,
-            dist.version if dist is not None else None,
-        )
+        source = _source(entry_point, dist)
         if disabled & {normalize(source.name), normalize(source.distribution or "")}:
             found.blocked.append(source)
             continue
@@ -160,17 +151,44 @@ def _load_entry_points(found: Discovery) -> None:
             # like any other load failure, naming the plugin.
             _answers.check_registrations(found.manager, source.name)
         except Exception as error:
-            if registered is not None:
-                found.manager.unregister(name=registered)
-            failure = PluginFailure(source, error)
-            if found.strict:
-                raise PluginLoadError(failure.message, name=source.name) from error
-            found.failures.append(failure)
-            logger.warning(failure.message)
+            _failed_to_load(found, source, registered, error)
             continue
         found.sources[source.name] = source
         _check_hookspecs(found, plugin, source, dist)
         _check_core_range(found, source, dist)
+
+
+def _disabled_names() -> set[str]:
+    """The normalized names listed in `MONSESSION_DISABLED_PLUGINS`."""
+    return {
+        normalize(name.strip())
+        for name in os.environ.get(ENV_DISABLED_PLUGINS, "").split(",")
+        if name.strip()
+    }
+
+
+def _source(
+    entry_point: importlib.metadata.EntryPoint, dist: importlib.metadata.Distribution | None
+) -> PluginSource:
+    return PluginSource(
+        entry_point.name,
+        entry_point.value,
+        dist.name if dist is not None else None,
+        dist.version if dist is not None else None,
+    )
+
+
+def _failed_to_load(
+    found: Discovery, source: PluginSource, registered: str | None, error: Exception
+) -> None:
+    """Unregisters a plugin that failed: WARNING, or `PluginLoadError` if strict."""
+    if registered is not None:
+        found.manager.unregister(name=registered)
+    failure = PluginFailure(source, error)
+    if found.strict:
+        raise PluginLoadError(failure.message, name=source.name) from error
+    found.failures.append(failure)
+    logger.warning(failure.message)
 
 
 def _check_hookspecs(
