@@ -115,34 +115,10 @@ class RetryBudget:
         self._failures += 1
         policy = self._policy
         elapsed = now - self._first_failure
-        hopeless = policy.cannot_retry(error) if policy.cannot_retry else None
-        if hopeless:
-            self._give_up(error, while_doing, hopeless)
-        if policy.max_attempts <= 0:
-            self._give_up(error, while_doing, policy.no_retry_reason or "retries are off")
-        if self._failures > policy.max_attempts:
-            self._give_up(
-                error,
-                while_doing,
-                f"{policy.max_attempts} retries in a row failed within {elapsed:.1f} s",
-            )
-        if policy.deadline_secs is not None and elapsed > policy.deadline_secs:
-            self._give_up(
-                error,
-                while_doing,
-                f"failures lasted {elapsed:.1f} s, longer than max_wait_secs="
-                f"{policy.deadline_secs:g}",
-            )
-        lost_server_wait = self._lost_servers_back(error, while_doing, now)
-        backoff = 0.0
-        if self._failures > 1:
-            backoff = min(
-                policy.initial_backoff_secs * 2 ** (self._failures - 2), policy.max_backoff_secs
-            )
-            if policy.deadline_secs is not None:
-                backoff = min(backoff, max(0.0, policy.deadline_secs - elapsed))
-            if lost_server_wait is not None:
-                backoff = min(backoff, lost_server_wait)
+        reason = self._why_no_retry(error, elapsed)
+        if reason:
+            self._give_up(error, while_doing, reason)
+        backoff = self._backoff(elapsed, self._lost_servers_back(error, while_doing, now))
         logger.warning(
             "%s: %s failed with %s (%s); creating the session again from the latest "
             "checkpoint in %.1f s (retry %d of at most %d).",
@@ -156,6 +132,37 @@ class RetryBudget:
         )
         if backoff:
             time.sleep(backoff)
+
+    def _why_no_retry(self, error: Exception, elapsed: float) -> str | None:
+        """Which of the policy's bounds the streak reached, `elapsed` seconds long, if any."""
+        policy = self._policy
+        hopeless = policy.cannot_retry(error) if policy.cannot_retry else None
+        if hopeless:
+            return hopeless
+        if policy.max_attempts <= 0:
+            return policy.no_retry_reason or "retries are off"
+        if self._failures > policy.max_attempts:
+            return f"{policy.max_attempts} retries in a row failed within {elapsed:.1f} s"
+        if policy.deadline_secs is not None and elapsed > policy.deadline_secs:
+            return (
+                f"failures lasted {elapsed:.1f} s, longer than max_wait_secs="
+                f"{policy.deadline_secs:g}"
+            )
+        return None
+
+    def _backoff(self, elapsed: float, lost_server_wait: float | None) -> float:
+        """The wait before the retry: none before the first, then doubling up to the bounds."""
+        policy = self._policy
+        if self._failures <= 1:
+            return 0.0
+        backoff: float = min(
+            policy.initial_backoff_secs * 2 ** (self._failures - 2), policy.max_backoff_secs
+        )
+        if policy.deadline_secs is not None:
+            backoff = min(backoff, max(0.0, policy.deadline_secs - elapsed))
+        if lost_server_wait is not None:
+            backoff = min(backoff, lost_server_wait)
+        return backoff
 
     def _lost_servers_back(self, error: Exception, while_doing: str, now: float) -> float | None:
         """For an error naming a lost parameter server: waits, within the policy's bound,
@@ -176,10 +183,24 @@ class RetryBudget:
             return None
         if self._first_lost_server is None:
             self._first_lost_server = now
+        wait = self._ask_lost_servers(error, while_doing, lost, bound, self._first_lost_server)
+        if wait is None:
+            self._give_up(error, while_doing, why_lost_server_not_retried(lost, bound))
+        return wait
+
+    def _ask_lost_servers(
+        self, error: Exception, while_doing: str, lost: list[str], bound: float, since: float
+    ) -> float | None:
+        """Asks each of the `lost` servers in turn whether it answers, `bound` seconds from `since`.
+
+        Returns:
+          0 once every one answered; the time left when there is no cluster
+          to ask; `None` when the time is spent or one did not answer.
+        """
         for task in lost:
-            left = bound - (time.monotonic() - self._first_lost_server)
+            left = bound - (time.monotonic() - since)
             if left <= 0:
-                break
+                return None
             if task == lost[0]:
                 logger.warning(
                     "%s: %s failed with %s: parameter server %s did not answer (%s); waiting "
@@ -195,10 +216,8 @@ class RetryBudget:
             if answered is None:
                 return left  # No cluster to ask: the bound is the only rule.
             if not answered:
-                break
-        else:
-            return 0.0
-        self._give_up(error, while_doing, why_lost_server_not_retried(lost, bound))
+                return None
+        return 0.0
 
     def _give_up(self, error: Exception, while_doing: str, reason: str) -> NoReturn:
         message = (
@@ -237,7 +256,8 @@ def in_current_strategy(policy: RetryPolicy) -> RetryPolicy:
     """`policy`, under which a lost parameter server raises at once if the current
     strategy (the one whose `scope()` the session is created in) is a
     `ParameterServerStrategy`; else `policy` unchanged."""
-    strategy: object = tf.distribute.get_strategy() if tf.distribute.has_strategy() else None
-    if not isinstance(strategy, tf.distribute.experimental.ParameterServerStrategy):
+    if not tf.distribute.has_strategy() or not isinstance(
+        tf.distribute.get_strategy(), tf.distribute.experimental.ParameterServerStrategy
+    ):
         return policy
     return dataclasses.replace(policy, cannot_retry=why_not_retried)
