@@ -9,6 +9,7 @@ from typing import Any
 
 from monsession._api._arguments import check_schedule
 from monsession._api._hook_api import NextAction
+from monsession._api._types import Unchecked
 
 
 class SecondOrStepTimer:
@@ -157,28 +158,42 @@ class SecondOrStepTimer:
             seconds (a finite number >= 0, or None; None with no step).
             Nothing is changed then.
         """
-        if not isinstance(state, Mapping):
-            raise ValueError(f"SecondOrStepTimer state must be a mapping, got {state!r}.")
-        step = state.get("last_triggered_step")
-        since = state.get("secs_since_trigger")
-        if step is not None and (isinstance(step, bool) or not isinstance(step, int)):
-            raise ValueError(
-                f"SecondOrStepTimer: last_triggered_step must be an int, got {step!r}."
-            )
-        if since is not None and (
-            isinstance(since, bool)
-            or not isinstance(since, (int, float))
-            or not math.isfinite(since)
-            or since < 0
-        ):
-            raise ValueError(
-                "SecondOrStepTimer: secs_since_trigger must be a finite number >= 0, "
-                f"got {since!r}."
-            )
-        if step is None and since is not None:
-            raise ValueError(
-                "SecondOrStepTimer: secs_since_trigger needs a last_triggered_step, got "
-                f"{since!r} without one."
-            )
+        step, since = _checked_state(state)
         self._last_triggered_step = step
-        self._last_triggered_time = None if since is None else time.time() - float(since)
+        self._last_triggered_time = None if since is None else time.time() - since
+
+
+def _checked_state(state: Mapping[str, Any]) -> tuple[int | None, float | None]:
+    """The last trigger's step and seconds since it, from a `state_dict()`.
+
+    Raises the `ValueError` that `SecondOrStepTimer.load_state_dict` documents.
+    """
+    if not isinstance(state, Mapping):
+        raise ValueError(f"SecondOrStepTimer state must be a mapping, got {state!r}.")
+    step = state.get("last_triggered_step")
+    since = state.get("secs_since_trigger")
+    if step is not None and not _is_int(step):
+        raise ValueError(f"SecondOrStepTimer: last_triggered_step must be an int, got {step!r}.")
+    if since is not None and not _is_seconds(since):
+        raise ValueError(
+            f"SecondOrStepTimer: secs_since_trigger must be a finite number >= 0, got {since!r}."
+        )
+    if step is None and since is not None:
+        raise ValueError(
+            "SecondOrStepTimer: secs_since_trigger needs a last_triggered_step, got "
+            f"{since!r} without one."
+        )
+    return step, None if since is None else float(since)
+
+
+def _is_int(value: Unchecked) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_seconds(value: Unchecked) -> bool:
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value >= 0
+    )

@@ -12,20 +12,17 @@ hooks read through `SessionRunContext.global_step` and
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import tensorflow as tf
 
 from monsession._api._types import FeedKey, FeedValue, Fetches, Results
 
-if TYPE_CHECKING:
-    from monsession._api._hook_api import SessionRunHook
-
 FeedDict = Mapping[tf.Tensor | str, FeedValue]
 """A run's feeds: tensors (or their names) to values in graph mode, the step's keywords in eager."""
 
-HookResults = dict["SessionRunHook", Results]
-"""What each hook that asked for something fetches, or got, by hook."""
+HookResults = dict[object, Results]
+"""What each hook that asked for something fetches, or got, keyed by the hook (any hook object)."""
 
 
 class StepSource:

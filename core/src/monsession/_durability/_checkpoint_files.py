@@ -232,18 +232,9 @@ def restore_newest(
         return CheckpointChoice(directory, None), None
     damaged = [state_problem] if state_problem else []
     for prefix in candidates:
-        reason = unreadable_reason(prefix, read_tensors=False)
+        reason, restored = _restore_or_reason(prefix, restore)
         if reason is None:
-            try:
-                restored = restore(prefix)
-            except DamagedCheckpointError as error:  # From `read_back`.
-                reason = str(error)
-            except Exception:  # TensorFlow raises OpErrors, but also e.g. IndexError.
-                reason = unreadable_reason(prefix)  # Damaged data, or another failure?
-                if reason is None:
-                    raise
-            else:
-                return _choice(directory, prefix, in_state, state_problem, damaged), restored
+            return _choice(directory, prefix, in_state, state_problem, damaged), restored
         damaged.append(reason)
     raise DamagedCheckpointError(
         f"Checkpoint files exist in {directory!r}, but none can be restored:\n  "
@@ -251,6 +242,24 @@ def restore_newest(
         + "\nTraining does not start over while checkpoints exist: repair or move these "
         "files, or train into another checkpoint_dir."
     )
+
+
+def _restore_or_reason(
+    prefix: str, restore: Callable[[str], _Restored]
+) -> tuple[str | None, _Restored | None]:
+    """`(None, restore(prefix))`, or `(why prefix is damaged, None)`; other errors raise."""
+    reason = unreadable_reason(prefix, read_tensors=False)
+    if reason is not None:
+        return reason, None
+    try:
+        return None, restore(prefix)
+    except DamagedCheckpointError as error:  # From `read_back`.
+        return str(error), None
+    except Exception:  # TensorFlow raises OpErrors, but also e.g. IndexError.
+        reason = unreadable_reason(prefix)  # Damaged data, or another failure?
+        if reason is None:
+            raise
+        return reason, None
 
 
 def _choice(

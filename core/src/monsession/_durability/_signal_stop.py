@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterable
 from types import FrameType
 from typing import Any
 
+from monsession._api._types import Unchecked
+
 logger = logging.getLogger("monsession")
 
 DEFAULT_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGINT)
@@ -36,7 +38,7 @@ def _signal_names(signums: Iterable[int]) -> str:
 
 
 def resolve_stop_signals(
-    value: object, has_end_work: Callable[[], bool], owner: str
+    value: Unchecked, has_end_work: Callable[[], bool], owner: str
 ) -> tuple[signal.Signals, ...]:
     """The signals a session stops on, from its `stop_on_signals` argument.
 
@@ -66,7 +68,7 @@ def resolve_stop_signals(
     return tuple(dict.fromkeys(_catchable_signal(item, owner) for item in value))
 
 
-def _catchable_signal(item: object, owner: str) -> signal.Signals:
+def _catchable_signal(item: Unchecked, owner: str) -> signal.Signals:
     """The signal `item` of `stop_on_signals` names; it must be one a process can catch."""
     try:
         if isinstance(item, bool) or not isinstance(item, int):
