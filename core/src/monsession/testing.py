@@ -30,7 +30,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from monsession._api._hook_api import SessionRunHook
 from monsession._backends._closure_record import ClosureRecord, closure_record
@@ -48,6 +48,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    import numpy as np
     import tensorflow as tf
 
     from monsession._backends._eager import EagerSession
@@ -133,7 +134,7 @@ def count_host_reads() -> Iterator[HostReads]:
     with _counting_lock:
         read = tensor_class._numpy
 
-        def counted(tensor: tf.Tensor) -> object:
+        def counted(tensor: tf.Tensor) -> np.ndarray:
             reads.count += 1
             return read(tensor)
 
@@ -209,22 +210,8 @@ def run_signal_phases(child: str, phases: list[str], *args: str, timeout: float 
         assert stdout is not None
         watchdog = threading.Timer(timeout, process.kill)
         watchdog.start()
-        lines: list[str] = []
-        sent: dict[str, float] = {}
-        stop_secs: dict[str, float] = {}
         try:
-            for line in iter(stdout.readline, ""):
-                now = time.monotonic()
-                lines.append(line.strip())
-                tag, *rest = line.split() or [""]
-                if tag == "READY":
-                    process.send_signal(signal_for(rest[0]))
-                    sent[rest[0]] = now
-                elif tag == "DONE" and rest[0] in sent:
-                    stop_secs[rest[0]] = now - sent[rest[0]]
-            process.wait()
-            if phases[-1] in sent and phases[-1] not in stop_secs:
-                stop_secs[phases[-1]] = time.monotonic() - sent[phases[-1]]
+            lines, stop_secs = _signal_each_phase(process, stdout, phases[-1])
         finally:
             watchdog.cancel()
             if process.poll() is None:
@@ -237,3 +224,30 @@ def run_signal_phases(child: str, phases: list[str], *args: str, timeout: float 
         name = signal.Signals(signal_for(phase)).name
         print(f"{phase}: {name} to the end of the phase: {secs:.2f} s")
     return run
+
+
+def _signal_each_phase(
+    process: subprocess.Popen[str], stdout: IO[str], last_phase: str
+) -> tuple[list[str], dict[str, float]]:
+    """Reads the child's lines until it exits, signalling each phase that is ``READY``.
+
+    Returns:
+      The lines, and per phase the seconds from its signal to its ``DONE``
+      (for the last phase, to the exit if it printed no ``DONE``).
+    """
+    lines: list[str] = []
+    sent: dict[str, float] = {}
+    stop_secs: dict[str, float] = {}
+    for line in iter(stdout.readline, ""):
+        now = time.monotonic()
+        lines.append(line.strip())
+        tag, *rest = line.split() or [""]
+        if tag == "READY":
+            process.send_signal(signal_for(rest[0]))
+            sent[rest[0]] = now
+        elif tag == "DONE" and rest[0] in sent:
+            stop_secs[rest[0]] = now - sent[rest[0]]
+    process.wait()
+    if last_phase in sent and last_phase not in stop_secs:
+        stop_secs[last_phase] = time.monotonic() - sent[last_phase]
+    return lines, stop_secs

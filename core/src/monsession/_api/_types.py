@@ -26,7 +26,7 @@ FeedKey: TypeAlias = object
 """A key of a run's feeds: a tensor or its name (graph), a keyword (eager)."""
 
 FeedValue: TypeAlias = object
-"""A value fed to a `FeedKey`."""
+"""A value fed to a run: under a `FeedKey`, or as an argument of the step."""
 
 HookState: TypeAlias = object
 """A hook's `state_dict()`: a value that `json.dumps` writes and `json.loads` gives back."""

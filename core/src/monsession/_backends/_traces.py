@@ -22,10 +22,11 @@ from __future__ import annotations
 import inspect
 import weakref
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeGuard, TypeVar
 
 import tensorflow as tf
 
+from monsession._api._types import FeedValue
 from monsession._tf_compat import eager_tensor_base_class, flat_call
 
 _R = TypeVar("_R")
@@ -64,10 +65,7 @@ class Traces:
           tensors: Nothing, or tensors matching the `input_signature` of a
             `tf.function` exactly.
         """
-        if (
-            not isinstance(fn, tf.types.experimental.PolymorphicFunction)
-            or tf.config.functions_run_eagerly()
-        ):
+        if not _traced(fn):
             return fn(*tensors)
         traces = fn.experimental_get_tracing_count()
         cached = self._traces.get(fn)
@@ -82,33 +80,50 @@ class Traces:
             cached = self._traces[fn] = (traces, direct)
         return fn(*tensors) if cached[1] is None else cached[1](*tensors)
 
-    def call_with(self, fn: Callable[..., _R], args: tuple[object, ...]) -> _R:
+    def call_with(self, fn: Callable[..., _R], args: tuple[FeedValue, ...]) -> _R:
         """`fn(*args)`; for a `tf.function` given eager tensors, through the trace of their
         dtypes and shapes once a call with them ran (see the module docstring)."""
-        if (
-            not isinstance(fn, tf.types.experimental.PolymorphicFunction)
-            or tf.config.functions_run_eagerly()
-            or not all(isinstance(arg, _EAGER_TENSOR) for arg in args)
-        ):
+        if not _traced(fn) or not all(isinstance(arg, _EAGER_TENSOR) for arg in args):
             return fn(*args)
         traces = fn.experimental_get_tracing_count()
-        cached = self._by_signature.get(fn)
-        if cached is None or cached[0] != traces:
-            known = self._binds.get(fn)
-            if known is None or known[0] != len(args):
-                known = self._binds[fn] = (len(args), _binds_positionally(fn, len(args)))
-            if not known[1]:
-                return fn(*args)
-            cached = self._by_signature[fn] = (traces, {})
+        by_signature = self._signatures(fn, traces, len(args))
+        if by_signature is None:
+            return fn(*args)
         signature = tuple((arg.dtype, tuple(arg.shape)) for arg in args)  # type: ignore[attr-defined]
-        direct = cached[1].get(signature)
+        direct = by_signature.get(signature)
         if direct is not None:
             result: _R = direct(*args)
             return result
         result = fn(*args)  # Traces it for these arguments if it must.
-        if fn.experimental_get_tracing_count() == traces and len(cached[1]) < _MAX_SIGNATURES:
-            cached[1][signature] = flat_call(fn.get_concrete_function(*args))
+        if fn.experimental_get_tracing_count() == traces and len(by_signature) < _MAX_SIGNATURES:
+            by_signature[signature] = flat_call(fn.get_concrete_function(*args))
         return result
+
+    def _signatures(
+        self, fn: tf.types.experimental.PolymorphicFunction, traces: int, count: int
+    ) -> dict[_Signature, Callable[..., Any]] | None:
+        """`fn`'s traces by signature, forgotten when it was traced again since (`traces`).
+
+        `None` when `count` positional tensors do not fill its parameters.
+        """
+        cached = self._by_signature.get(fn)
+        if cached is not None and cached[0] == traces:
+            return cached[1]
+        known = self._binds.get(fn)
+        if known is None or known[0] != count:
+            known = self._binds[fn] = (count, _binds_positionally(fn, count))
+        if not known[1]:
+            return None
+        cached = self._by_signature[fn] = (traces, {})
+        return cached[1]
+
+
+def _traced(fn: Callable[..., _R]) -> TypeGuard[tf.types.experimental.PolymorphicFunction]:
+    """Whether `fn` is a `tf.function` that runs as one (not eagerly)."""
+    return (
+        isinstance(fn, tf.types.experimental.PolymorphicFunction)
+        and not tf.config.functions_run_eagerly()
+    )
 
 
 _EAGER_TENSOR = eager_tensor_base_class()  # Not `type(tf.constant(0))`: may run in a graph.
