@@ -12,10 +12,11 @@ import inspect
 import logging
 from collections.abc import Callable, Mapping
 from functools import partial
-from typing import Any, TypeGuard
+from typing import Any, TypeGuard, TypeVar
 
 import tensorflow as tf
 
+from monsession._api._types import FeedKey, FeedValue, Fetches, Results
 from monsession._backends._backend import FeedDict
 from monsession._backends._called_step import graph_fetch_error
 from monsession._backends._closure_record import closure_record
@@ -27,13 +28,14 @@ from monsession._tf_compat import cluster_coordinator, read_variable_to_host, wa
 
 logger = logging.getLogger("monsession")
 
-_NO_FEEDS: Mapping[str, object] = {}  # Never changed: passed on as `**feeds`.
-_NO_OWNERS: Mapping[object, str] = {}  # Never changed.
+_NO_FEEDS: Mapping[str, FeedValue] = {}  # Never changed: passed on as `**feeds`.
+_NO_OWNERS: Mapping[FeedKey, str] = {}  # Never changed.
 
 _Caller = Callable[..., Any]
+_R = TypeVar("_R")
 
 
-def _is_step_callable(leaf: object) -> TypeGuard[Callable[..., object]]:
+def _is_step_callable(leaf: Fetches) -> TypeGuard[Callable[..., Results]]:
     return callable(leaf) and not isinstance(leaf, (tf.Variable, tf.Tensor))
 
 
@@ -52,7 +54,7 @@ def _accepted_keywords(fn: _Caller) -> frozenset[str] | None:
 _CONTAINERS = (list, tuple, dict)
 
 
-def _map_structure(fn: _Caller, structure: object) -> object:
+def _map_structure(fn: _Caller, structure: Fetches | Results) -> Results:
     """`tf.nest.map_structure` over lists, tuples and dicts; other values are leaves.
 
     Plain lists, tuples and dicts (what hooks fetch) are mapped here, keeping
@@ -83,8 +85,8 @@ class BoundStep:
     def __init__(
         self,
         step: _Caller,
-        args: tuple[object, ...],
-        kwargs: Mapping[str, object],
+        args: tuple[FeedValue, ...],
+        kwargs: Mapping[str, FeedValue],
         retry: bool = True,
     ) -> None:
         self.step = step
@@ -92,7 +94,7 @@ class BoundStep:
         self.kwargs = kwargs
         self.retry = retry
 
-    def __call__(self, **feeds: object) -> object:
+    def __call__(self, **feeds: FeedValue) -> Results:
         return self.step(*self.args, **self.kwargs, **feeds)
 
     @property
@@ -104,7 +106,7 @@ class BoundStep:
         return _describe(self.step)
 
 
-def _describe(fn: object) -> str:
+def _describe(fn: _Caller) -> str:
     return getattr(fn, "__name__", None) or type(fn).__name__
 
 
@@ -121,7 +123,7 @@ class _StepCaller:
         self.step_value: tf.Tensor | None = None
 
     def check_feeds(
-        self, fn: _Caller, names: frozenset[str], owner_of: Mapping[object, str]
+        self, fn: _Caller, names: frozenset[str], owner_of: Mapping[FeedKey, str]
     ) -> None:
         key = (id(fn), names)
         if key in self._checked:
@@ -137,8 +139,8 @@ class _StepCaller:
         self._checked.add(key)
 
     def call(
-        self, fetches: object, feeds: Mapping[str, object], owner_of: Mapping[object, str]
-    ) -> object:
+        self, fetches: Fetches, feeds: Mapping[str, FeedValue], owner_of: Mapping[FeedKey, str]
+    ) -> Results:
         names = frozenset(feeds) if feeds else None
         if isinstance(fetches, _CONTAINERS):
             return _map_structure(
@@ -148,11 +150,11 @@ class _StepCaller:
 
     def _run_leaf(
         self,
-        leaf: object,
-        feeds: Mapping[str, object],
+        leaf: Fetches,
+        feeds: Mapping[str, FeedValue],
         names: frozenset[str] | None,
-        owner_of: Mapping[object, str],
-    ) -> object:
+        owner_of: Mapping[FeedKey, str],
+    ) -> Results:
         if isinstance(leaf, tf.Variable):
             return _read(leaf)
         if isinstance(leaf, tf.Tensor):
@@ -161,6 +163,9 @@ class _StepCaller:
             raise _not_a_step(leaf)
         if names:  # Without feeds there is nothing to check.
             self.check_feeds(leaf, names, owner_of)
+        return self._call_step(leaf, feeds)
+
+    def _call_step(self, leaf: _Caller, feeds: Mapping[str, FeedValue]) -> Results:
         step, args, kwargs = (
             (leaf.step, leaf.args, leaf.kwargs)
             if isinstance(leaf, BoundStep)
@@ -172,15 +177,16 @@ class _StepCaller:
             return step(*args, **kwargs, **feeds)
         read_with = self.read_with
         if read_with is not None and can_return_global_step(step):
-            wrapper = returning_global_step(step, read_with)
-            traces = self._traces
-            outputs, self.step_value = (
-                traces.call_with(wrapper, args) if args else traces.call(wrapper)
+            outputs, self.step_value = self._traced_call(
+                returning_global_step(step, read_with), args
             )
             return outputs
-        if args:
-            return self._traces.call_with(step, args)  # Through the trace of their signature.
-        return self._traces.call(step)  # Straight to its trace: see `_traces`.
+        return self._traced_call(step, args)
+
+    def _traced_call(self, step: Callable[..., _R], args: tuple[FeedValue, ...]) -> _R:
+        """Calls `step` through the trace of its arguments' signature, or straight to its
+        trace without arguments (see `_traces`)."""
+        return self._traces.call_with(step, args) if args else self._traces.call(step)
 
 
 def _check_feed_keys(feed_dict: Mapping[Any, Any], owner_of: Mapping[Any, str]) -> None:
@@ -219,7 +225,7 @@ def _current_coordinator() -> tuple[
     return coordinator, parameter_server_tasks(strategy) if coordinator else {}
 
 
-def _read(variable: tf.Variable) -> object:
+def _read(variable: tf.Variable) -> tf.Tensor:
     """Reads `variable`; one of a graph gets the error naming where to create the session."""
     try:
         return variable.read_value()
@@ -230,7 +236,7 @@ def _read(variable: tf.Variable) -> object:
         raise
 
 
-def _not_a_step(leaf: object) -> TypeError:
+def _not_a_step(leaf: Fetches) -> TypeError:
     """The error for a fetch that is no step, no variable and no tensor."""
     graph_error = graph_fetch_error(leaf)
     if graph_error is not None:
@@ -292,22 +298,22 @@ class EagerSession:
 
     def run(
         self,
-        fetches: object,
+        fetches: Fetches,
         feed_dict: FeedDict | None = None,
         options: tf.compat.v1.RunOptions | None = None,
         run_metadata: tf.compat.v1.RunMetadata | None = None,
-    ) -> object:
+    ) -> Results:
         """Runs `fetches` and returns their values as NumPy (without hooks: advances nothing)."""
         return _map_structure(to_numpy, self.call(fetches, feed_dict, advance=False))
 
     def call(
         self,
-        fetches: object,
+        fetches: Fetches,
         feed_dict: FeedDict | None = None,
-        owner_of: Mapping[object, str] | None = None,
+        owner_of: Mapping[FeedKey, str] | None = None,
         advance: bool = True,
         read_global_step: tf.Variable | None = None,
-    ) -> object:
+    ) -> Results:
         """Runs `fetches` and returns the step's outputs as they are (tensors).
 
         `advance`: whether a global step the session owns is advanced by the
