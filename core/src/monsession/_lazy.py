@@ -10,11 +10,15 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Callable, Mapping
+from typing import TypeAlias
+
+Loaded: TypeAlias = object
+"""A lazily loaded attribute: a class, a function or a module."""
 
 
 def lazy_attributes(
     module_name: str, targets: Mapping[str, str]
-) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
+) -> tuple[Callable[[str], Loaded], Callable[[], list[str]]]:
     """Returns a module's `__getattr__` and `__dir__` for lazily loaded names.
 
     Args:
@@ -27,7 +31,7 @@ def lazy_attributes(
       stored in the module, so later lookups cost nothing.
     """
 
-    def module_getattr(name: str) -> object:
+    def module_getattr(name: str) -> Loaded:
         target = targets.get(name)
         if target is None:
             raise AttributeError(f"module {module_name!r} has no attribute {name!r}")

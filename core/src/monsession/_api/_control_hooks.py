@@ -16,12 +16,13 @@ from monsession._api._run_context import (
     as_run_context,
 )
 from monsession._api._session_like import SessionLike
+from monsession._api._types import Fetches, Unchecked
 
 if TYPE_CHECKING:
     import tensorflow as tf
 
 
-def _check_non_negative(hook: str, name: str, value: object) -> None:
+def _check_non_negative(hook: str, name: str, value: Unchecked) -> None:
     if value is not None:
         check_interval(hook, name, value, "steps", allow_zero=True)
 
@@ -114,7 +115,7 @@ class FeedFnHook(SessionRunHook):
         return SessionRunArgs(fetches=None, feed_dict=self.feed_fn())
 
 
-def _fetchable(leaf: object) -> bool:
+def _fetchable(leaf: Unchecked) -> bool:
     """Whether `session.run` can evaluate `leaf`, in either mode."""
     if isinstance(leaf, type):
         return False
@@ -124,7 +125,7 @@ def _fetchable(leaf: object) -> bool:
     return hasattr(leaf, "dtype") or hasattr(leaf, "graph")
 
 
-def _check_final_ops(final_ops: object) -> None:
+def _check_final_ops(final_ops: Unchecked) -> None:
     if final_ops is None:
         return
     import tensorflow as tf
@@ -153,7 +154,7 @@ class FinalOpsHook(SessionRunHook):
     """
 
     def __init__(
-        self, final_ops: object, final_ops_feed_dict: Mapping[Any, Any] | None = None
+        self, final_ops: Fetches, final_ops_feed_dict: Mapping[Any, Any] | None = None
     ) -> None:
         _check_final_ops(final_ops)
         if final_ops_feed_dict is not None and not isinstance(final_ops_feed_dict, Mapping):

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
 
 from monsession._api._session_like import SessionLike
+from monsession._api._types import HookState
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -175,7 +176,7 @@ class SessionRunHook:
           error: The exception the `with` block raised.
         """
 
-    def state_dict(self) -> object:
+    def state_dict(self) -> HookState:
         """The hook's state, to save beside each checkpoint (see `StatefulHook`).
 
         Not part of TensorFlow's hook API. The default returns `None`: a hook
@@ -184,7 +185,7 @@ class SessionRunHook:
         """
         return None
 
-    def load_state_dict(self, state: object) -> None:
+    def load_state_dict(self, state: HookState) -> None:
         """Takes back a state returned by `state_dict()` (see `StatefulHook`); default: nothing."""
 
     def epoch_begin(self, epoch: int) -> None:
@@ -273,14 +274,14 @@ class StatefulHook(Protocol):
     ```
     """
 
-    def state_dict(self) -> object:
+    def state_dict(self) -> HookState:
         """The hook's state as plain JSON data (dicts, lists, str, numbers, bool, None).
 
         Times that must keep their meaning across processes should be
         wall-clock (`time.time()`).
         """
 
-    def load_state_dict(self, state: object) -> None:
+    def load_state_dict(self, state: HookState) -> None:
         """Takes back a state returned by `state_dict()`, in another process.
 
         Raises:
@@ -290,7 +291,7 @@ class StatefulHook(Protocol):
         """
 
 
-def hook_overrides(hook: object, name: str) -> bool:
+def hook_overrides(hook: SessionRunHook, name: str) -> bool:
     """Whether `hook` has its own `name` method, not a hook base class's default.
 
     The base classes are monsession's `SessionRunHook` and TensorFlow's

@@ -11,7 +11,11 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, cast
 
+from monsession._api._types import FeedKey, FeedValue, Fetches, Results
+
 if TYPE_CHECKING:
+    import tensorflow as tf
+
     from monsession._api._session_like import SessionLike
 
 _NOTHING_KEPT: Mapping[str, Any] = MappingProxyType({})
@@ -35,7 +39,7 @@ class SessionRunArgs(NamedTuple):
     options: Any = None
 
 
-def run_args(fetches: object, feed_dict: object) -> SessionRunArgs:
+def run_args(fetches: Fetches, feed_dict: Mapping[FeedKey, FeedValue] | None) -> SessionRunArgs:
     """`SessionRunArgs(fetches, feed_dict)`, built without its Python `__new__` (every step)."""
     return tuple.__new__(SessionRunArgs, (fetches, feed_dict, None))
 
@@ -199,7 +203,11 @@ class SessionRunValues(NamedTuple):
     run_metadata: Any
 
 
-def run_values(results: object, options: object, run_metadata: object) -> SessionRunValues:
+def run_values(
+    results: Results,
+    options: tf.compat.v1.RunOptions | None,
+    run_metadata: tf.compat.v1.RunMetadata | None,
+) -> SessionRunValues:
     """`SessionRunValues(...)`, built without its Python `__new__` (every step, every hook)."""
     return tuple.__new__(SessionRunValues, (results, options, run_metadata))
 
@@ -236,7 +244,7 @@ class _SessionReads:
         return read_global_step(self._session)
 
 
-class _OtherRunContext(Protocol):
+class RunContextLike(Protocol):
     """What `as_run_context` needs of a run context it did not build (TensorFlow's)."""
 
     @property
@@ -254,7 +262,7 @@ class _OtherRunContext(Protocol):
 class _ForeignRunContext(SessionRunContext):
     """A monsession view of another run context (TensorFlow's): stops go to it."""
 
-    def __init__(self, context: _OtherRunContext) -> None:
+    def __init__(self, context: RunContextLike) -> None:
         super().__init__(context.original_args, context.session)
         self._context = context
 
@@ -266,7 +274,7 @@ class _ForeignRunContext(SessionRunContext):
         self._context.request_stop()
 
 
-def as_run_context(run_context: object) -> SessionRunContext:
+def as_run_context(run_context: SessionRunContext | RunContextLike) -> SessionRunContext:
     """`run_context` as a monsession `SessionRunContext`, whoever built it.
 
     Call it at the top of `before_run` and `after_run` in a hook that reads
@@ -298,7 +306,7 @@ def as_run_context(run_context: object) -> SessionRunContext:
         return cast(SessionRunContext, run_context)
     view = getattr(run_context, _VIEW, None)
     if view is None:
-        view = _ForeignRunContext(cast(_OtherRunContext, run_context))
+        view = _ForeignRunContext(run_context)
         try:  # One view per context: every hook of the run sees the same step before it.
             setattr(run_context, _VIEW, view)
         except AttributeError:

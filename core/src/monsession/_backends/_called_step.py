@@ -27,12 +27,14 @@ from collections.abc import Callable
 
 import tensorflow as tf
 
+from monsession._api._types import Fetches
+
 logger = logging.getLogger("monsession")
 
 FIX = "pass the step itself: sess.run(train_step), not sess.run(train_step())"
 
 
-def graph_fetch_error(fetches: object) -> TypeError | None:
+def graph_fetch_error(fetches: Fetches) -> TypeError | None:
     """The error for fetches holding a `tf.Operation` or tensor of a graph, else `None`.
 
     An eager session (created outside ``with graph.as_default():``) cannot
@@ -57,13 +59,13 @@ def graph_fetch_error(fetches: object) -> TypeError | None:
     return None
 
 
-def only_values(fetches: object) -> bool:
+def only_values(fetches: Fetches) -> bool:
     """Whether `fetches` (a run calling no step) holds tensors and nothing to run or read."""
     leaves = tf.nest.flatten(fetches)
     return bool(leaves) and all(isinstance(leaf, tf.Tensor) for leaf in leaves)
 
 
-def _described(fetches: object) -> str:
+def _described(fetches: Fetches) -> str:
     if isinstance(fetches, tf.Tensor):
         return "a tensor"
     count = len(tf.nest.flatten(fetches))
@@ -71,7 +73,7 @@ def _described(fetches: object) -> str:
 
 
 def check_value_run(
-    fetches: object, owned: bool, counted_step: int | None, read_step: Callable[[], int] | None
+    fetches: Fetches, owned: bool, counted_step: int | None, read_step: Callable[[], int] | None
 ) -> None:
     """Raises or warns for a run whose fetches are only values (see the module docstring).
 

@@ -16,7 +16,7 @@ logger = logging.getLogger("monsession")
 
 
 def create_eager_session(
-    saver: object,
+    saver: tf.train.Checkpoint | tf.train.CheckpointManager | None,
     init_fn: Callable[[EagerSession], None] | None,
     checkpoint_dir: str | None,
     checkpoint_path: str | None = None,
@@ -38,7 +38,7 @@ def create_eager_session(
 
 
 def restore_eager_checkpoint(
-    saver: object,
+    saver: tf.train.Checkpoint | tf.train.CheckpointManager | None,
     checkpoint_dir: str | None,
     checkpoint_path: str | None = None,
     repair_state_file: bool = False,

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 
 import tensorflow as tf
 
+from monsession._api._types import Fetches, Unchecked
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -27,7 +29,7 @@ class TensorNotFoundError(KeyError, ValueError):
         return str(self.args[0]) if self.args else ""
 
 
-def resolve_eager_fetch(owner: str, argument: str, target: object) -> object:
+def resolve_eager_fetch(owner: str, argument: str, target: Unchecked) -> Fetches:
     """`resolve_fetch` in eager mode."""
     if isinstance(target, (str, tf.Variable, tf.Tensor)) or callable(target):
         return target
@@ -38,7 +40,7 @@ def resolve_eager_fetch(owner: str, argument: str, target: object) -> object:
     )
 
 
-def resolve_graph_fetch(owner: str, argument: str, target: object) -> object:
+def resolve_graph_fetch(owner: str, argument: str, target: Unchecked) -> Fetches:
     """`resolve_fetch` in graph mode, under the session's graph."""
     graph = tf.compat.v1.get_default_graph()
     if isinstance(target, str):

@@ -17,6 +17,7 @@ from typing import Any, ParamSpec, TypeVar
 import tensorflow as tf
 
 from monsession._api._global_step import get_global_step, get_or_create_global_step
+from monsession._api._types import Results
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -49,7 +50,7 @@ def owned_global_step() -> tf.Variable | None:
     return variable if variable is not None and _OWNED.get(id(variable)) is variable else None
 
 
-def add_to_checkpoint(checkpoint: object) -> None:
+def add_to_checkpoint(checkpoint: tf.train.Checkpoint | tf.train.CheckpointManager | None) -> None:
     """Adds an owned global step to `checkpoint` (a `tf.train.Checkpoint`), once."""
     variable = owned_global_step()
     if variable is not None and isinstance(checkpoint, tf.train.Checkpoint):
@@ -90,7 +91,7 @@ def advancing(step: Callable[_P, _R], variable: tf.Variable) -> Callable[_P, _R]
     return wrapper
 
 
-def _advance_unless_moved(variable: tf.Variable, before: tf.Tensor, outputs: object) -> None:
+def _advance_unless_moved(variable: tf.Variable, before: tf.Tensor, outputs: Results) -> None:
     """Adds one to `variable` after `outputs` are computed, unless it moved from `before`."""
     after_step = [t for t in tf.nest.flatten(outputs) if isinstance(t, tf.Tensor)]
     with tf.control_dependencies(after_step):

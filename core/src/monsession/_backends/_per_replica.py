@@ -22,19 +22,20 @@ from typing import TypeVar
 import numpy as np
 import tensorflow as tf
 
+from monsession._api._types import Fetches, Results
 from monsession._backends._eager import to_numpy
 from monsession._tf_compat import local_replica_values
 
 _T = TypeVar("_T")
 
 
-def is_per_replica(value: object) -> bool:
+def is_per_replica(value: Results) -> bool:
     """Whether `value` holds one value per replica (a synced variable is one value)."""
     return isinstance(value, tf.distribute.DistributedValues) and not isinstance(value, tf.Variable)
 
 
 def host_value(
-    value: tf.distribute.DistributedValues, hook_name: str, fetch: object
+    value: tf.distribute.DistributedValues, hook_name: str, fetch: Fetches
 ) -> np.ndarray | np.generic:
     """One NumPy value for a per-replica `value`, by the rule of this module.
 

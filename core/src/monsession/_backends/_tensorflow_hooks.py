@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from monsession._api._types import Unchecked
+
 _TF_HOOKS_MODULE = "tensorflow.python.training.basic_session_run_hooks"
 _CORE_HOOKS = frozenset({"StopAtStepHook", "FeedFnHook", "FinalOpsHook", "GlobalStepWaiterHook"})
 
 
-def _tensorflow_hook_class(hook: object) -> type | None:
+def _tensorflow_hook_class(hook: Unchecked) -> type | None:
     """The TensorFlow hook class `hook` is (or derives from), or `None`."""
     for cls in type(hook).__mro__:
         if cls.__module__ == _TF_HOOKS_MODULE:
@@ -35,7 +37,7 @@ def _equivalent(name: str) -> str:
     return f"monsession.hooks.{name}{where}"
 
 
-def refuse_tensorflow_hooks(owner: str, hooks: Sequence[object]) -> None:
+def refuse_tensorflow_hooks(owner: str, hooks: Sequence[Unchecked]) -> None:
     """Raises if one of `hooks` is one of TensorFlow's own hooks (eager mode only).
 
     Raises:

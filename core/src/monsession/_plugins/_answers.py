@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from typing import TypeGuard, TypeVar
+from typing import TypeAlias, TypeGuard, TypeVar
 
 import pluggy
 
 from monsession._plugins._hookspecs import DefaultHook
+
+Answer: TypeAlias = object
+"""An item a plugin's hook implementation returned, before it is checked."""
 
 ClassRef = tuple[str, "type | str"]
 """`(class name, class or lazy reference "package.module:QualName")`."""
@@ -26,7 +29,7 @@ T = TypeVar("T")
 
 def ask_one(
     manager: pluggy.PluginManager, hook_name: str, plugin: str, **kwargs: object
-) -> list[object]:
+) -> list[Answer]:
     """Calls one plugin's implementations of `hook_name` through pluggy; their items, flattened."""
     others = [
         registered
@@ -37,7 +40,7 @@ def ask_one(
     return [item for answer in answers for item in as_sequence(answer, hook_name)]
 
 
-def as_sequence(answer: object, hook_name: str) -> Sequence[object]:
+def as_sequence(answer: Answer, hook_name: str) -> Sequence[Answer]:
     """`answer` if it is a list or tuple of items, else `TypeError`."""
     if isinstance(answer, (str, bytes)) or not isinstance(answer, Sequence):
         raise TypeError(f"Returned {answer!r} from {hook_name}; expected a list or None.")
@@ -45,7 +48,7 @@ def as_sequence(answer: object, hook_name: str) -> Sequence[object]:
 
 
 def class_refs(
-    items: Sequence[object], hook_name: str = "monsession_hook_classes"
+    items: Sequence[Answer], hook_name: str = "monsession_hook_classes"
 ) -> list[ClassRef]:
     """`(class name, ref)` for each item a plugin returned from `hook_name`."""
     expected = "a class or a 'package.module:ClassName' string"
@@ -57,18 +60,18 @@ def class_refs(
     ]
 
 
-def other_class_refs(items: Sequence[object]) -> list[ClassRef]:
+def other_class_refs(items: Sequence[Answer]) -> list[ClassRef]:
     """`(class name, ref)` for each item a plugin returned from monsession_other_classes."""
     return class_refs(items, "monsession_other_classes")
 
 
-def argument_names(items: Sequence[object]) -> list[str]:
+def argument_names(items: Sequence[Answer]) -> list[str]:
     """Checks the items a plugin returned from monsession_training_arguments."""
     expected = "argument names of MonitoredTrainingSession such as 'save_checkpoint_steps'"
     return _checked(items, _is_argument_name, "monsession_training_arguments", expected)
 
 
-def default_hook_items(items: Sequence[object]) -> list[DefaultHook]:
+def default_hook_items(items: Sequence[Answer]) -> list[DefaultHook]:
     """Checks the items a plugin returned from monsession_default_hooks."""
     expected = (
         "DefaultHook(hook, order, arguments) items with an int order and a tuple of argument "
@@ -78,7 +81,7 @@ def default_hook_items(items: Sequence[object]) -> list[DefaultHook]:
 
 
 def _checked(
-    items: Sequence[object], valid: Callable[[object], TypeGuard[T]], hook_name: str, expected: str
+    items: Sequence[Answer], valid: Callable[[Answer], TypeGuard[T]], hook_name: str, expected: str
 ) -> list[T]:
     """`items` if each is `valid`, else `TypeError` naming the first that is not."""
     checked: list[T] = []
@@ -89,15 +92,15 @@ def _checked(
     return checked
 
 
-def _is_class_ref(item: object) -> TypeGuard[type | str]:
+def _is_class_ref(item: Answer) -> TypeGuard[type | str]:
     return isinstance(item, type) or (isinstance(item, str) and bool(_LAZY_REF.match(item)))
 
 
-def _is_argument_name(item: object) -> TypeGuard[str]:
+def _is_argument_name(item: Answer) -> TypeGuard[str]:
     return isinstance(item, str) and item.isidentifier()
 
 
-def _is_default_hook(item: object) -> TypeGuard[DefaultHook]:
+def _is_default_hook(item: Answer) -> TypeGuard[DefaultHook]:
     return (
         isinstance(item, DefaultHook)
         and isinstance(item.order, int)

@@ -17,7 +17,7 @@ import pluggy
 from monsession._durability._directory_lock import DirectoryLockedError
 from monsession._plugins import _answers
 from monsession._plugins._plugin_manager import CORE_PLUGIN_NAME, Discovery
-from monsession._plugins._plugin_types import PluginCallError, PluginCallFailure
+from monsession._plugins._plugin_types import Plugin, PluginCallError, PluginCallFailure
 
 T = TypeVar("T")
 
@@ -37,7 +37,7 @@ def report(found: Discovery, plugin: str, hook_name: str, error: Exception) -> N
 
 
 def answers_by_plugin(
-    found: Discovery, hook_name: str, check: Callable[[Sequence[object]], list[T]]
+    found: Discovery, hook_name: str, check: Callable[[Sequence[_answers.Answer]], list[T]]
 ) -> list[tuple[str, list[T]]]:
     """Each plugin's checked items for a registration hook, core first, then by name.
 
@@ -53,7 +53,7 @@ def answers_by_plugin(
     return answers
 
 
-def call_all(found: Discovery, hook_name: str, **kwargs: object) -> list[object]:
+def call_all(found: Discovery, hook_name: str, **kwargs: object) -> list[_answers.Answer]:
     """One pluggy call of `hook_name`; a plugin that raises is left out, then it is retried.
 
     `ValueError` and `TypeError` are the user's: a plugin raises them for a
@@ -61,7 +61,7 @@ def call_all(found: Discovery, hook_name: str, **kwargs: object) -> list[object]
     user unchanged, naming the argument. So does `DirectoryLockedError`
     (another live session holds the checkpoint directory a family locks).
     """
-    left_out: list[object] = []
+    left_out: list[Plugin] = []
     while True:
         caller = found.manager.subset_hook_caller(hook_name, left_out)
         try:

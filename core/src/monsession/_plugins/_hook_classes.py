@@ -50,7 +50,7 @@ class HookClassEntry:
         module_name, _, qualname = self.ref.partition(":")
         module = importlib.import_module(module_name)
         try:
-            obj: object = functools.reduce(getattr, qualname.split("."), module)
+            obj: _answers.Answer = functools.reduce(getattr, qualname.split("."), module)
         except AttributeError as error:
             source = PluginSource(self.plugin, None, self.distribution, self.version)
             raise ImportError(

@@ -16,10 +16,12 @@ import re
 
 import pluggy
 
+from monsession._plugins._plugin_types import Plugin
+
 _CORE_REQUIREMENT = re.compile(r"^monsession[-_.]core(?![\w.-])\s*(?P<range>[^;]*)", re.I)
 
 
-def unknown_hookspecs(manager: pluggy.PluginManager, plugin: object) -> tuple[str, ...]:
+def unknown_hookspecs(manager: pluggy.PluginManager, plugin: Plugin) -> tuple[str, ...]:
     """The names of `plugin`'s hookimpls that no hookspec of `manager` declares, sorted."""
     callers = manager.get_hookcallers(plugin) or []
     return tuple(sorted(caller.name for caller in callers if not caller.has_spec()))

@@ -44,6 +44,7 @@ from monsession._plugins._plugin_types import (
     ENV_DISABLE_AUTOLOAD,
     ENV_DISABLED_PLUGINS,
     ENV_STRICT,
+    Plugin,
     PluginFailure,
     PluginForNewerCore,
     PluginForOlderCore,
@@ -193,7 +194,7 @@ def _failed_to_load(
 
 def _check_hookspecs(
     found: Discovery,
-    plugin: object,
+    plugin: Plugin,
     source: PluginSource,
     dist: importlib.metadata.Distribution | None,
 ) -> None:

@@ -7,6 +7,10 @@ class, is in `_hook_classes`.)
 from __future__ import annotations
 
 import dataclasses
+from typing import TypeAlias
+
+Plugin: TypeAlias = object
+"""A registered plugin: a module or any object holding hook implementations (as pluggy takes it)."""
 
 ENV_DISABLE_AUTOLOAD = "MONSESSION_DISABLE_PLUGIN_AUTOLOAD"
 """The environment variable that, set to 1, loads no plugin entry point."""

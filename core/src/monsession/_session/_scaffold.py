@@ -131,20 +131,13 @@ class Scaffold:
             )
         if self._local_init_op is None:
             self._local_init_op = Scaffold.get_or_default(
-                "local_init_op", _GraphKeys.LOCAL_INIT_OP, Scaffold.default_local_init_op
+                "local_init_op", _GraphKeys.LOCAL_INIT_OP, _default_local_init_op
             )
         if self._summary_op is None:
             self._summary_op = Scaffold.get_or_default(
                 "summary_op", _GraphKeys.SUMMARY_OP, _v1.summary.merge_all
             )
-        if self._saver is None:
-            self._saver = _default_saver()
-        if isinstance(self._saver, tf.train.Checkpoint):
-            self._saver = _v1.train.Saver(
-                var_list=_tf_compat.checkpoint_saveables(self._saver), sharded=True
-            )
-        else:
-            self._saver.build()
+        self._saver = _graph_saver(self._saver)
         _v1.get_default_graph().finalize()
         logger.info("Graph was finalized.")
 
@@ -236,22 +229,29 @@ class Scaffold:
     @staticmethod
     def default_local_init_op() -> tf.Operation:
         """Groups the local variable, table and local resource initializers."""
-        return tf.group(
-            _v1.local_variables_initializer(),
-            _v1.tables_initializer(),
-            _initialize_resources(_local_resources()),
-        )
+        return _default_local_init_op()
+
+
+def _graph_saver(saver: ScaffoldSaver | None) -> tf.compat.v1.train.Saver:
+    """The graph's built `Saver`: `saver`, the default one, or one over a `Checkpoint`'s state."""
+    if saver is None:
+        saver = _default_saver()
+    if isinstance(saver, tf.train.Checkpoint):
+        return _v1.train.Saver(var_list=_tf_compat.checkpoint_saveables(saver), sharded=True)
+    saver.build()
+    return saver
 
 
 _resources_module = _tf_compat.resources_module
 
 
-def _local_resources() -> list[object]:
-    return _resources_module().local_resources()
-
-
-def _initialize_resources(resources: list[object]) -> tf.Operation:
-    return _resources_module().initialize_resources(resources)
+def _default_local_init_op() -> tf.Operation:
+    resources = _resources_module()
+    return tf.group(
+        _v1.local_variables_initializer(),
+        _v1.tables_initializer(),
+        resources.initialize_resources(resources.local_resources()),
+    )
 
 
 def _default_init_op() -> tf.Operation:

@@ -7,9 +7,10 @@ from collections.abc import Callable
 
 from monsession._api._arguments import check_interval
 from monsession._api._step_context import StepContext
+from monsession._api._types import Results, Unchecked
 
 
-def check_step_fn(step_fn: Callable[[StepContext], object]) -> None:
+def check_step_fn(step_fn: Callable[[StepContext], Results]) -> None:
     """Checks that `run_step_fn` can call `step_fn(step_context)`."""
     try:
         names = tuple(inspect.signature(step_fn).parameters)
@@ -23,7 +24,7 @@ def check_step_fn(step_fn: Callable[[StepContext], object]) -> None:
 
 
 def check_session_arguments(
-    owner: str, session_creator: object, stop_grace_period_secs: object
+    owner: str, session_creator: Unchecked, stop_grace_period_secs: Unchecked
 ) -> None:
     """Checks the session creator and grace period a monitored session is given.
 

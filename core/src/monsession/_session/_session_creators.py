@@ -9,6 +9,7 @@ import os
 import tensorflow as tf
 
 from monsession._api._arguments import check_directory, check_interval
+from monsession._api._types import Unchecked
 from monsession._backends._current_mode import current_mode
 from monsession._backends._mode import ChiefRestore, CreatedSession, Session
 from monsession._durability._retry import RetryPolicy, in_current_strategy
@@ -37,7 +38,7 @@ class SessionCreator(metaclass=abc.ABCMeta):
         return CreatedSession(self.create_session(), None)
 
 
-def retry_policy_of(creator: object) -> RetryPolicy:
+def retry_policy_of(creator: SessionCreator | tf.compat.v1.train.SessionCreator) -> RetryPolicy:
     """The retry policy of `creator` (the default for TensorFlow's creators) created now.
 
     Inside the scope of a `ParameterServerStrategy` a lost parameter server
@@ -49,11 +50,11 @@ def retry_policy_of(creator: object) -> RetryPolicy:
 
 def check_creator_arguments(
     owner: str,
-    scaffold: object = None,
-    master: object = "",
-    config: object = None,
-    checkpoint_dir: object = None,
-    checkpoint_filename_with_path: object = None,
+    scaffold: Unchecked = None,
+    master: Unchecked = "",
+    config: Unchecked = None,
+    checkpoint_dir: Unchecked = None,
+    checkpoint_filename_with_path: Unchecked = None,
 ) -> None:
     """Checks the arguments a session creator takes, naming `owner` in errors.
 
@@ -99,7 +100,7 @@ def check_creator_arguments(
             )
 
 
-def _describe(value: object) -> str:
+def _describe(value: Unchecked) -> str:
     if isinstance(value, type):
         return f"the class {value.__name__}"
     return f"{value!r} of type {type(value).__name__}"
