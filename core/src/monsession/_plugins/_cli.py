@@ -125,12 +125,12 @@ def _requires(requirement: str | None) -> str:
 
 def listing_text(listing: PluginListing) -> str:
     """Returns `listing` as an aligned table of hook classes, then the other
-    classes, plugins built for a newer core, failures and blocked plugins."""
+    classes, plugins built for a newer or an older core, failures, blocked
+    plugins and whether autoloading is off."""
     lines = _hook_table(listing)
     for section in (
         _other_classes,
-        _newer_core,
-        _older_core,
+        _other_cores,
         _failures,
         _blocked,
         _autoload_off,
@@ -181,32 +181,29 @@ def _other_classes(listing: PluginListing) -> list[str]:
     )
 
 
-def _newer_core(listing: PluginListing) -> list[str]:
-    if not listing.newer_core:
+def _other_cores(listing: PluginListing) -> list[str]:
+    """The plugins built for a newer core, then those built for an older one."""
+    if not listing.newer_core and not listing.older_core:
         return []
+    version = _plugin_manager.core_version() or "(unknown version)"
+    newer = [
+        f"  {_describe(plugin.source)}: {', '.join(plugin.unknown_hookspecs)} "
+        f"({_requires(plugin.core_requirement)})"
+        for plugin in listing.newer_core
+    ]
+    older = [
+        f"  {_describe(plugin.source)} ({_requires(plugin.core_requirement)})"
+        for plugin in listing.older_core
+    ]
     return _section(
-        f"Built for a newer core ({len(listing.newer_core)}): monsession-core "
-        f"{_plugin_manager.core_version() or '(unknown version)'} does not declare these "
-        "hookspecs and never calls them; upgrade monsession-core:",
-        [
-            f"  {_describe(newer.source)}: {', '.join(newer.unknown_hookspecs)} "
-            f"({_requires(newer.core_requirement)})"
-            for newer in listing.newer_core
-        ],
-    )
-
-
-def _older_core(listing: PluginListing) -> list[str]:
-    if not listing.older_core:
-        return []
-    return _section(
-        f"Built for an older core ({len(listing.older_core)}): their monsession-core range "
-        f"excludes monsession-core {_plugin_manager.core_version() or '(unknown version)'}; "
-        "they are loaded and may work until their authors widen the range:",
-        [
-            f"  {_describe(older.source)} ({_requires(older.core_requirement)})"
-            for older in listing.older_core
-        ],
+        f"Built for a newer core ({len(newer)}): monsession-core {version} does not declare "
+        "these hookspecs and never calls them; upgrade monsession-core:",
+        newer,
+    ) + _section(
+        f"Built for an older core ({len(older)}): their monsession-core range excludes "
+        f"monsession-core {version}; they are loaded and may work until their authors widen "
+        "the range:",
+        older,
     )
 
 
