@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 from monsession._api._arguments import check_schedule
 from monsession._api._hook_api import NextAction
@@ -163,7 +163,7 @@ class SecondOrStepTimer:
         self._last_triggered_time = None if since is None else time.time() - since
 
 
-def _checked_state(state: Mapping[str, Any]) -> tuple[int | None, float | None]:
+def _checked_state(state: Mapping[str, Unchecked]) -> tuple[int | None, float | None]:
     """The last trigger's step and seconds since it, from a `state_dict()`.
 
     Raises the `ValueError` that `SecondOrStepTimer.load_state_dict` documents.
@@ -186,11 +186,11 @@ def _checked_state(state: Mapping[str, Any]) -> tuple[int | None, float | None]:
     return step, None if since is None else float(since)
 
 
-def _is_int(value: Unchecked) -> bool:
+def _is_int(value: Unchecked) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _is_seconds(value: Unchecked) -> bool:
+def _is_seconds(value: Unchecked) -> TypeGuard[int | float]:
     return (
         isinstance(value, (int, float))
         and not isinstance(value, bool)
