@@ -90,7 +90,7 @@ def test_inside_parameter_server_strategy_every_creators_policy_gets_the_rule():
         import monsession
         from monsession._durability._preemption_errors import why_not_retried
         from monsession._durability._retry import RetryPolicy
-        from monsession._session._session_creators import retry_policy_of as policy_for
+        from monsession._durability._retry import retry_policy_of as policy_for
 
         def free_port():
             with socket.socket() as sock:

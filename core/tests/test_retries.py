@@ -7,8 +7,7 @@ import pytest
 import tensorflow as tf
 
 import monsession
-from monsession._durability._retry import MAX_ATTEMPTS, RetryPolicy
-from monsession._session._session_creators import retry_policy_of
+from monsession._durability._retry import MAX_ATTEMPTS, RetryPolicy, retry_policy_of
 
 
 class FlakyCreator(monsession.SessionCreator):

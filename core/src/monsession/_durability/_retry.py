@@ -24,7 +24,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable
-from typing import NoReturn
+from typing import NoReturn, Protocol, runtime_checkable
 
 import tensorflow as tf
 
@@ -261,3 +261,20 @@ def in_current_strategy(policy: RetryPolicy) -> RetryPolicy:
     ):
         return policy
     return dataclasses.replace(policy, cannot_retry=why_not_retried)
+
+
+@runtime_checkable
+class RetriesUnder(Protocol):
+    """A session creator that says how its sessions' preemption errors are retried."""
+
+    retry_policy: RetryPolicy
+
+
+def retry_policy_of(creator: RetriesUnder | tf.compat.v1.train.SessionCreator) -> RetryPolicy:
+    """The retry policy of `creator` (the default for TensorFlow's creators) created now.
+
+    Inside the scope of a `ParameterServerStrategy` a lost parameter server
+    is not retried (see `_preemption_errors`).
+    """
+    policy = creator.retry_policy if isinstance(creator, RetriesUnder) else RetryPolicy()
+    return in_current_strategy(policy)

@@ -12,13 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import tensorflow as tf
-
 from monsession._backends._backend import Backend, StepSource
 from monsession._backends._fused_loop import fused_function
 from monsession._backends._fusion import Fusion
 from monsession._session._hooked_session import HookSelection, _HookedSession
-from monsession._session._session_layers import Feeds, _WrappedSession
+from monsession._session._session_layers import RunCall, _WrappedSession
 
 
 class _FusedSession(_WrappedSession[_HookedSession]):
@@ -38,29 +36,23 @@ class _FusedSession(_WrappedSession[_HookedSession]):
         self._selection = selection
         fusion.attach(sess.backend)
 
-    def run(
-        self,
-        fetches: object,
-        feed_dict: Feeds = None,
-        options: tf.compat.v1.RunOptions | None = None,
-        run_metadata: tf.compat.v1.RunMetadata | None = None,
-    ) -> object:
+    def run_call(self, call: RunCall) -> object:
         hooked, fusion = self._hooked, self._fusion
         hooked.check_runnable()
         silent: int = 0
         kept: Mapping[str, object] | None = None
         if self._selection.fuses():
-            silent, kept = fusion.run_silent_steps(fetches, feed_dict, hooked.backend)
-            if not silent and _may_run_quiet(fetches) and fusion.quiet(hooked.backend):
-                quiet = _quiet_step(_bound(fetches, 0), hooked.backend)
-                return hooked.run_quiet(quiet, feed_dict, options, run_metadata)
-        fetches = _bound(fetches, silent)
+            silent, kept = fusion.run_silent_steps(call.fetches, call.feed_dict, hooked.backend)
+            if not silent and _may_run_quiet(call.fetches) and fusion.quiet(hooked.backend):
+                quiet = _quiet_step(_bound(call.fetches, 0), hooked.backend)
+                return hooked.run_quiet(call._replace(fetches=quiet))
+        fetches = _bound(call.fetches, silent)
         if fetches is None:  # The silent steps took a step source's last input.
             fusion.report_later(silent)
             return None
         # Quiet steps before this run count as silent ones for its hooks.
         silent += fusion.take_quiet_steps()
-        return hooked.run_hooked(fetches, feed_dict, options, run_metadata, silent, kept)
+        return hooked.run_hooked(call._replace(fetches=fetches), silent, kept)
 
 
 def _bound(fetches: object, silent: int) -> object:

@@ -21,7 +21,7 @@ from monsession._backends._current_mode import current_mode
 from monsession._backends._mode import Mode, Session
 from monsession._durability._file_errors import file_error_behind
 from monsession._durability._hook_state import HookStates
-from monsession._session._session_layers import Feeds, _WrappedSession
+from monsession._session._session_layers import RunCall, _WrappedSession
 
 
 class HookSelection:
@@ -115,26 +115,15 @@ class _HookedSession(_WrappedSession[Session]):
         if self._should_stop or self.should_stop():
             raise RuntimeError("Run called even after should_stop requested.")
 
-    def run(
-        self,
-        fetches: object,
-        feed_dict: Feeds = None,
-        options: tf.compat.v1.RunOptions | None = None,
-        run_metadata: tf.compat.v1.RunMetadata | None = None,
-    ) -> object:
+    def run_call(self, call: RunCall) -> object:
         self.check_runnable()
-        return self.run_hooked(fetches, feed_dict, options, run_metadata)
+        return self.run_hooked(call)
 
     def run_hooked(
-        self,
-        fetches: object,
-        feed_dict: Feeds = None,
-        options: tf.compat.v1.RunOptions | None = None,
-        run_metadata: tf.compat.v1.RunMetadata | None = None,
-        silent: int = 0,
-        kept: Mapping[str, object] | None = None,
+        self, call: RunCall, silent: int = 0, kept: Mapping[str, object] | None = None
     ) -> object:
         """One step with the hooks, `silent` steps (with the outputs `kept`) after their last."""
+        fetches, feed_dict, options, run_metadata = call
         if isinstance(fetches, StepSource):
             fetches = fetches.bind(silent)
         chosen, backend = self._selection.hooks, self.backend
@@ -151,9 +140,8 @@ class _HookedSession(_WrappedSession[Session]):
         )
         if options is not None and run_metadata is None:
             run_metadata = backend.new_run_metadata()
-        results, hook_results = self._run_backend(
-            fetches, hook_fetches, feed_dict, options, run_metadata, feed_owners
-        )
+        step = RunCall(fetches, feed_dict, options, run_metadata)
+        results, hook_results = self._run_backend(step, hook_fetches, feed_owners)
         finish_run(run_context)
         if self._calls_after_run:
             if self._hook_states is None:
@@ -164,27 +152,16 @@ class _HookedSession(_WrappedSession[Session]):
         self._should_stop = run_context.stop_requested
         return results
 
-    def run_quiet(
-        self,
-        fetches: object,
-        feed_dict: Feeds,
-        options: tf.compat.v1.RunOptions | None,
-        run_metadata: tf.compat.v1.RunMetadata | None,
-    ) -> object:
+    def run_quiet(self, call: RunCall) -> object:
         """Runs a training step on which no hook acts, without calling the hooks."""
         self.backend.start_run()
-        return self._run_backend(fetches, {}, feed_dict, options, run_metadata, {})[0]
+        return self._run_backend(call, {}, {})[0]
 
     def _run_backend(
-        self,
-        fetches: object,
-        hook_fetches: HookResults,
-        feed_dict: Feeds,
-        options: tf.compat.v1.RunOptions | None,
-        run_metadata: tf.compat.v1.RunMetadata | None,
-        feed_owners: Mapping[object, str],
+        self, call: RunCall, hook_fetches: HookResults, feed_owners: Mapping[object, str]
     ) -> tuple[object, HookResults]:
         """`Backend.run`; a file error behind an `OutOfRangeError` is raised as itself."""
+        fetches, feed_dict, options, run_metadata = call
         try:
             return self.backend.run(
                 fetches, hook_fetches, feed_dict, options, run_metadata, feed_owners

@@ -25,6 +25,7 @@ from monsession._session._session_creators import (
 from monsession._session._session_layers import (
     Feeds,
     Layer,
+    RunCall,
     _CoordinatedSession,
     _RecoverableSession,
     _WrappedSession,
@@ -166,11 +167,12 @@ class _MonitoredSession:
                 f"None (a training step unless hooks= is given), got {training!r}."
             )
         self._signals.before_step("run", self._close_layers)
+        call = RunCall(fetches, feed_dict, options, run_metadata)
         if chosen is None and training:
-            results = sess.run(fetches, feed_dict, options, run_metadata)
+            results = sess.run_call(call)
         else:
             with self._stack.selection.choose(chosen, training):
-                results = sess.run(fetches, feed_dict, options, run_metadata)
+                results = sess.run_call(call)
         self._signals.after_step()
         return results
 

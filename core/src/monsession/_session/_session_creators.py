@@ -12,7 +12,7 @@ from monsession._api._arguments import check_directory, check_interval
 from monsession._api._types import Unchecked
 from monsession._backends._current_mode import current_mode
 from monsession._backends._mode import ChiefRestore, CreatedSession, Session
-from monsession._durability._retry import RetryPolicy, in_current_strategy
+from monsession._durability._retry import RetryPolicy
 from monsession._session._scaffold import Scaffold
 
 logger = logging.getLogger("monsession")
@@ -36,16 +36,6 @@ class SessionCreator(metaclass=abc.ABCMeta):
     def create_restored(self) -> CreatedSession:
         """A ready session and the checkpoint it was restored from (`None`: none)."""
         return CreatedSession(self.create_session(), None)
-
-
-def retry_policy_of(creator: SessionCreator | tf.compat.v1.train.SessionCreator) -> RetryPolicy:
-    """The retry policy of `creator` (the default for TensorFlow's creators) created now.
-
-    Inside the scope of a `ParameterServerStrategy` a lost parameter server
-    is not retried (see `_preemption_errors`).
-    """
-    policy = creator.retry_policy if isinstance(creator, SessionCreator) else RetryPolicy()
-    return in_current_strategy(policy)
 
 
 def check_creator_arguments(

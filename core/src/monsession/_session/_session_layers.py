@@ -18,7 +18,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterator
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, NamedTuple, Protocol, TypeVar
 
 import tensorflow as tf
 
@@ -28,8 +28,7 @@ from monsession._backends._current_mode import current_mode
 from monsession._backends._mode import Mode, Session
 from monsession._durability._lost_tasks import answers_within, close_within
 from monsession._durability._preemption_errors import PREEMPTION_ERRORS
-from monsession._durability._retry import RetryBudget, RetryPolicy
-from monsession._session._session_creators import retry_policy_of
+from monsession._durability._retry import RetryBudget, RetryPolicy, retry_policy_of
 
 logger = logging.getLogger("monsession")
 
@@ -45,17 +44,19 @@ Feeds = FeedDict | None
 """A run's `feed_dict`: graph feeds, or the step's keyword arguments (eager)."""
 
 
-class RunWithHooks(Protocol):
-    """`run` of a session layer: what `StepContext.run_with_hooks` calls."""
+class RunCall(NamedTuple):
+    """The arguments of one `run()`, passed through the layers as one value."""
 
-    def __call__(
-        self,
-        fetches: object,
-        feed_dict: Feeds = None,
-        options: tf.compat.v1.RunOptions | None = None,
-        run_metadata: tf.compat.v1.RunMetadata | None = None,
-    ) -> object:
-        """Runs one step with the hooks; returns the caller's results."""
+    fetches: object
+    feed_dict: Feeds = None
+    options: tf.compat.v1.RunOptions | None = None
+    run_metadata: tf.compat.v1.RunMetadata | None = None
+
+
+RunWithHooks = Callable[
+    [object, Feeds, tf.compat.v1.RunOptions | None, tf.compat.v1.RunMetadata | None], object
+]
+"""`run` of a session layer: what `StepContext.run_with_hooks` calls."""
 
 
 _Inner = TypeVar("_Inner", bound=Session, covariant=True)
@@ -111,7 +112,12 @@ class _WrappedSession(Generic[_Inner]):
         options: tf.compat.v1.RunOptions | None = None,
         run_metadata: tf.compat.v1.RunMetadata | None = None,
     ) -> object:
-        return self._inner().run(fetches, feed_dict, options, run_metadata)
+        """`tf.compat.v1.Session.run()` through this layer (see `run_call`)."""
+        return self.run_call(RunCall(fetches, feed_dict, options, run_metadata))
+
+    def run_call(self, call: RunCall) -> object:
+        """Runs `call` through this layer and the ones inside; a layer's own job goes here."""
+        return forward(self._inner(), call)
 
     def run_step_fn(
         self,
@@ -124,6 +130,13 @@ class _WrappedSession(Generic[_Inner]):
 
 Layer = _WrappedSession[Session]
 """A session layer around another layer or a raw session."""
+
+
+def forward(inner: Session, call: RunCall) -> object:
+    """Runs `call` on `inner`: a layer takes it whole, a raw session as arguments."""
+    if isinstance(inner, _WrappedSession):
+        return inner.run_call(call)
+    return inner.run(*call)
 
 
 class LayerCreator(Protocol):
@@ -204,21 +217,15 @@ class _RecoverableSession(_WrappedSession[Layer]):
         except Exception:
             return True
 
-    def run(
-        self,
-        fetches: object,
-        feed_dict: Feeds = None,
-        options: tf.compat.v1.RunOptions | None = None,
-        run_metadata: tf.compat.v1.RunMetadata | None = None,
-    ) -> object:
+    def run_call(self, call: RunCall) -> object:
         while True:
             try:
                 if not self._sess:
                     self._sess = self._create_session()
-                results = self._sess.run(fetches, feed_dict, options, run_metadata)
+                results = forward(self._sess, call)
             except PREEMPTION_ERRORS as error:
                 self._recover(error)
-                if not self._mode.reruns_after_recovery(fetches):
+                if not self._mode.reruns_after_recovery(call.fetches):
                     # Its input was taken before the restore (see StepSource).
                     self._sess = self._create_session()
                     return None
@@ -299,16 +306,10 @@ class _CoordinatedSession(_WrappedSession[Layer]):
             except Exception:
                 pass
 
-    def run(
-        self,
-        fetches: object,
-        feed_dict: Feeds = None,
-        options: tf.compat.v1.RunOptions | None = None,
-        run_metadata: tf.compat.v1.RunMetadata | None = None,
-    ) -> object:
+    def run_call(self, call: RunCall) -> object:
         # Plain handlers, not `_breaking()`: this is every step's path.
         try:
-            return self._inner().run(fetches, feed_dict, options, run_metadata)
+            return forward(self._inner(), call)
         except PREEMPTION_ERRORS as error:
             self._broken_by = error
             raise

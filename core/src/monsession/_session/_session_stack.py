@@ -18,9 +18,10 @@ from monsession._backends._fusion import Fusion
 from monsession._backends._mode import CreatedSession, Mode, Session
 from monsession._backends._pending import settle
 from monsession._durability._hook_state import HookStates, attach
+from monsession._durability._retry import retry_policy_of
 from monsession._session._fused_session import _FusedSession
 from monsession._session._hooked_session import HookSelection, _HookedSession
-from monsession._session._session_creators import SessionCreator, retry_policy_of
+from monsession._session._session_creators import SessionCreator
 from monsession._session._session_layers import (
     Layer,
     TFSessionCreator,
