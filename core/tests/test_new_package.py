@@ -17,7 +17,8 @@ import pytest
 import tomllib
 
 from monsession._plugins import _cli, _new_package, _plugin_manager
-from monsession._plugins._new_package import NewPackageError, core_range, package_names
+from monsession._plugins._new_package import NewPackageError, package_names
+from monsession._plugins._plugin_types import core_range
 
 FILES = {
     "README.md",

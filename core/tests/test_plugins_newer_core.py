@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from monsession._plugins import _newer_core, _plugin_manager
+from monsession._plugins import _plugin_manager, _plugin_types
 
 if TYPE_CHECKING:
     from core_plugin_fixtures import PluginSite
@@ -141,4 +141,4 @@ def test_core_requirement_reads_the_distributions_range(
         f"Metadata-Version: 2.1\nName: future-hooks\nVersion: 3.0\n{lines}", encoding="utf-8"
     )
     dist = importlib.metadata.PathDistribution(info)
-    assert _newer_core.core_requirement(dist) == expected
+    assert _plugin_types.core_requirement(dist) == expected

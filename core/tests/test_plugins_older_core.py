@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from monsession._plugins import _core_range, _plugin_manager
+from monsession._plugins import _plugin_manager, _plugin_types
 
 if TYPE_CHECKING:
     from core_plugin_fixtures import PluginSite
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 pytest_plugins = ["core_plugin_fixtures"]
 
 CORE = _plugin_manager.core_version() or ""
-SERIES = _core_range.core_range(CORE)
+SERIES = _plugin_types.core_range(CORE)
 MESSAGE = (
     "Plugin 'old' (old-hooks 0.1.0) requires monsession-core>=0.1,<0.2, which excludes the "
     f"installed monsession-core {CORE}: it was built for an older core. It is loaded and may "
@@ -127,4 +127,4 @@ def test_a_plugin_of_this_cores_series_is_not_named(acme_site: PluginSite) -> No
     ],
 )
 def test_ends_below(requirement: str, core: str | None, expected: bool) -> None:
-    assert _core_range.ends_below(requirement, core) is expected
+    assert _plugin_types.ends_below(requirement, core) is expected

@@ -10,7 +10,7 @@ naming the distribution to install; an unknown name raises an
 every available hook class.
 """
 
-from monsession._plugins import _hook_classes, _plugin_manager
+from monsession._plugins import _families, _plugin_manager
 
 _resolved: set[str] = set()
 
@@ -18,14 +18,14 @@ _resolved: set[str] = set()
 def __getattr__(name: str) -> type:
     if name.startswith("_"):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}", name=name)
-    cls = _hook_classes.resolve_hook_class(name)
+    cls = _families.resolve_hook_class(name)
     globals()[name] = cls
     _resolved.add(name)
     return cls
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_hook_classes.hook_class_entries()))
+    return sorted(set(globals()) | set(_families.hook_class_entries()))
 
 
 def _forget_resolved() -> None:

@@ -53,7 +53,6 @@ from monsession._lazy import lazy_attributes
 _MANAGER = "monsession._plugins._plugin_manager"
 _TYPES = "monsession._plugins._plugin_types"
 _FAMILIES = "monsession._plugins._families"
-_HOOK_CLASSES = "monsession._plugins._hook_classes"
 _DEFAULTS = "monsession._plugins._defaults"
 _HOOKSPECS = "monsession._plugins._hookspecs"
 _ARGUMENTS = "monsession._api._arguments"
@@ -84,10 +83,17 @@ _NAMES = {
         _TYPES,
     ),
     **dict.fromkeys(("get_plugin_manager", "reset_plugin_manager"), _MANAGER),
-    **dict.fromkeys(("KNOWN_ARGUMENT_FAMILIES", "KNOWN_HOOK_FAMILIES"), _FAMILIES),
-    **dict.fromkeys(("HookClassEntry", "hook_class_entries"), _HOOK_CLASSES),
+    **dict.fromkeys(
+        (
+            "KNOWN_ARGUMENT_FAMILIES",
+            "KNOWN_HOOK_FAMILIES",
+            "HookClassEntry",
+            "hook_class_entries",
+            "plugin_infos",
+        ),
+        _FAMILIES,
+    ),
     **dict.fromkeys(("default_hooks", "training_argument_owners"), _DEFAULTS),
-    "plugin_infos": "monsession._plugins._listing",
     **dict.fromkeys(
         (
             "ORDER_CHECKPOINT_SAVER",
@@ -180,8 +186,13 @@ if TYPE_CHECKING:
         wait_for_writes,
     )
     from monsession._plugins._defaults import default_hooks, training_argument_owners
-    from monsession._plugins._families import KNOWN_ARGUMENT_FAMILIES, KNOWN_HOOK_FAMILIES
-    from monsession._plugins._hook_classes import HookClassEntry, hook_class_entries
+    from monsession._plugins._families import (
+        KNOWN_ARGUMENT_FAMILIES,
+        KNOWN_HOOK_FAMILIES,
+        HookClassEntry,
+        hook_class_entries,
+        plugin_infos,
+    )
     from monsession._plugins._hookspecs import (
         ORDER_CHECKPOINT_SAVER,
         ORDER_OTHER,
@@ -190,7 +201,6 @@ if TYPE_CHECKING:
         DefaultHook,
         TrainingSettings,
     )
-    from monsession._plugins._listing import plugin_infos
     from monsession._plugins._plugin_manager import get_plugin_manager, reset_plugin_manager
     from monsession._plugins._plugin_types import (
         ENV_DISABLE_AUTOLOAD,

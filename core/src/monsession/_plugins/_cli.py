@@ -21,7 +21,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import monsession
-from monsession._plugins import _listing, _new_package, _plugin_manager
+from monsession._plugins import _new_package, _plugin_manager
+from monsession._plugins._families import plugin_infos
 from monsession._plugins._plugin_types import (
     ENV_DISABLE_AUTOLOAD,
     ENV_DISABLED_PLUGINS,
@@ -250,7 +251,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "new-package":
         return _new_package_command(args.name, args.dir)
     try:
-        listing = _listing.plugin_infos()
+        listing = plugin_infos()
     except PluginLoadError as error:
         print(f"monsession: error: {error}", file=sys.stderr)
         return 1

@@ -7,9 +7,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from monsession._plugins import _answers, _calling
-from monsession._plugins._hookspecs import DefaultHook, TrainingSettings
-from monsession._plugins._plugin_manager import Discovery, discovery
+from monsession._plugins._hookspecs import (
+    DefaultHook,
+    TrainingSettings,
+    argument_names,
+    as_sequence,
+    ask_one,
+    checked_default_hooks,
+)
+from monsession._plugins._plugin_manager import (
+    Discovery,
+    answers_by_plugin,
+    call_all,
+    discovery,
+    plugin_names,
+    report,
+)
 
 
 def training_argument_owners() -> dict[str, str]:
@@ -22,7 +35,7 @@ def training_argument_owners() -> dict[str, str]:
     found = discovery()
     owners: dict[str, str] = {}
     hook_name = "monsession_training_arguments"
-    for plugin, arguments in _calling.answers_by_plugin(found, hook_name, _answers.argument_names):
+    for plugin, arguments in answers_by_plugin(found, hook_name, argument_names):
         for argument in arguments:
             owner = owners.setdefault(argument, plugin)
             if owner != plugin:
@@ -61,23 +74,21 @@ def default_hook_items(settings: TrainingSettings) -> list[DefaultHook]:
     found = discovery()
     hook_name = "monsession_default_hooks"
     items: list[DefaultHook] = []
-    for answer in _calling.call_all(found, hook_name, settings=settings):
+    for answer in call_all(found, hook_name, settings=settings):
         try:
-            items.extend(_answers.default_hook_items(_answers.as_sequence(answer, hook_name)))
+            items.extend(checked_default_hooks(as_sequence(answer, hook_name)))
         except TypeError as error:
-            _calling.report(found, _badly_answering_plugin(found, settings), hook_name, error)
+            report(found, _badly_answering_plugin(found, settings), hook_name, error)
     items.sort(key=lambda item: item.order)
     return items
 
 
 def _badly_answering_plugin(found: Discovery, settings: TrainingSettings) -> str:
     """Which plugin answered badly: each is asked alone (only when one did)."""
-    for plugin in _calling.plugin_names(found.manager):
+    for plugin in plugin_names(found.manager):
         try:
-            _answers.default_hook_items(
-                _answers.ask_one(
-                    found.manager, "monsession_default_hooks", plugin, settings=settings
-                )
+            checked_default_hooks(
+                ask_one(found.manager, "monsession_default_hooks", plugin, settings=settings)
             )
         except Exception:
             return plugin

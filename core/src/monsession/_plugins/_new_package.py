@@ -19,8 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from monsession._plugins._core_range import core_range
 from monsession._plugins._families import KNOWN_ARGUMENT_FAMILIES, KNOWN_HOOK_FAMILIES
+from monsession._plugins._plugin_types import core_range
 
 if TYPE_CHECKING:
     from importlib.abc import Traversable

@@ -1,25 +1,26 @@
 """The plugin manager: built once per process from core's plugin and the entry points.
 
-Core registers its own plugin (`monsession._plugins._builtin_plugin`) directly, then
-loads the entry points of the ``monsession`` group, in reverse name order so
-that pluggy calls plugins by name (tryfirst/trylast and wrappers still
-apply: pluggy does every call). Environment variables, read when the
-manager is built:
+Core registers its own plugin (`CorePlugin`) directly, then loads the entry
+points of the ``monsession`` group, in reverse name order so that pluggy
+calls plugins by name (tryfirst/trylast and wrappers still apply: pluggy does
+every call). Environment variables, read when the manager is built:
 
 * ``MONSESSION_DISABLE_PLUGIN_AUTOLOAD``: load no entry point at all.
 * ``MONSESSION_DISABLED_PLUGINS``: comma-separated entry-point or
   distribution names to skip, before they are imported.
 * ``MONSESSION_STRICT_PLUGINS``: a plugin that fails is fatal.
 
-A plugin that fails to load (it raises, or a registration hook answers with
-the wrong type) is reported with its name, distribution and version and
-left out; in strict mode `PluginLoadError` is raised instead. A plugin that
-loads but implements a hookspec this core does not declare (built for a
-newer core, `_newer_core`) is named with both versions at WARNING, or raises
-`PluginLoadError` in strict mode; it stays loaded, and its known hookimpls
-are called. So is a plugin whose distribution's monsession-core range ends
-below this core (built for an older core, `_core_range`), with its range
-and the fix.
+One policy for a plugin that fails, at load time and when called: it is
+reported with its name, distribution and version (WARNING, once) and left
+out; in strict mode `PluginLoadError` (loading) or `PluginCallError`
+(calling) is raised instead. A load fails when the plugin raises or a
+registration hook answers with the wrong type; a call fails when an
+implementation raises or answers with the wrong type. A plugin that loads
+but implements a hookspec this core does not declare (built for a newer
+core), or whose distribution's monsession-core range ends below this core
+(built for an older core), is named with the versions and the fix at
+WARNING, or raises `PluginLoadError` in strict mode; it stays loaded, and
+its known hookimpls are called.
 
 pluggy's own ``load_setuptools_entrypoints`` is not used: it stops at the
 first plugin that raises, cannot skip a distribution before importing it and
@@ -34,29 +35,55 @@ import importlib.metadata
 import logging
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import pluggy
 
-from monsession._plugins import _answers, _builtin_plugin, _core_range, _hookspecs, _newer_core
-from monsession._plugins._hookspecs import PROJECT_NAME
+from monsession._durability._directory_lock import DirectoryLockedError
+from monsession._plugins import _hookspecs
+from monsession._plugins._hookspecs import PROJECT_NAME, Answer, ask_one, hookimpl
 from monsession._plugins._plugin_types import (
     ENV_DISABLE_AUTOLOAD,
     ENV_DISABLED_PLUGINS,
     ENV_STRICT,
     Plugin,
+    PluginCallError,
+    PluginCallFailure,
     PluginFailure,
     PluginForNewerCore,
     PluginForOlderCore,
     PluginLoadError,
     PluginSource,
+    core_range,
+    core_requirement,
+    ends_below,
+    unknown_hookspecs,
 )
 
 ENTRY_POINT_GROUP = PROJECT_NAME
 CORE_PLUGIN_NAME = "core"
 CORE_DISTRIBUTION = "monsession-core"
+# The entry point that installs of older monsession-core metadata may still
+# declare for core's plugin, which is now registered directly.
+_OLD_CORE_ENTRY_POINT = "monsession._plugins._builtin_plugin"
+_CONTROL_HOOKS = ("StopAtStepHook", "FeedFnHook", "FinalOpsHook", "GlobalStepWaiterHook")
 
 logger = logging.getLogger(PROJECT_NAME)
+T = TypeVar("T")
+
+
+class CorePlugin:
+    """Core's own plugin: the control hooks that ship with `monsession-core`.
+
+    Registered directly under the name ``"core"``, so turning off entry-point
+    autoloading never removes these hooks.
+    """
+
+    @hookimpl
+    def monsession_hook_classes(self) -> list[str]:
+        """Returns lazy references to core's control hooks."""
+        return [f"monsession._api._control_hooks:{name}" for name in _CONTROL_HOOKS]
 
 
 @dataclasses.dataclass
@@ -112,7 +139,7 @@ def discovery() -> Discovery:
     """Builds the manager on first call and returns it with what discovery found."""
     manager = pluggy.PluginManager(PROJECT_NAME)
     manager.add_hookspecs(_hookspecs)
-    manager.register(_builtin_plugin, name=CORE_PLUGIN_NAME)
+    manager.register(CorePlugin(), name=CORE_PLUGIN_NAME)
     core = PluginSource(CORE_PLUGIN_NAME, None, CORE_DISTRIBUTION, core_version())
     found = Discovery(
         manager=manager,
@@ -130,9 +157,7 @@ def _entry_points() -> list[importlib.metadata.EntryPoint]:
     unique: dict[tuple[str, str], importlib.metadata.EntryPoint] = {}
     for entry_point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
         unique.setdefault((entry_point.name, entry_point.value), entry_point)
-    # Core registers itself directly; installs of older monsession-core
-    # metadata may still declare this entry point.
-    unique.pop((CORE_PLUGIN_NAME, _builtin_plugin.__name__), None)
+    unique.pop((CORE_PLUGIN_NAME, _OLD_CORE_ENTRY_POINT), None)
     return sorted(unique.values(), key=lambda entry_point: entry_point.name, reverse=True)
 
 
@@ -150,7 +175,7 @@ def _load_entry_points(found: Discovery) -> None:
             registered = found.manager.register(plugin, name=source.name)
             # Ask the registration hooks now so a broken answer is reported
             # like any other load failure, naming the plugin.
-            _answers.check_registrations(found.manager, source.name)
+            _hookspecs.check_registrations(found.manager, source.name)
         except Exception as error:
             _failed_to_load(found, source, registered, error)
             continue
@@ -199,10 +224,10 @@ def _check_hookspecs(
     dist: importlib.metadata.Distribution | None,
 ) -> None:
     """Names a loaded plugin built for a newer core: WARNING, or `PluginLoadError` if strict."""
-    unknown = _newer_core.unknown_hookspecs(found.manager, plugin)
+    unknown = unknown_hookspecs(found.manager, plugin)
     if not unknown:
         return
-    newer = PluginForNewerCore(source, unknown, core_version(), _newer_core.core_requirement(dist))
+    newer = PluginForNewerCore(source, unknown, core_version(), core_requirement(dist))
     if found.strict:
         raise PluginLoadError(newer.message, name=source.name)
     found.newer_core.append(newer)
@@ -213,10 +238,10 @@ def _check_core_range(
     found: Discovery, source: PluginSource, dist: importlib.metadata.Distribution | None
 ) -> None:
     """Names a loaded plugin built for an older core: WARNING, or `PluginLoadError` if strict."""
-    requirement, version = _newer_core.core_requirement(dist), core_version()
-    if not requirement or version is None or not _core_range.ends_below(requirement, version):
+    requirement, version = core_requirement(dist), core_version()
+    if not requirement or version is None or not ends_below(requirement, version):
         return
-    older = PluginForOlderCore(source, version, requirement, _core_range.core_range(version))
+    older = PluginForOlderCore(source, version, requirement, core_range(version))
     if found.strict:
         raise PluginLoadError(older.message, name=source.name)
     found.older_core.append(older)
@@ -267,3 +292,75 @@ def warn_once(message: str, key: str | None = None) -> None:
       key: What makes two warnings the same one; `message` by default.
     """
     discovery().warn_once(message, key)
+
+
+# --- calling the registered plugins, with the one failure policy ---
+
+
+def plugin_names(manager: pluggy.PluginManager) -> list[str]:
+    """The registered plugin names, core first, then by name."""
+    names = (name for name, plugin in manager.list_name_plugin() if plugin is not None)
+    return sorted(names, key=lambda name: (name != CORE_PLUGIN_NAME, name))
+
+
+def report(found: Discovery, plugin: str, hook_name: str, error: Exception) -> None:
+    """Applies the failure policy: raise in strict mode, else warn (once) and go on."""
+    failure = PluginCallFailure(found.source(plugin), hook_name, error)
+    if found.strict:
+        raise PluginCallError(failure.message) from error
+    found.warn_once(failure.message)
+
+
+def answers_by_plugin(
+    found: Discovery, hook_name: str, check: Callable[[Sequence[Answer]], list[T]]
+) -> list[tuple[str, list[T]]]:
+    """Each plugin's checked items for a registration hook, core first, then by name.
+
+    A plugin that raises, or whose items `check` rejects, is left out (see
+    `report`).
+    """
+    answers = []
+    for plugin in plugin_names(found.manager):
+        try:
+            answers.append((plugin, check(ask_one(found.manager, hook_name, plugin))))
+        except Exception as error:
+            report(found, plugin, hook_name, error)
+    return answers
+
+
+def call_all(found: Discovery, hook_name: str, **kwargs: object) -> list[Answer]:
+    """One pluggy call of `hook_name`; a plugin that raises is left out, then it is retried.
+
+    `ValueError` and `TypeError` are the user's: a plugin raises them for a
+    bad argument (e.g. ``save_checkpoint_steps=-1``), and they reach the
+    user unchanged, naming the argument. So does `DirectoryLockedError`
+    (another live session holds the checkpoint directory a family locks).
+    """
+    left_out: list[Plugin] = []
+    while True:
+        caller = found.manager.subset_hook_caller(hook_name, left_out)
+        try:
+            return list(caller(**kwargs))
+        except (ValueError, TypeError, DirectoryLockedError):
+            raise
+        except Exception as error:
+            plugin = _raising_plugin(found.manager, hook_name, error)
+            if plugin is None:
+                raise
+            report(found, plugin, hook_name, error)
+            left_out.append(found.manager.get_plugin(plugin))
+
+
+def _raising_plugin(manager: pluggy.PluginManager, hook_name: str, error: Exception) -> str | None:
+    """The plugin whose implementation raised `error`: the innermost in its traceback."""
+    codes = {
+        impl.function.__code__: impl.plugin_name
+        for impl in getattr(manager.hook, hook_name).get_hookimpls()
+        if hasattr(impl.function, "__code__")
+    }
+    found = None
+    traceback = error.__traceback__
+    while traceback is not None:
+        found = codes.get(traceback.tb_frame.f_code, found)
+        traceback = traceback.tb_next
+    return found

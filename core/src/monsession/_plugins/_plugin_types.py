@@ -1,13 +1,32 @@
-"""The plugin system's value types: where a plugin comes from, what it gives, what failed.
+"""The plugin system's value types, and which monsession-core a plugin was built for.
 
-Nothing here imports TensorFlow or pluggy. (`HookClassEntry`, which loads a
-class, is in `_hook_classes`.)
+The types say where a plugin comes from, what it gives and what failed.
+
+A family built against a later core may implement a hookspec that this core
+does not declare yet: pluggy accepts the implementation and never calls it
+(`unknown_hookspecs`). A package made from an older template
+(``monsession-core>=0.1,<0.2``) or pinned to an older series still installs
+beside a newer core when pip is told not to check (``--no-deps``, a lock
+file): its range ends below the installed core (`ends_below`). Discovery
+names both kinds (WARNING, or an error in strict mode) with the versions and
+the fix, rather than letting them half-work without their names.
+`core_range` is the range a new package requires (`monsession new-package`
+writes it). Versions compare by their release numbers (``1.0.0rc1`` as
+``1.0.0``).
+
+Nothing here imports TensorFlow. (`HookClassEntry`, which loads a class, is
+in `_families`.)
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import TypeAlias
+import importlib.metadata
+import re
+from typing import TYPE_CHECKING, TypeAlias
+
+if TYPE_CHECKING:
+    import pluggy
 
 Plugin: TypeAlias = object
 """A registered plugin: a module or any object holding hook implementations (as pluggy takes it)."""
@@ -190,3 +209,96 @@ class PluginCallFailure:
             "its contribution is skipped. "
             f"Set {ENV_DISABLED_PLUGINS}={self.source.name} to stop loading it."
         )
+
+
+# --- which core a plugin was built for ---
+
+_CORE_REQUIREMENT = re.compile(r"^monsession[-_.]core(?![\w.-])\s*(?P<range>[^;]*)", re.I)
+
+
+def unknown_hookspecs(manager: pluggy.PluginManager, plugin: Plugin) -> tuple[str, ...]:
+    """The names of `plugin`'s hookimpls that no hookspec of `manager` declares, sorted."""
+    callers = manager.get_hookcallers(plugin) or []
+    return tuple(sorted(caller.name for caller in callers if not caller.has_spec()))
+
+
+def core_requirement(dist: importlib.metadata.Distribution | None) -> str | None:
+    """The monsession-core range that `dist` requires, e.g. ``">=0.1,<0.2"``.
+
+    Returns:
+      The range as the metadata spells it (``""`` for any version), or `None`
+      when the distribution is unknown or does not require monsession-core.
+    """
+    for requirement in (dist.requires or []) if dist is not None else []:
+        match = _CORE_REQUIREMENT.match(requirement.strip())
+        if match:
+            return match.group("range").strip().strip("()").replace(" ", "")
+    return None
+
+
+def core_range(version: str) -> str:
+    """The `monsession-core` requirement for packages made with core `version`: its major series.
+
+    ``1.0.0`` gives ``>=1.0,<2`` (the stability policy keeps a major series
+    compatible, so the package survives minor releases); a pre-release or
+    development version is the lower bound itself (``2.0.0rc1`` gives
+    ``>=2.0.0rc1,<3``), so that the core that made the package satisfies it.
+    A 0.x core keeps its minor series (``0.1.0`` gives ``>=0.1,<0.2``).
+
+    Raises:
+      ValueError: If `version` does not start with ``MAJOR.MINOR``.
+    """
+    match = re.match(r"(\d+)\.(\d+)(\.\d+)*(.*)$", version)
+    if match is None:
+        raise ValueError(f"monsession-core's version {version!r} is not a release version.")
+    major, minor = int(match.group(1)), int(match.group(2))
+    lower = version if match.group(4) else f"{major}.{minor}"
+    upper = f"{major + 1}" if major else f"0.{minor + 1}"
+    return f">={lower},<{upper}"
+
+
+_CLAUSE = re.compile(r"^(~=|===|==|!=|<=|>=|<|>)\s*v?(\d+(?:\.\d+)*)(\.\*)?")
+
+
+def _release(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split("."))
+
+
+def _padded(left: tuple[int, ...], right: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
+    width = max(len(left), len(right))
+    return tuple(numbers + (0,) * (width - len(numbers)) for numbers in (left, right))
+
+
+def _above(core: tuple[int, ...], operator: str, bound: tuple[int, ...], wildcard: bool) -> bool:
+    """Whether `core` is past the upper end of one clause ``<operator><bound>``."""
+    if operator == "~=" and len(bound) > 1:
+        operator, bound = "<", (*bound[:-2], bound[-2] + 1)
+    elif operator in ("==", "===") and wildcard:
+        core = core[: len(bound)]
+    version, limit = _padded(core, bound)
+    if operator == "<":
+        return version >= limit
+    if operator in ("<=", "==", "==="):
+        return version > limit
+    return False
+
+
+def ends_below(requirement: str | None, core_version: str | None) -> bool:
+    """Whether the range `requirement` (e.g. ``">=0.1,<0.2"``) ends below `core_version`.
+
+    Returns:
+      True when some clause bounds the range from above below the core
+      (``<0.2``, ``<=0.9``, ``==0.1.*``, ``~=0.1``); false when the range
+      admits the core, ends above it, or either is unknown.
+    """
+    if not requirement or core_version is None:
+        return False
+    match = re.match(r"\d+(?:\.\d+)*", core_version)
+    if match is None:
+        return False
+    core = _release(match.group(0))
+    for clause in requirement.split(","):
+        found = _CLAUSE.match(clause.strip())
+        if found and _above(core, found.group(1), _release(found.group(2)), bool(found.group(3))):
+            return True
+    return False
