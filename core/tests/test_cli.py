@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 import monsession
-from monsession._plugins import _cli, _plugin_manager
+import monsession.__main__ as cli
+from monsession._plugins import _plugin_manager
 
 if TYPE_CHECKING:
     from core_plugin_fixtures import PluginSite
@@ -143,14 +144,14 @@ def test_listing_never_imports_tensorflow(listing_site: PluginSite) -> None:
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as raised:
-        _cli.main(["--version"])
+        cli.main(["--version"])
     assert raised.value.code == 0
     assert capsys.readouterr().out == f"monsession {_plugin_manager.core_version()}\n"
 
 
 def test_a_command_is_required(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as raised:
-        _cli.main([])
+        cli.main([])
     assert raised.value.code == 2
     assert "COMMAND" in capsys.readouterr().err
 
@@ -165,14 +166,14 @@ def test_in_process_listing_shows_hand_registered_plugins_and_autoload_note(
     register_plugin: Register, capsys: pytest.CaptureFixture[str]
 ) -> None:
     register_plugin(_Plugin(), "handmade")
-    assert _cli.main(["plugins"]) == 0
+    assert cli.main(["plugins"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[2].split() == ["handmade", "-", "-", "-", "AHook,", "ZHook"]
     assert lines[-1] == (
         "Entry-point autoloading is off (MONSESSION_DISABLE_PLUGIN_AUTOLOAD is set); "
         "only core's plugin and plugins registered by hand are loaded."
     )
-    assert _cli.main(["plugins", "--json"]) == 0
+    assert cli.main(["plugins", "--json"]) == 0
     document = json.loads(capsys.readouterr().out)
     assert document["autoload"] is False
     assert document["plugins"][1]["hook_classes"] == ["AHook", "ZHook"]

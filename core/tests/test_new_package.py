@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 import tomllib
 
-from monsession._plugins import _cli, _new_package, _plugin_manager
+import monsession.__main__ as cli
+from monsession._plugins import _new_package, _plugin_manager
 from monsession._plugins._new_package import NewPackageError, package_names
 from monsession._plugins._plugin_types import core_range
 
@@ -33,7 +34,7 @@ FILES = {
 
 
 def new_package(*argv: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    status = _cli.main(["new-package", *argv])
+    status = cli.main(["new-package", *argv])
     out, err = capsys.readouterr()
     return status, out, err
 

@@ -42,7 +42,7 @@ def test_the_wheel_holds_its_package_metadata_and_entry_point(
     assert f"Name: {name}\n" in metadata
     assert "Description-Content-Type: text/markdown" in metadata
     if name == "monsession-core":
-        assert "monsession = monsession._plugins._cli:main" in entry_points
+        assert "monsession = monsession.__main__:main" in entry_points
     else:
         [requirement] = re.findall(r"^Requires-Dist: monsession-core(.*)$", metadata, re.M)
         assert requirement.strip(), f"{name} must require a monsession-core range"
