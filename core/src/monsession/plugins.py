@@ -61,7 +61,7 @@ _RUN_CONTEXT = "monsession._api._run_context"
 _GLOBAL_STEP = "monsession._api._global_step"
 _FETCHES = "monsession._backends._fetches"
 _HOOK_STATE = "monsession._durability._hook_state"
-_LOCK = "monsession._durability._directory_lock"
+_WRITERS = "monsession._durability._checkpoint_writers"
 
 _NAMES = {
     **dict.fromkeys(
@@ -120,15 +120,21 @@ _NAMES = {
         ("attach_hook_state", "load_hook_state", "prune_hook_state", "save_hook_state"),
         _HOOK_STATE,
     ),
-    **dict.fromkeys(("DirectoryLockHandle", "DirectoryLockedError", "lock_checkpoint_dir"), _LOCK),
+    **dict.fromkeys(
+        (
+            "DirectoryLockHandle",
+            "DirectoryLockedError",
+            "lock_checkpoint_dir",
+            "register_writer",
+            "unregister_writer",
+            "wait_for_writes",
+        ),
+        _WRITERS,
+    ),
     "event_file_writer": "monsession._durability._event_files",
     "settle": "monsession._backends._pending",
     "replica_value": "monsession._backends._per_replica",
-    **dict.fromkeys(
-        ("register_writer", "unregister_writer", "wait_for_writes"),
-        "monsession._durability._saves_in_flight",
-    ),
-    "error_cause": "monsession._durability._error_text",
+    "error_cause": "monsession._durability._file_errors",
     "lazy_attributes": "monsession._lazy",
     "worker_output_dir": "monsession._distribution._distributed",
 }
@@ -163,27 +169,23 @@ if TYPE_CHECKING:
     from monsession._distribution._distributed import (
         worker_output_dir,
     )
-    from monsession._durability._directory_lock import (
+    from monsession._durability._checkpoint_writers import (
         DirectoryLockedError,
         DirectoryLockHandle,
         lock_checkpoint_dir,
-    )
-    from monsession._durability._error_text import (
-        error_cause,
+        register_writer,
+        unregister_writer,
+        wait_for_writes,
     )
     from monsession._durability._event_files import (
         event_file_writer,
     )
+    from monsession._durability._file_errors import error_cause
     from monsession._durability._hook_state import (
         attach_hook_state,
         load_hook_state,
         prune_hook_state,
         save_hook_state,
-    )
-    from monsession._durability._saves_in_flight import (
-        register_writer,
-        unregister_writer,
-        wait_for_writes,
     )
     from monsession._plugins._defaults import default_hooks, training_argument_owners
     from monsession._plugins._families import (

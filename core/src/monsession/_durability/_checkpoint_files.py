@@ -31,8 +31,8 @@ from typing import TypeVar
 
 import tensorflow as tf
 
-from monsession._durability._error_text import error_cause
-from monsession._durability._saves_in_flight import wait_for_writes
+from monsession._durability._checkpoint_writers import wait_for_writes
+from monsession._durability._file_errors import error_cause
 
 logger = logging.getLogger("monsession")
 
@@ -218,7 +218,7 @@ def restore_newest(
       checkpoint files (a fresh start).
 
     Every background write into `directory` begun in this process is waited
-    for first (`_saves_in_flight`): a restore never falls back past it.
+    for first (`wait_for_writes`): a restore never falls back past it.
 
     Raises:
       DamagedCheckpointError: If checkpoint files exist but none is readable.

@@ -1,5 +1,6 @@
-"""One training chief per checkpoint directory: a lock file naming its holder.
+"""Who writes into a checkpoint directory: one chief, and writes in the background.
 
+**One training chief per checkpoint directory: a lock file naming its holder.**
 Core provides the lock and takes none: the writer of checkpoints owns it.
 `CheckpointSaverHook` takes it on the chief, through the public
 `lock_checkpoint_dir` (for `MonitoredTrainingSession` as its family builds
@@ -12,6 +13,15 @@ interpreter exits). A lock whose process no longer runs on this host is
 stale and taken over with a WARNING; a lock of a process on another host
 cannot be checked and is an error like a live one. Remote directories
 (``gs://``, ...) are not locked.
+
+**Checkpoint writes still running in the background, which every restore
+waits for.** A hook that writes checkpoint files in a thread registers the
+writer of each directory here (`register_writer`). Before anything in the
+process picks the checkpoint to restore from a directory (`restore_newest`:
+session creation, recovery, workers), `wait_for_writes` lets every
+registered writer of that directory finish, so a restore never falls back
+past a save that was begun before it. A failed write keeps its error for its
+hook, which raises it.
 """
 
 from __future__ import annotations
@@ -24,7 +34,8 @@ import socket
 import threading
 import time
 import uuid
-from typing import Any
+import weakref
+from typing import Any, Protocol
 
 logger = logging.getLogger("monsession")
 
@@ -200,8 +211,8 @@ _HELD: dict[str, list[Any]] = {}
 _HELD_GUARD = threading.Lock()
 
 
-def _key(directory: str) -> str:
-    return os.path.realpath(directory)
+def _key(directory: str | os.PathLike[str]) -> str:
+    return os.path.realpath(os.fspath(directory))
 
 
 def _release_all_at_exit() -> None:
@@ -263,3 +274,39 @@ def lock_checkpoint_dir(checkpoint_dir: str | os.PathLike[str]) -> DirectoryLock
             return None
         _HELD[_key(directory)] = [lock, 1]
         return DirectoryLockHandle(lock)
+
+
+# --- checkpoint writes still running in the background ---
+
+
+class Writer(Protocol):
+    """What a background writer offers: waiting for its write, without raising."""
+
+    def wait(self) -> None:
+        """Returns once the write begun last has ended (completed or failed)."""
+
+
+_WRITERS_GUARD = threading.Lock()
+_WRITERS: dict[str, weakref.WeakSet[Writer]] = {}
+
+
+def register_writer(directory: str | os.PathLike[str], writer: Writer) -> None:
+    """Makes restores from `directory` wait for `writer` (held weakly)."""
+    with _WRITERS_GUARD:
+        _WRITERS.setdefault(_key(directory), weakref.WeakSet()).add(writer)
+
+
+def unregister_writer(directory: str | os.PathLike[str], writer: Writer) -> None:
+    """Undoes `register_writer` (nothing if it was not registered)."""
+    with _WRITERS_GUARD:
+        writers = _WRITERS.get(_key(directory))
+        if writers is not None:
+            writers.discard(writer)
+
+
+def wait_for_writes(directory: str | os.PathLike[str]) -> None:
+    """Waits until every background write into `directory` begun so far has ended."""
+    with _WRITERS_GUARD:
+        writers = list(_WRITERS.get(_key(directory), ()))
+    for writer in writers:
+        writer.wait()
