@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from monsession._api._hook_api import NextAction, SessionRunHook, hook_overrides
 from monsession._api._run_context import SessionRunArgs, SessionRunContext, run_values
 from monsession._api._session_like import SessionLike
+from monsession._api._types import FeedKey, HookState, Unchecked
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("monsession")
 
 
-def _name(hook: object) -> str:
+def _name(hook: SessionRunHook | None) -> str:
     return type(hook).__name__
 
 
@@ -37,7 +38,7 @@ def _only(hooks: tuple[SessionRunHook, ...], chosen: frozenset[int]) -> tuple[Se
     return tuple(hook for hook in hooks if id(hook) in chosen)
 
 
-def _is_run_args(value: object) -> bool:
+def _is_run_args(value: Unchecked) -> bool:
     """Accepts ours and `tf.compat.v1.train.SessionRunArgs` (same fields)."""
     return isinstance(value, tuple) and getattr(type(value), "_fields", None) == (
         SessionRunArgs._fields
@@ -45,7 +46,7 @@ def _is_run_args(value: object) -> bool:
 
 
 def _raise_if_feeds_intersect(
-    feeds1: Iterable[object], feeds2: Iterable[object], message: str
+    feeds1: Iterable[FeedKey], feeds2: Iterable[FeedKey], message: str
 ) -> None:
     conflicts = set(feeds1) & set(feeds2)
     if conflicts:
@@ -86,7 +87,7 @@ def _ends_the_data(error: BaseException) -> bool:
     return isinstance(error, tf.errors.OutOfRangeError)
 
 
-def _state_key(hook: SessionRunHook) -> object:
+def _state_key(hook: SessionRunHook) -> str | None:
     """`hook.state_key`; `None` for a hook of no monsession base that declares none."""
     if isinstance(hook, SessionRunHook):
         return hook.state_key
@@ -328,11 +329,11 @@ class HookDispatcher:
         """The class name of the hook whose state is saved under `key`."""
         return _name(self._stateful[key])
 
-    def state_dict(self, key: str) -> object:
+    def state_dict(self, key: str) -> HookState:
         """`state_dict()` of the hook whose state is saved under `key`."""
         return self._stateful[key].state_dict()
 
-    def load_state_dict(self, key: str, state: object) -> None:
+    def load_state_dict(self, key: str, state: HookState) -> None:
         """`load_state_dict(state)` of the hook whose state is saved under `key`."""
         self._stateful[key].load_state_dict(state)
 

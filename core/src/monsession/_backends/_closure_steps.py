@@ -21,6 +21,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from monsession._api._types import Fetches
 from monsession._backends._step_counter import StepCounter
 
 logger = logging.getLogger("monsession")
@@ -71,7 +72,7 @@ class ClosureSteps:
 
 
 def step_names(
-    fetches: object, is_step: Callable[[Any], bool], describe: Callable[[Any], str]
+    fetches: Fetches, is_step: Callable[[Any], bool], describe: Callable[[Any], str]
 ) -> str:
     """The names of the steps `fetches` calls, quoted, for a message."""
     names = [repr(describe(leaf)) for leaf in tf.nest.flatten(fetches) if is_step(leaf)]

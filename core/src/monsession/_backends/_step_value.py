@@ -20,6 +20,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from monsession._api._types import Results
 from monsession._tf_compat import is_plain_resource_variable
 
 _WRAPPED: weakref.WeakKeyDictionary[Any, tuple[Any, Callable[..., Any]]] = (
@@ -27,7 +28,7 @@ _WRAPPED: weakref.WeakKeyDictionary[Any, tuple[Any, Callable[..., Any]]] = (
 )
 
 
-def can_return_global_step(step: object) -> bool:
+def can_return_global_step(step: Callable[..., Results]) -> bool:
     """Whether `step` can be called through `returning_global_step`."""
     return (
         isinstance(step, tf.types.experimental.PolymorphicFunction)

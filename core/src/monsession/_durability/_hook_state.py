@@ -32,6 +32,8 @@ from typing import Any
 
 from monsession._api._dispatcher import HookDispatcher
 from monsession._api._hook_api import SessionRunHook
+from monsession._api._session_like import SessionLike
+from monsession._api._types import HookState
 
 logger = logging.getLogger("monsession")
 
@@ -40,7 +42,7 @@ _FORMAT = 1
 _INDEX_SUFFIX = ".index"
 
 
-def _strict_json(value: object, where: str) -> str:
+def _strict_json(value: HookState, where: str) -> str:
     """`value` as JSON text; raises TypeError naming `where` for anything else."""
     try:
         return json.dumps(value, allow_nan=True, sort_keys=True)
@@ -209,7 +211,7 @@ def _prune(directory: str, keep: str) -> None:
 _by_session: weakref.WeakKeyDictionary[Any, HookStates] = weakref.WeakKeyDictionary()
 
 
-def attach(session: object, states: HookStates) -> None:
+def attach(session: SessionLike, states: HookStates) -> None:
     """Makes `states` the hook states saved for checkpoints of `session`."""
     try:
         _by_session[session] = states
@@ -217,7 +219,7 @@ def attach(session: object, states: HookStates) -> None:
         logger.debug("%r cannot be weakly referenced: its hooks' state is not saved.", session)
 
 
-def save_hook_state(session: object, checkpoint_prefix: str) -> str | None:
+def save_hook_state(session: SessionLike, checkpoint_prefix: str) -> str | None:
     """Writes the state of the hooks of `session`'s monitored session beside a checkpoint.
 
     Call it just before writing the checkpoint `checkpoint_prefix` (the path
@@ -256,7 +258,7 @@ def save_hook_state(session: object, checkpoint_prefix: str) -> str | None:
     return states.write(os.fspath(checkpoint_prefix))
 
 
-def attach_hook_state(session: object, hooks: Iterable[SessionRunHook], owner: str) -> None:
+def attach_hook_state(session: SessionLike, hooks: Iterable[SessionRunHook], owner: str) -> None:
     """Makes the stateful hooks of `hooks` the ones saved and loaded for `session`.
 
     For a driver that runs hooks outside a monitored session (e.g. the Keras
@@ -276,7 +278,7 @@ def attach_hook_state(session: object, hooks: Iterable[SessionRunHook], owner: s
     attach(session, HookStates(HookDispatcher(hooks, owner)))
 
 
-def load_hook_state(session: object, checkpoint_prefix: str) -> bool:
+def load_hook_state(session: SessionLike, checkpoint_prefix: str) -> bool:
     """Loads ``<checkpoint_prefix>.hooks.json`` into the hooks of `session`.
 
     What the monitored session does when it is created from a checkpoint:
