@@ -17,9 +17,11 @@ that provides hooks (and its tests) needs is here:
 * what a family's hookimpls return: `DefaultHook`, `TrainingSettings` and
   the `ORDER_*` positions of default hooks;
 * the hook contract: `as_run_context`, `hook_overrides`, `HOOK_METHOD_NAMES`,
-  `TF_HOOK_METHOD_NAMES` (TensorFlow's five, which every hook has), and
-  `HookDispatcher`, which calls a list of hooks as a monitored session does
-  (for a driver of hooks outside one, e.g. `HooksCallback` in `model.fit`);
+  `TF_HOOK_METHOD_NAMES` (TensorFlow's five, which every hook has),
+  `HookDispatcher`, which calls a list of hooks as a monitored session does,
+  and `HookLifecycle`, which takes them through their lifecycle in its
+  order (for a driver of hooks outside one, e.g. `HooksCallback` in
+  `model.fit`);
 * the step a wrapper fuses: `fused_target` (through `monsession_fused_step`
   attributes, wrappers of wrappers); `Traces`, which calls a `tf.function`
   straight through the trace it already has, as the session calls steps;
@@ -111,6 +113,7 @@ _NAMES = {
     **dict.fromkeys(("HOOK_METHOD_NAMES", "TF_HOOK_METHOD_NAMES", "hook_overrides"), _HOOK_API),
     "as_run_context": _RUN_CONTEXT,
     "HookDispatcher": "monsession._api._dispatcher",
+    "HookLifecycle": "monsession._session._hook_lifecycle",
     "fused_target": "monsession._backends._fused_loop",
     "Traces": "monsession._backends._traces",
     **dict.fromkeys(("read_global_step", "require_global_step"), _GLOBAL_STEP),
@@ -219,6 +222,7 @@ if TYPE_CHECKING:
         PluginSource,
         UnknownHookError,
     )
+    from monsession._session._hook_lifecycle import HookLifecycle
 
 __getattr__, __dir__ = lazy_attributes(__name__, _NAMES)
 
@@ -239,6 +243,7 @@ __all__ = [
     "DirectoryLockedError",
     "HookClassEntry",
     "HookDispatcher",
+    "HookLifecycle",
     "PluginCallError",
     "PluginCallFailure",
     "PluginFailure",

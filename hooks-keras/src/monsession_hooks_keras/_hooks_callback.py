@@ -10,13 +10,7 @@ from typing import Any
 import keras
 
 from monsession import EagerSession, SessionRunHook
-from monsession.plugins import (
-    TF_HOOK_METHOD_NAMES,
-    HookDispatcher,
-    attach_hook_state,
-    check_directory,
-    load_hook_state,
-)
+from monsession.plugins import TF_HOOK_METHOD_NAMES, HookLifecycle, check_directory
 from monsession_hooks_keras._fit_steps import FitRunContext, FitSteps, evaluate_fetches
 from monsession_hooks_keras._global_step import fit_checkpoint, fit_global_step
 from monsession_hooks_keras._resume import checkpoint_directory, checkpoint_of_step
@@ -47,8 +41,9 @@ class HooksCallback(keras.callbacks.Callback):
       the ``SAVERS`` collection); then every hook's `begin()`; at the first
       train begin, when the step is above 0 (the user restored a
       checkpoint), the hooks' state saved
-      beside the checkpoint of that step in `checkpoint_dir` is loaded
-      (`monsession.plugins.load_hook_state`); then `after_create_session(session, None)`.
+      beside the checkpoint of that step in `checkpoint_dir` is loaded; then
+      `after_create_session(session, None)` (`monsession.plugins.HookLifecycle`,
+      as in a monitored session).
     * Each batch (one `train_function` call): `before_run` before it,
       `after_run` after it, with a `SessionRunContext` whose step service
       gives the iteration count before and after the batch, counted on the
@@ -102,7 +97,7 @@ class HooksCallback(keras.callbacks.Callback):
             self._checkpoint_dir: str | None = os.fspath(checkpoint_dir)
         else:
             self._checkpoint_dir = checkpoint_directory(self._hooks)
-        self._dispatcher = HookDispatcher(self._hooks, _NAME)  # Calls them as a session does.
+        self._lifecycle = HookLifecycle(self._hooks, _NAME)  # Calls them as a session does.
         self._scope: contextlib.ExitStack | None = None
         self._session: EagerSession | None = None
         self._steps: FitSteps | None = None
@@ -118,35 +113,27 @@ class HooksCallback(keras.callbacks.Callback):
 
     def on_train_begin(self, logs: Any = None) -> None:
         self._close()  # A previous fit that raised left its state behind.
-        session = EagerSession()
-        try:
-            attach_hook_state(session, self._hooks, _NAME)  # What CheckpointSaverHook saves.
-        except BaseException:
-            session.close()
-            raise
         scope = contextlib.ExitStack()
         variable = scope.enter_context(fit_global_step(self.model))
         scope.enter_context(fit_checkpoint(self.model, variable))
         self._scope = scope
-        self._session = session
+        self._session = EagerSession()
         step = int(variable.numpy())
         self._steps = FitSteps(step)
-        self._dispatcher.begin()
+        self._lifecycle.begin()
+        restored_from = None
         if step > 0 and self._checkpoint_dir is not None and not self._began:
-            # As a monitored session created from a checkpoint: after begin(),
-            # before after_create_session (a restored timer decides step one).
-            prefix = checkpoint_of_step(self._checkpoint_dir, step, _NAME)
-            if prefix is not None:
-                load_hook_state(session, prefix)
+            # As a monitored session created from a checkpoint.
+            restored_from = checkpoint_of_step(self._checkpoint_dir, step, _NAME)
         self._began = True  # A later fit goes on with the state the hooks have.
-        self._dispatcher.after_create_session(self._session, None)
+        self._lifecycle.created(self._session, None, restored_from)
 
     def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
         assert self._steps is not None and self._session is not None, "train begin ran first"
         self._batch_begin = batch
         self._steps.start()
         context = FitRunContext(self._session, self._steps)
-        requests, feeds, _, feeders = self._dispatcher.before_run(context, None, None)
+        requests, feeds, _, feeders = self._lifecycle.dispatcher.before_run(context, None, None)
         if feeds:
             fed = sorted(map(str, feeds))
             raise ValueError(
@@ -166,7 +153,7 @@ class HooksCallback(keras.callbacks.Callback):
             hook: evaluate_fetches(type(hook).__name__, fetches, logs)
             for hook, fetches in self._requests.items()
         }
-        self._dispatcher.after_run(context, results, None, None)
+        self._lifecycle.after_run(context, results, None, None)
         if context.stop_requested:
             self.model.stop_training = True
 
@@ -174,7 +161,7 @@ class HooksCallback(keras.callbacks.Callback):
         session = self._session
         try:
             if session is not None:
-                self._dispatcher.end(session)
+                self._lifecycle.end(session)
         finally:
             self._close()
 

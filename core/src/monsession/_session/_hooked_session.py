@@ -13,15 +13,33 @@ from collections.abc import Iterable, Iterator, Mapping
 
 import tensorflow as tf
 
-from monsession._api._dispatcher import HookDispatcher
 from monsession._api._hook_api import SessionRunHook
 from monsession._api._run_context import SessionRunContext, finish_run, run_args
 from monsession._backends._backend import Backend, HookResults, StepSource
 from monsession._backends._current_mode import current_mode
 from monsession._backends._mode import Mode, Session
 from monsession._durability._file_errors import file_error_behind
-from monsession._durability._hook_state import HookStates
+from monsession._session._hook_lifecycle import HookLifecycle
 from monsession._session._session_layers import RunCall, _WrappedSession
+
+
+def _some_of(where: str, hooks: object, own: Iterable[object]) -> list[object]:
+    """`hooks`, checked to be some of the session's `own` hooks."""
+    if isinstance(hooks, (str, bytes)) or not isinstance(hooks, Iterable):
+        raise TypeError(
+            f"{where}: hooks must be an iterable of the session's hooks (or [] for none), "
+            f"got {hooks!r}."
+        )
+    chosen = list(hooks)
+    own_ids = {id(hook) for hook in own}
+    for index, hook in enumerate(chosen):
+        if id(hook) not in own_ids:
+            raise ValueError(
+                f"{where}: hooks[{index}] is {hook!r}, which is not one of the hooks the "
+                "session was created with; a call can only run some of the session's "
+                "own hook instances (their begin() and end() belong to the session)."
+            )
+    return chosen
 
 
 class HookSelection:
@@ -36,24 +54,25 @@ class HookSelection:
         self.training = True  # Whether the call is a training step (adds one).
 
     @staticmethod
-    def check(owner: str, hooks: object, own: Iterable[object]) -> list[object]:
-        """Checks the `hooks` argument of `owner.run()`: some of the session's own hooks."""
+    def check(
+        owner: str, hooks: object, training: object, own: Iterable[object]
+    ) -> tuple[list[object] | None, bool]:
+        """Checks the `hooks` and `training` arguments of `owner.run()`; returns them resolved.
+
+        `hooks`: `None` (all), or some of the session's `own` hooks.
+        `training`: `None` means "unless `hooks` is given".
+        """
         where = f"{owner}.run()"
-        if isinstance(hooks, (str, bytes)) or not isinstance(hooks, Iterable):
+        chosen = None if hooks is None else _some_of(where, hooks, own)
+        if training is None:
+            return chosen, chosen is None
+        if not isinstance(training, bool):
             raise TypeError(
-                f"{where}: hooks must be an iterable of the session's hooks (or [] for none), "
-                f"got {hooks!r}."
+                f"{where}: training must be True (the call is a training step: it adds one to "
+                "the global step), False (it is not: an evaluation) or None (a training step "
+                f"unless hooks= is given), got {training!r}."
             )
-        chosen = list(hooks)
-        own_ids = {id(hook) for hook in own}
-        for index, hook in enumerate(chosen):
-            if id(hook) not in own_ids:
-                raise ValueError(
-                    f"{where}: hooks[{index}] is {hook!r}, which is not one of the hooks the "
-                    "session was created with; a call can only run some of the session's "
-                    "own hook instances (their begin() and end() belong to the session)."
-                )
-        return chosen
+        return chosen, training
 
     @contextlib.contextmanager
     def choose(self, hooks: Iterable[object] | None, training: bool) -> Iterator[None]:
@@ -74,16 +93,14 @@ class HookSelection:
 class _HookedSession(_WrappedSession[Session]):
     """Calls the hooks around each step and merges their requests into it.
 
-    The session's `HookDispatcher` calls the hooks: only those that
+    The session's `HookLifecycle` calls the hooks: only those that
     override `before_run` (or `after_run`) are called for it, so a hook that
     overrides neither costs nothing per step.
 
     Args:
       sess: A `tf.compat.v1.Session` or an `EagerSession`.
-      hooks: The session's `HookDispatcher` (or the hooks, in order, to build one).
+      hooks: The session's `HookLifecycle` (or the hooks, in order, to build one).
       selection: A `HookSelection` naming the hooks of the current call, if any.
-      hook_states: The session's `HookStates`, rewritten after a step whose
-        hooks saved a checkpoint, or `None`.
       mode: The session's `Mode`, which makes its backend; by default the
         current one.
     """
@@ -91,16 +108,14 @@ class _HookedSession(_WrappedSession[Session]):
     def __init__(
         self,
         sess: Session,
-        hooks: HookDispatcher | Iterable[SessionRunHook],
+        hooks: HookLifecycle | Iterable[SessionRunHook],
         selection: HookSelection | None = None,
-        hook_states: HookStates | None = None,
         mode: Mode | None = None,
     ) -> None:
         super().__init__(sess)
-        # Without stateful hooks no `after_run` writes a state: no wrapping needed.
-        self._hook_states = hook_states if hook_states is not None and hook_states.keys else None
         self._selection = selection or HookSelection()
-        self._dispatcher = hooks if isinstance(hooks, HookDispatcher) else HookDispatcher(hooks)
+        self._lifecycle = hooks if isinstance(hooks, HookLifecycle) else HookLifecycle(hooks)
+        self._dispatcher = self._lifecycle.dispatcher
         self._calls_after_run = bool(self._dispatcher.after_run_hooks)
         self._should_stop = False
         mode = mode or current_mode()
@@ -144,11 +159,7 @@ class _HookedSession(_WrappedSession[Session]):
         results, hook_results = self._run_backend(step, hook_fetches, feed_owners)
         finish_run(run_context)
         if self._calls_after_run:
-            if self._hook_states is None:
-                self._call_after_run(run_context, hook_results, options, run_metadata)
-            else:
-                with self._hook_states.after_run_calls():
-                    self._call_after_run(run_context, hook_results, options, run_metadata)
+            self._call_after_run(run_context, hook_results, options, run_metadata)
         self._should_stop = run_context.stop_requested
         return results
 
@@ -184,6 +195,6 @@ class _HookedSession(_WrappedSession[Session]):
         empty_options, empty_metadata = self._empty_protos
         run_options = empty_options if options is None else options
         metadata = empty_metadata if run_metadata is None else run_metadata
-        self._dispatcher.after_run(
+        self._lifecycle.after_run(
             run_context, hook_results, run_options, metadata, self._selection.hooks
         )

@@ -14,6 +14,7 @@ from monsession._api._hook_api import SessionRunHook
 from monsession._backends._current_mode import current_mode
 from monsession._backends._fusion import check_steps_per_execution
 from monsession._backends._mode import Session
+from monsession._session._hook_lifecycle import HookLifecycle
 from monsession._session._hooked_session import HookSelection, _HookedSession
 from monsession._session._scaffold import Scaffold
 from monsession._session._session_arguments import check_session_arguments, check_step_fn
@@ -31,7 +32,6 @@ from monsession._session._session_layers import (
     _WrappedSession,
 )
 from monsession._session._session_stack import SessionStack
-from monsession._session._signal_layer import SignalLayer, StoppedOnSignalError
 from monsession._tf_compat import one_line_per_record
 
 __all__ = [  # The private layers are importable from here, as in TensorFlow.
@@ -67,35 +67,28 @@ class _MonitoredSession:
         steps_per_execution: int | str = 1,
     ) -> None:
         one_line_per_record()  # Before TensorFlow's own lines (restoring, ...).
+        owner = type(self).__name__
         self._mode = current_mode()
-        cap = check_steps_per_execution(
-            type(self).__name__, steps_per_execution, self._mode.fuses_steps
-        )
+        cap = check_steps_per_execution(owner, steps_per_execution, self._mode.fuses_steps)
         self._steps_per_execution = steps_per_execution
-        self._restore_graph_finalization = self._mode.keep_graph_finalization()
-        self._hooks = check_hooks(type(self).__name__, "hooks", hooks)
-        self._mode.check_hooks(type(self).__name__, self._hooks)
-        check_session_arguments(type(self).__name__, session_creator, stop_grace_period_secs)
+        self._hooks = check_hooks(owner, "hooks", hooks)
+        self._mode.check_hooks(owner, self._hooks)
+        check_session_arguments(owner, session_creator, stop_grace_period_secs)
         self._mode.own_global_step()  # Before the hooks' begin(), which may need it.
-        self._dispatcher = HookDispatcher(self._hooks, type(self).__name__)
-        self._signals = SignalLayer(
-            stop_on_signals, lambda: self._dispatcher.has_end_work, type(self).__name__
-        )
-        self._dispatcher.begin()
-        self._mode.prepare_graph()
+        lifecycle = HookLifecycle(self._hooks, owner)
+        self._dispatcher = lifecycle.dispatcher
+        creator = session_creator or ChiefSessionCreator()
         self._stack = SessionStack(
-            type(self).__name__,
+            owner,
             self._mode,
-            session_creator or ChiefSessionCreator(),
-            self._dispatcher,
+            creator,
+            lifecycle,
             cap,
             should_recover,
             stop_grace_period_secs,
+            stop_on_signals,
         )
         self._coordinated_creator = self._stack.creator  # Read by TensorFlow's tests.
-        # Only now: a signal during creation (a worker may wait for hours for
-        # its chief) acts at once, as without monsession.
-        self._signals.install()
 
     @property
     def graph(self) -> tf.Graph | None:
@@ -154,27 +147,9 @@ class _MonitoredSession:
             is not True, False or None.
           ValueError: If `hooks` holds a hook that is not one of the session's.
         """
-        sess = self._open_session("run")
-        chosen = (
-            None if hooks is None else HookSelection.check(type(self).__name__, hooks, self._hooks)
-        )
-        if training is None:
-            training = chosen is None
-        elif not isinstance(training, bool):
-            raise TypeError(
-                f"{type(self).__name__}.run(): training must be True (the call is a training "
-                "step: it adds one to the global step), False (it is not: an evaluation) or "
-                f"None (a training step unless hooks= is given), got {training!r}."
-            )
-        self._signals.before_step("run", self._close_layers)
-        call = RunCall(fetches, feed_dict, options, run_metadata)
-        if chosen is None and training:
-            results = sess.run_call(call)
-        else:
-            with self._stack.selection.choose(chosen, training):
-                results = sess.run_call(call)
-        self._signals.after_step()
-        return results
+        self._stack.open("run")
+        chosen, training = HookSelection.check(type(self).__name__, hooks, training, self._hooks)
+        return self._stack.run(RunCall(fetches, feed_dict, options, run_metadata), chosen, training)
 
     def call(self, step: Callable[_P, object], /, *args: _P.args, **kwargs: _P.kwargs) -> object:
         """Eager mode: runs `step(*args, **kwargs)` with the hooks, as `run(step)` does.
@@ -209,16 +184,11 @@ class _MonitoredSession:
           ValueError: If `step_fn` does not have the arguments above.
         """
         check_step_fn(step_fn)
-        sess = self._open_session("run_step_fn")
-        self._signals.before_step("run_step_fn", self._close_layers)
-        results = sess.run_step_fn(step_fn, self._tf_sess(), run_with_hooks=None)
-        self._signals.after_step()
-        return results
+        return self._stack.run_step_fn(step_fn)
 
     def should_stop(self) -> bool:
         """True once a hook or the coordinator asked to stop, a stop signal arrived, or closed."""
-        sess = self._sess
-        return sess is None or self._signals.stop_requested() or sess.should_stop()
+        return self._stack.should_stop()
 
     def close(self) -> None:
         """Calls the hooks' `end()`, then closes the session.
@@ -227,7 +197,7 @@ class _MonitoredSession:
         installed before the session (`KeyboardInterrupt` for SIGINT; the
         default action of SIGTERM ends the process).
         """
-        self._signals.close(self._close_layers)
+        self._stack.signals.close(self._stack.close)
 
     def __enter__(self) -> _MonitoredSession:
         return self
@@ -238,28 +208,7 @@ class _MonitoredSession:
         exception_value: BaseException | None,
         traceback: types.TracebackType | None,
     ) -> bool:
-        if self._sess is None and self._signals.closed_on_signal:
-            # run() already closed the session and handed the signal on.
-            return exception_type is StoppedOnSignalError
-        if exception_type in (tf.errors.OutOfRangeError, StopIteration):
-            exception_type = exception_value = None
-        if exception_value is not None:
-            self._stack.notify_failure(exception_value)
-        self._signals.close(lambda: self._close_layers(exception_type), failed=bool(exception_type))
-        return exception_type is None
-
-    def _open_session(self, method: str) -> Layer:
-        """The outermost layer; raises once closed."""
-        if self._sess is None:
-            raise RuntimeError(f"{type(self).__name__}.{method}() called after close().")
-        return self._sess
-
-    def _close_layers(self, exception_type: type[BaseException] | None = None) -> None:
-        """Ends the hooks and closes every layer; then unfinalizes the graph."""
-        try:
-            self._stack.close(clean=not exception_type)
-        finally:
-            self._restore_graph_finalization()
+        return self._stack.exit(exception_type, exception_value)
 
     @property
     def _sess(self) -> Layer | None:
@@ -299,7 +248,7 @@ class _MonitoredSession:
         Args:
           agreement: A `StepAgreement` of the session's multi-worker strategy.
         """
-        self._signals.agree_with_workers(agreement, self._stack.fusion)
+        self._stack.signals.agree_with_workers(agreement, self._stack.fusion)
 
 
 class MonitoredSession(_MonitoredSession):

@@ -9,56 +9,58 @@ three again each time the recoverable layer re-creates the session.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from contextlib import ExitStack
+from typing import TypeVar
 
 import tensorflow as tf
 
-from monsession._api._dispatcher import HookDispatcher
+from monsession._api._step_context import StepContext
 from monsession._backends._fusion import Fusion
 from monsession._backends._mode import CreatedSession, Mode, Session
-from monsession._backends._pending import settle
-from monsession._durability._hook_state import HookStates, attach
 from monsession._durability._retry import retry_policy_of
 from monsession._session._fused_session import _FusedSession
+from monsession._session._hook_lifecycle import HookLifecycle
 from monsession._session._hooked_session import HookSelection, _HookedSession
 from monsession._session._session_creators import SessionCreator
 from monsession._session._session_layers import (
     Layer,
+    RunCall,
     TFSessionCreator,
     _CoordinatedSession,
     _RecoverableSession,
 )
+from monsession._session._signal_layer import SignalLayer, StoppedOnSignalError
+
+_Result = TypeVar("_Result")
 
 
 class _CoordinatedSessionCreator(SessionCreator):
-    """Creates the raw session, restores the hooks' state, starts queue runners, tells the hooks.
+    """Creates the raw session, starts queue runners, tells the hooks (`HookLifecycle.created`).
 
     Args:
       session_creator: Makes the raw session (ours, or one of TensorFlow's).
       mode: The session's `Mode`.
-      dispatcher: The session's `HookDispatcher`.
+      lifecycle: The session's `HookLifecycle`.
       stop_grace_period_secs: How long closing waits for the coordinator's threads.
       fusion: The session's `Fusion` (eager mode), or `None`.
-      hook_states: The session's `HookStates`, or `None`.
-      selection: The session's `HookSelection`, or `None`.
+      selection: The session's `HookSelection`.
     """
 
     def __init__(
         self,
         session_creator: SessionCreator | TFSessionCreator,
         mode: Mode,
-        dispatcher: HookDispatcher,
+        lifecycle: HookLifecycle,
         stop_grace_period_secs: float,
-        fusion: Fusion | None = None,
-        hook_states: HookStates | None = None,
-        selection: HookSelection | None = None,
+        fusion: Fusion | None,
+        selection: HookSelection,
     ) -> None:
         self._session_creator = session_creator
         self._mode = mode
-        self._dispatcher = dispatcher
+        self._lifecycle = lifecycle
         self._stop_grace_period_secs = stop_grace_period_secs
         self._fusion = fusion
-        self._hook_states = hook_states
         self._selection = selection
         self.coord: tf.train.Coordinator | None = None
         self.tf_sess: Session | None = None
@@ -70,35 +72,34 @@ class _CoordinatedSessionCreator(SessionCreator):
         else:  # TensorFlow's own creators.
             created = CreatedSession(creator.create_session(), None)
         self.tf_sess = created.session
-        if self._hook_states is not None:
-            # Before after_create_session: a restored timer decides whether
-            # the hooks act on the first step.
-            attach(self.tf_sess, self._hook_states)
-            if created.restored_from is not None:
-                self._hook_states.restore(created.restored_from)
         self.coord = tf.train.Coordinator(clean_stop_exception_types=[])
         self._mode.start_queue_runners(self.tf_sess, self.coord)
-        self._dispatcher.after_create_session(self.tf_sess, self.coord)
-        hooked = _HookedSession(
-            self.tf_sess, self._dispatcher, self._selection, self._hook_states, self._mode
-        )
+        self._lifecycle.created(self.tf_sess, self.coord, created.restored_from)
+        hooked = _HookedSession(self.tf_sess, self._lifecycle, self._selection, self._mode)
         layer: Layer = hooked
         if self._fusion is not None and self._fusion.skips_hooks():
-            layer = _FusedSession(hooked, self._fusion, self._selection or HookSelection())
+            layer = _FusedSession(hooked, self._fusion, self._selection)
         return _CoordinatedSession(layer, self.coord, self._stop_grace_period_secs)
 
 
 class SessionStack:
-    """The layers of one monitored session and what they share.
+    """The layers of one monitored session, what they share, and the hooks' lifecycle.
+
+    Built once the session's arguments are checked, it takes the hooks
+    through their `HookLifecycle`: `begin()`, then the session created (the
+    hooks' state restored, `after_create_session`); each step passes the
+    signal layer, then the layers; closing ends the hooks (or tells them
+    the session failed), then closes every layer.
 
     Args:
       owner: The session's class name, for messages.
       mode: The session's `Mode`.
       session_creator: Makes the raw session.
-      dispatcher: The session's `HookDispatcher`, whose hooks began.
+      lifecycle: The session's `HookLifecycle`; its hooks begin here.
       cap: The most steps per call (`steps_per_execution`), `None` for "auto".
       should_recover: Whether a preemption error re-creates the session.
       stop_grace_period_secs: How long closing waits for the coordinator's threads.
+      stop_on_signals: The session's `stop_on_signals` argument (`SignalLayer`).
     """
 
     def __init__(
@@ -106,24 +107,25 @@ class SessionStack:
         owner: str,
         mode: Mode,
         session_creator: SessionCreator | TFSessionCreator,
-        dispatcher: HookDispatcher,
+        lifecycle: HookLifecycle,
         cap: int | None,
         should_recover: bool,
         stop_grace_period_secs: float,
+        stop_on_signals: bool | Iterable[int] | None,
     ) -> None:
+        self._owner = owner
+        self._restore_graph_finalization = mode.keep_graph_finalization()
+        self.signals = SignalLayer(
+            stop_on_signals, lambda: lifecycle.dispatcher.has_end_work, owner
+        )
         self.selection = HookSelection()
-        self.hook_states = HookStates(dispatcher)
         # Eager mode: fused steps (a cap above 1) and quiet single steps.
-        self.fusion = Fusion(owner, cap, dispatcher) if mode.fuses_steps else None
-        self._dispatcher = dispatcher
+        self.fusion = Fusion(owner, cap, lifecycle.dispatcher) if mode.fuses_steps else None
+        self._lifecycle = lifecycle
+        lifecycle.begin()
+        mode.prepare_graph()
         self.creator = _CoordinatedSessionCreator(
-            session_creator,
-            mode,
-            dispatcher,
-            stop_grace_period_secs,
-            self.fusion,
-            self.hook_states,
-            self.selection,
+            session_creator, mode, lifecycle, stop_grace_period_secs, self.fusion, self.selection
         )
         self.outer: Layer | None
         if should_recover:
@@ -131,6 +133,9 @@ class SessionStack:
             self.outer = _RecoverableSession(self.creator, policy, owner, mode)
         else:
             self.outer = self.creator.create_session()
+        # Only now: a signal during creation (a worker may wait for hours for
+        # its chief) acts at once, as without monsession.
+        self.signals.install()
 
     @property
     def raw(self) -> Session | None:
@@ -142,24 +147,78 @@ class SessionStack:
         """How many times a preemption error re-created the session."""
         return self.outer.recoveries if isinstance(self.outer, _RecoverableSession) else 0
 
-    def notify_failure(self, error: BaseException) -> None:
-        """Calls `on_failure(session, error)` of the hooks that override it, if still open."""
-        if self.outer is not None and self.raw is not None:
-            self._dispatcher.on_failure(self.raw, error)
+    def open(self, method: str) -> Layer:
+        """The outermost layer, for a call of `method`; raises once closed."""
+        if self.outer is None:
+            raise RuntimeError(f"{self._owner}.{method}() called after close().")
+        return self.outer
 
-    def close(self, clean: bool) -> None:
+    def run(self, call: RunCall, chosen: Iterable[object] | None, training: bool) -> object:
+        """Runs `call` through every layer, with the `chosen` hooks (`None`: all)."""
+        sess = self._step("run")
+        if chosen is None and training:
+            results = sess.run_call(call)
+        else:
+            with self.selection.choose(chosen, training):
+                results = sess.run_call(call)
+        self.signals.after_step()
+        return results
+
+    def run_step_fn(self, step_fn: Callable[[StepContext], _Result]) -> _Result:
+        """Runs `step_fn` with a `StepContext` of the raw session and the layers."""
+        sess = self._step("run_step_fn")
+        results = sess.run_step_fn(step_fn, self.raw, run_with_hooks=None)
+        self.signals.after_step()
+        return results
+
+    def _step(self, method: str) -> Layer:
+        """The outermost layer before a step; once a signal stopped the session, none runs.
+
+        Raises:
+          RuntimeError: If the session is closed.
+          StoppedOnSignalError: If it closed now on a signal whose previous
+            handler returned.
+        """
+        sess = self.open(method)
+        self.signals.before_step(method, self.close)
+        return sess
+
+    def should_stop(self) -> bool:
+        """True once a hook or the coordinator asked to stop, a stop signal arrived, or closed."""
+        sess = self.outer
+        return sess is None or self.signals.stop_requested() or sess.should_stop()
+
+    def exit(self, exception_type: type[BaseException] | None, error: BaseException | None) -> bool:
+        """Closes the session at the end of its `with` block; whether the error is handled.
+
+        The ends of the data close it cleanly; another error calls the hooks'
+        `on_failure` instead of `end`.
+        """
+        if self.outer is None and self.signals.closed_on_signal:
+            # run() already closed the session and handed the signal on.
+            return exception_type is StoppedOnSignalError
+        if exception_type in (tf.errors.OutOfRangeError, StopIteration):
+            exception_type = error = None
+        if error is not None and self.outer is not None and self.raw is not None:
+            self._lifecycle.failed(self.raw, error)
+        clean = exception_type is None
+        self.signals.close(lambda: self.close(clean), failed=not clean)
+        return clean
+
+    def close(self, clean: bool = True) -> None:
         """Calls the hooks' `end()` (after a clean exit), then closes every layer.
 
         Each part runs even if the one before raised; the last error propagates.
-        Hooks end once: closing a closed session only raises.
+        Hooks end once: closing a closed session only raises. The graph is
+        unfinalized last.
         """
         raw = self.raw
         with ExitStack() as closing:  # Runs the callbacks last first.
+            closing.callback(self._restore_graph_finalization)
             closing.callback(self._forget)
             closing.callback(self._close_layers)
             if clean and raw is not None:
-                settle(raw)  # Hooks end on the steps counted.
-                self._dispatcher.end(raw)
+                self._lifecycle.end(raw)
 
     def _close_layers(self) -> None:
         if self.outer is None:
