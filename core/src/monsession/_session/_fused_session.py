@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from monsession._api._types import Results
 from monsession._backends._backend import Backend, StepSource
 from monsession._backends._fused_loop import fused_function
 from monsession._backends._fusion import Fusion
@@ -36,7 +37,7 @@ class _FusedSession(_WrappedSession[_HookedSession]):
         self._selection = selection
         fusion.attach(sess.backend)
 
-    def run_call(self, call: RunCall) -> object:
+    def run_call(self, call: RunCall) -> Results:
         hooked, fusion = self._hooked, self._fusion
         hooked.check_runnable()
         silent: int = 0

@@ -12,7 +12,7 @@ what happens inside each, and in which order, is decided here.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from monsession._api._dispatcher import HookDispatcher
@@ -24,6 +24,8 @@ from monsession._durability._hook_state import HookStates, attach
 
 if TYPE_CHECKING:
     import tensorflow as tf
+
+    from monsession._backends._backend import HookResults
 
 
 class HookLifecycle:
@@ -71,7 +73,7 @@ class HookLifecycle:
     def after_run(
         self,
         run_context: SessionRunContext,
-        hook_results: Mapping[object, object],
+        hook_results: HookResults,
         run_options: tf.compat.v1.RunOptions | None,
         run_metadata: tf.compat.v1.RunMetadata | None,
         chosen: frozenset[int] | None = None,

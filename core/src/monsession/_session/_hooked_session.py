@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from monsession._api._hook_api import SessionRunHook
 from monsession._api._run_context import SessionRunContext, finish_run, run_args
+from monsession._api._types import FeedKey, Results, Unchecked
 from monsession._backends._backend import Backend, HookResults, StepSource
 from monsession._backends._current_mode import current_mode
 from monsession._backends._mode import Mode, Session
@@ -23,22 +24,23 @@ from monsession._session._hook_lifecycle import HookLifecycle
 from monsession._session._session_layers import RunCall, _WrappedSession
 
 
-def _some_of(where: str, hooks: object, own: Iterable[object]) -> list[object]:
+def _some_of(where: str, hooks: Unchecked, own: Iterable[SessionRunHook]) -> list[SessionRunHook]:
     """`hooks`, checked to be some of the session's `own` hooks."""
     if isinstance(hooks, (str, bytes)) or not isinstance(hooks, Iterable):
         raise TypeError(
             f"{where}: hooks must be an iterable of the session's hooks (or [] for none), "
             f"got {hooks!r}."
         )
-    chosen = list(hooks)
-    own_ids = {id(hook) for hook in own}
-    for index, hook in enumerate(chosen):
-        if id(hook) not in own_ids:
+    own_by_id = {id(hook): hook for hook in own}
+    chosen = []
+    for index, hook in enumerate(hooks):
+        if id(hook) not in own_by_id:
             raise ValueError(
                 f"{where}: hooks[{index}] is {hook!r}, which is not one of the hooks the "
                 "session was created with; a call can only run some of the session's "
                 "own hook instances (their begin() and end() belong to the session)."
             )
+        chosen.append(own_by_id[id(hook)])
     return chosen
 
 
@@ -55,8 +57,8 @@ class HookSelection:
 
     @staticmethod
     def check(
-        owner: str, hooks: object, training: object, own: Iterable[object]
-    ) -> tuple[list[object] | None, bool]:
+        owner: str, hooks: Unchecked, training: Unchecked, own: Iterable[SessionRunHook]
+    ) -> tuple[list[SessionRunHook] | None, bool]:
         """Checks the `hooks` and `training` arguments of `owner.run()`; returns them resolved.
 
         `hooks`: `None` (all), or some of the session's `own` hooks.
@@ -75,7 +77,7 @@ class HookSelection:
         return chosen, training
 
     @contextlib.contextmanager
-    def choose(self, hooks: Iterable[object] | None, training: bool) -> Iterator[None]:
+    def choose(self, hooks: Iterable[SessionRunHook] | None, training: bool) -> Iterator[None]:
         """Within the block, runs call only `hooks` (all when `None`), as training steps or not."""
         previous = self.hooks, self.training
         self.hooks = None if hooks is None else frozenset(map(id, hooks))
@@ -130,13 +132,13 @@ class _HookedSession(_WrappedSession[Session]):
         if self._should_stop or self.should_stop():
             raise RuntimeError("Run called even after should_stop requested.")
 
-    def run_call(self, call: RunCall) -> object:
+    def run_call(self, call: RunCall) -> Results:
         self.check_runnable()
         return self.run_hooked(call)
 
     def run_hooked(
-        self, call: RunCall, silent: int = 0, kept: Mapping[str, object] | None = None
-    ) -> object:
+        self, call: RunCall, silent: int = 0, kept: Mapping[str, Results] | None = None
+    ) -> Results:
         """One step with the hooks, `silent` steps (with the outputs `kept`) after their last."""
         fetches, feed_dict, options, run_metadata = call
         if isinstance(fetches, StepSource):
@@ -159,18 +161,27 @@ class _HookedSession(_WrappedSession[Session]):
         results, hook_results = self._run_backend(step, hook_fetches, feed_owners)
         finish_run(run_context)
         if self._calls_after_run:
-            self._call_after_run(run_context, hook_results, options, run_metadata)
+            # Hooks that asked for no options see empty protos, as in TensorFlow,
+            # allocated once per session rather than on every step.
+            empty_options, empty_metadata = self._empty_protos
+            self._lifecycle.after_run(
+                run_context,
+                hook_results,
+                empty_options if options is None else options,
+                empty_metadata if run_metadata is None else run_metadata,
+                self._selection.hooks,
+            )
         self._should_stop = run_context.stop_requested
         return results
 
-    def run_quiet(self, call: RunCall) -> object:
+    def run_quiet(self, call: RunCall) -> Results:
         """Runs a training step on which no hook acts, without calling the hooks."""
         self.backend.start_run()
         return self._run_backend(call, {}, {})[0]
 
     def _run_backend(
-        self, call: RunCall, hook_fetches: HookResults, feed_owners: Mapping[object, str]
-    ) -> tuple[object, HookResults]:
+        self, call: RunCall, hook_fetches: HookResults, feed_owners: Mapping[FeedKey, str]
+    ) -> tuple[Results, HookResults]:
         """`Backend.run`; a file error behind an `OutOfRangeError` is raised as itself."""
         fetches, feed_dict, options, run_metadata = call
         try:
@@ -182,19 +193,3 @@ class _HookedSession(_WrappedSession[Session]):
             if file_error is None:
                 raise  # The end of the input data.
             raise file_error from error
-
-    def _call_after_run(
-        self,
-        run_context: SessionRunContext,
-        hook_results: HookResults,
-        options: tf.compat.v1.RunOptions | None,
-        run_metadata: tf.compat.v1.RunMetadata | None,
-    ) -> None:
-        # Hooks that asked for no options see empty protos, as in TensorFlow,
-        # allocated once per session rather than on every step.
-        empty_options, empty_metadata = self._empty_protos
-        run_options = empty_options if options is None else options
-        metadata = empty_metadata if run_metadata is None else run_metadata
-        self._lifecycle.after_run(
-            run_context, hook_results, run_options, metadata, self._selection.hooks
-        )

@@ -11,6 +11,7 @@ import tensorflow as tf
 from monsession._api._arguments import check_hooks
 from monsession._api._dispatcher import HookDispatcher
 from monsession._api._hook_api import SessionRunHook
+from monsession._api._types import Fetches, Results
 from monsession._backends._current_mode import current_mode
 from monsession._backends._fusion import check_steps_per_execution
 from monsession._backends._mode import Session
@@ -98,14 +99,14 @@ class _MonitoredSession:
 
     def run(
         self,
-        fetches: object,
+        fetches: Fetches,
         feed_dict: Feeds = None,
         options: tf.compat.v1.RunOptions | None = None,
         run_metadata: tf.compat.v1.RunMetadata | None = None,
         *,
         hooks: Iterable[SessionRunHook] | None = None,
         training: bool | None = None,
-    ) -> object:
+    ) -> Results:
         """Runs one step with the hooks (or with the ones chosen by `hooks`).
 
         Graph mode: exactly `tf.compat.v1.Session.run()`. Eager mode:
@@ -151,7 +152,7 @@ class _MonitoredSession:
         chosen, training = HookSelection.check(type(self).__name__, hooks, training, self._hooks)
         return self._stack.run(RunCall(fetches, feed_dict, options, run_metadata), chosen, training)
 
-    def call(self, step: Callable[_P, object], /, *args: _P.args, **kwargs: _P.kwargs) -> object:
+    def call(self, step: Callable[_P, Results], /, *args: _P.args, **kwargs: _P.kwargs) -> Results:
         """Eager mode: runs `step(*args, **kwargs)` with the hooks, as `run(step)` does.
 
         Per-batch data passes as the step's own arguments. Hooks name the
@@ -367,21 +368,9 @@ class SingularMonitoredSession(_MonitoredSession):
         steps_per_execution: int | str = 1,
     ) -> None:
         checked_hooks = check_hooks(type(self).__name__, "hooks", hooks)
-        check_creator_arguments(
-            type(self).__name__,
-            scaffold,
-            master,
-            config,
-            checkpoint_dir,
-            checkpoint_filename_with_path,
-        )
-        creator = ChiefSessionCreator(
-            scaffold=scaffold,
-            master=master,
-            config=config,
-            checkpoint_dir=checkpoint_dir,
-            checkpoint_filename_with_path=checkpoint_filename_with_path,
-        )
+        restore = (scaffold, master, config, checkpoint_dir, checkpoint_filename_with_path)
+        check_creator_arguments(type(self).__name__, *restore)
+        creator = ChiefSessionCreator(*restore)
         super().__init__(
             creator,
             checked_hooks,

@@ -23,6 +23,7 @@ from typing import Generic, NamedTuple, Protocol, TypeVar
 import tensorflow as tf
 
 from monsession._api._step_context import StepContext
+from monsession._api._types import Fetches, Results
 from monsession._backends._backend import FeedDict
 from monsession._backends._current_mode import current_mode
 from monsession._backends._mode import Mode, Session
@@ -47,20 +48,22 @@ Feeds = FeedDict | None
 class RunCall(NamedTuple):
     """The arguments of one `run()`, passed through the layers as one value."""
 
-    fetches: object
+    fetches: Fetches
     feed_dict: Feeds = None
     options: tf.compat.v1.RunOptions | None = None
     run_metadata: tf.compat.v1.RunMetadata | None = None
 
 
 RunWithHooks = Callable[
-    [object, Feeds, tf.compat.v1.RunOptions | None, tf.compat.v1.RunMetadata | None], object
+    [Fetches, Feeds, tf.compat.v1.RunOptions | None, tf.compat.v1.RunMetadata | None], Results
 ]
 """`run` of a session layer: what `StepContext.run_with_hooks` calls."""
 
 
 _Inner = TypeVar("_Inner", bound=Session, covariant=True)
-_Result = TypeVar("_Result")
+_R = TypeVar("_R")
+StepFn = Callable[[StepContext], _R]
+"""A `step_fn` of `run_step_fn`: given a `StepContext`, returns what `run_step_fn` does."""
 
 
 class _WrappedSession(Generic[_Inner]):
@@ -107,24 +110,21 @@ class _WrappedSession(Generic[_Inner]):
 
     def run(
         self,
-        fetches: object,
+        fetches: Fetches,
         feed_dict: Feeds = None,
         options: tf.compat.v1.RunOptions | None = None,
         run_metadata: tf.compat.v1.RunMetadata | None = None,
-    ) -> object:
+    ) -> Results:
         """`tf.compat.v1.Session.run()` through this layer (see `run_call`)."""
         return self.run_call(RunCall(fetches, feed_dict, options, run_metadata))
 
-    def run_call(self, call: RunCall) -> object:
+    def run_call(self, call: RunCall) -> Results:
         """Runs `call` through this layer and the ones inside; a layer's own job goes here."""
         return forward(self._inner(), call)
 
     def run_step_fn(
-        self,
-        step_fn: Callable[[StepContext], _Result],
-        raw_session: Session | None,
-        run_with_hooks: RunWithHooks | None,
-    ) -> _Result:
+        self, step_fn: StepFn[_R], raw_session: Session | None, run_with_hooks: RunWithHooks | None
+    ) -> _R:
         return step_fn(StepContext(raw_session, run_with_hooks or self.run))
 
 
@@ -132,7 +132,7 @@ Layer = _WrappedSession[Session]
 """A session layer around another layer or a raw session."""
 
 
-def forward(inner: Session, call: RunCall) -> object:
+def forward(inner: Session, call: RunCall) -> Results:
     """Runs `call` on `inner`: a layer takes it whole, a raw session as arguments."""
     if isinstance(inner, _WrappedSession):
         return inner.run_call(call)
@@ -217,7 +217,7 @@ class _RecoverableSession(_WrappedSession[Layer]):
         except Exception:
             return True
 
-    def run_call(self, call: RunCall) -> object:
+    def run_call(self, call: RunCall) -> Results:
         while True:
             try:
                 if not self._sess:
@@ -234,11 +234,8 @@ class _RecoverableSession(_WrappedSession[Layer]):
                 return results
 
     def run_step_fn(
-        self,
-        step_fn: Callable[[StepContext], _Result],
-        raw_session: Session | None,
-        run_with_hooks: RunWithHooks | None,
-    ) -> _Result:
+        self, step_fn: StepFn[_R], raw_session: Session | None, run_with_hooks: RunWithHooks | None
+    ) -> _R:
         while True:
             try:
                 if not self._sess:
@@ -306,7 +303,7 @@ class _CoordinatedSession(_WrappedSession[Layer]):
             except Exception:
                 pass
 
-    def run_call(self, call: RunCall) -> object:
+    def run_call(self, call: RunCall) -> Results:
         # Plain handlers, not `_breaking()`: this is every step's path.
         try:
             return forward(self._inner(), call)
@@ -326,10 +323,7 @@ class _CoordinatedSession(_WrappedSession[Layer]):
             raise
 
     def run_step_fn(
-        self,
-        step_fn: Callable[[StepContext], _Result],
-        raw_session: Session | None,
-        run_with_hooks: RunWithHooks | None,
-    ) -> _Result:
+        self, step_fn: StepFn[_R], raw_session: Session | None, run_with_hooks: RunWithHooks | None
+    ) -> _R:
         with self._breaking():  # The step may run the raw session itself.
             return super().run_step_fn(step_fn, raw_session, run_with_hooks)

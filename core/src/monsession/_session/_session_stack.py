@@ -9,13 +9,16 @@ three again each time the recoverable layer re-creates the session.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable
 from contextlib import ExitStack
 from typing import TypeVar
 
 import tensorflow as tf
 
+from monsession._api._hook_api import SessionRunHook
 from monsession._api._step_context import StepContext
+from monsession._api._types import Results
 from monsession._backends._fusion import Fusion
 from monsession._backends._mode import CreatedSession, Mode, Session
 from monsession._durability._retry import retry_policy_of
@@ -35,6 +38,7 @@ from monsession._session._signal_layer import SignalLayer, StoppedOnSignalError
 _Result = TypeVar("_Result")
 
 
+@dataclasses.dataclass(eq=False)
 class _CoordinatedSessionCreator(SessionCreator):
     """Creates the raw session, starts queue runners, tells the hooks (`HookLifecycle.created`).
 
@@ -47,39 +51,30 @@ class _CoordinatedSessionCreator(SessionCreator):
       selection: The session's `HookSelection`.
     """
 
-    def __init__(
-        self,
-        session_creator: SessionCreator | TFSessionCreator,
-        mode: Mode,
-        lifecycle: HookLifecycle,
-        stop_grace_period_secs: float,
-        fusion: Fusion | None,
-        selection: HookSelection,
-    ) -> None:
-        self._session_creator = session_creator
-        self._mode = mode
-        self._lifecycle = lifecycle
-        self._stop_grace_period_secs = stop_grace_period_secs
-        self._fusion = fusion
-        self._selection = selection
-        self.coord: tf.train.Coordinator | None = None
-        self.tf_sess: Session | None = None
+    session_creator: SessionCreator | TFSessionCreator
+    mode: Mode
+    lifecycle: HookLifecycle
+    stop_grace_period_secs: float
+    fusion: Fusion | None
+    selection: HookSelection
+    coord: tf.train.Coordinator | None = dataclasses.field(default=None, init=False)
+    tf_sess: Session | None = dataclasses.field(default=None, init=False)
 
     def create_session(self) -> _CoordinatedSession:
-        creator = self._session_creator
+        creator = self.session_creator
         if isinstance(creator, SessionCreator):
             created = creator.create_restored()
         else:  # TensorFlow's own creators.
             created = CreatedSession(creator.create_session(), None)
         self.tf_sess = created.session
         self.coord = tf.train.Coordinator(clean_stop_exception_types=[])
-        self._mode.start_queue_runners(self.tf_sess, self.coord)
-        self._lifecycle.created(self.tf_sess, self.coord, created.restored_from)
-        hooked = _HookedSession(self.tf_sess, self._lifecycle, self._selection, self._mode)
+        self.mode.start_queue_runners(self.tf_sess, self.coord)
+        self.lifecycle.created(self.tf_sess, self.coord, created.restored_from)
+        hooked = _HookedSession(self.tf_sess, self.lifecycle, self.selection, self.mode)
         layer: Layer = hooked
-        if self._fusion is not None and self._fusion.skips_hooks():
-            layer = _FusedSession(hooked, self._fusion, self._selection)
-        return _CoordinatedSession(layer, self.coord, self._stop_grace_period_secs)
+        if self.fusion is not None and self.fusion.skips_hooks():
+            layer = _FusedSession(hooked, self.fusion, self.selection)
+        return _CoordinatedSession(layer, self.coord, self.stop_grace_period_secs)
 
 
 class SessionStack:
@@ -153,7 +148,9 @@ class SessionStack:
             raise RuntimeError(f"{self._owner}.{method}() called after close().")
         return self.outer
 
-    def run(self, call: RunCall, chosen: Iterable[object] | None, training: bool) -> object:
+    def run(
+        self, call: RunCall, chosen: Iterable[SessionRunHook] | None, training: bool
+    ) -> Results:
         """Runs `call` through every layer, with the `chosen` hooks (`None`: all)."""
         sess = self._step("run")
         if chosen is None and training:
