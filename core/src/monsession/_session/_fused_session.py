@@ -12,12 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from monsession._api._types import Results
 from monsession._backends._backend import Backend, StepSource
 from monsession._backends._fused_loop import fused_function
 from monsession._backends._fusion import Fusion
 from monsession._session._hooked_session import HookSelection, _HookedSession
-from monsession._session._session_layers import RunCall, _WrappedSession
+from monsession._session._session_layers import Results, RunCall, _WrappedSession
 
 
 class _FusedSession(_WrappedSession[_HookedSession]):

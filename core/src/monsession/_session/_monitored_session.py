@@ -11,11 +11,9 @@ import tensorflow as tf
 from monsession._api._arguments import check_hooks
 from monsession._api._dispatcher import HookDispatcher
 from monsession._api._hook_api import SessionRunHook
-from monsession._api._types import Fetches, Results
 from monsession._backends._current_mode import current_mode
 from monsession._backends._fusion import check_steps_per_execution
 from monsession._backends._mode import Session
-from monsession._session._hook_lifecycle import HookLifecycle
 from monsession._session._hooked_session import HookSelection, _HookedSession
 from monsession._session._scaffold import Scaffold
 from monsession._session._session_arguments import check_session_arguments, check_step_fn
@@ -26,7 +24,9 @@ from monsession._session._session_creators import (
 )
 from monsession._session._session_layers import (
     Feeds,
+    Fetches,
     Layer,
+    Results,
     RunCall,
     _CoordinatedSession,
     _RecoverableSession,
@@ -76,14 +76,12 @@ class _MonitoredSession:
         self._mode.check_hooks(owner, self._hooks)
         check_session_arguments(owner, session_creator, stop_grace_period_secs)
         self._mode.own_global_step()  # Before the hooks' begin(), which may need it.
-        lifecycle = HookLifecycle(self._hooks, owner)
-        self._dispatcher = lifecycle.dispatcher
         creator = session_creator or ChiefSessionCreator()
         self._stack = SessionStack(
             owner,
             self._mode,
             creator,
-            lifecycle,
+            self._hooks,
             cap,
             should_recover,
             stop_grace_period_secs,
@@ -237,7 +235,7 @@ class _MonitoredSession:
     @property
     def dispatcher(self) -> HookDispatcher:
         """The `HookDispatcher` that calls the session's hooks (for `Epochs.run`)."""
-        return self._dispatcher
+        return self._stack.dispatcher
 
     def agree_with_workers(self, agreement: StepAgreement) -> None:
         """Stops on a signal, and fuses steps, only as the workers of a job agree.

@@ -10,15 +10,13 @@ three again each time the recoverable layer re-creates the session.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Sequence
 from contextlib import ExitStack
 from typing import TypeVar
 
 import tensorflow as tf
 
 from monsession._api._hook_api import SessionRunHook
-from monsession._api._step_context import StepContext
-from monsession._api._types import Results
 from monsession._backends._fusion import Fusion
 from monsession._backends._mode import CreatedSession, Mode, Session
 from monsession._durability._retry import retry_policy_of
@@ -28,14 +26,16 @@ from monsession._session._hooked_session import HookSelection, _HookedSession
 from monsession._session._session_creators import SessionCreator
 from monsession._session._session_layers import (
     Layer,
+    Results,
     RunCall,
+    StepFn,
     TFSessionCreator,
     _CoordinatedSession,
     _RecoverableSession,
 )
 from monsession._session._signal_layer import SignalLayer, StoppedOnSignalError
 
-_Result = TypeVar("_Result")
+_R = TypeVar("_R")
 
 
 @dataclasses.dataclass(eq=False)
@@ -90,7 +90,7 @@ class SessionStack:
       owner: The session's class name, for messages.
       mode: The session's `Mode`.
       session_creator: Makes the raw session.
-      lifecycle: The session's `HookLifecycle`; its hooks begin here.
+      hooks: The session's hooks, in order: they begin here.
       cap: The most steps per call (`steps_per_execution`), `None` for "auto".
       should_recover: Whether a preemption error re-creates the session.
       stop_grace_period_secs: How long closing waits for the coordinator's threads.
@@ -102,20 +102,20 @@ class SessionStack:
         owner: str,
         mode: Mode,
         session_creator: SessionCreator | TFSessionCreator,
-        lifecycle: HookLifecycle,
+        hooks: Sequence[SessionRunHook],
         cap: int | None,
         should_recover: bool,
         stop_grace_period_secs: float,
         stop_on_signals: bool | Iterable[int] | None,
     ) -> None:
         self._owner = owner
+        lifecycle = HookLifecycle(hooks, owner)
+        self.dispatcher = lifecycle.dispatcher
         self._restore_graph_finalization = mode.keep_graph_finalization()
-        self.signals = SignalLayer(
-            stop_on_signals, lambda: lifecycle.dispatcher.has_end_work, owner
-        )
+        self.signals = SignalLayer(stop_on_signals, lambda: self.dispatcher.has_end_work, owner)
         self.selection = HookSelection()
         # Eager mode: fused steps (a cap above 1) and quiet single steps.
-        self.fusion = Fusion(owner, cap, lifecycle.dispatcher) if mode.fuses_steps else None
+        self.fusion = Fusion(owner, cap, self.dispatcher) if mode.fuses_steps else None
         self._lifecycle = lifecycle
         lifecycle.begin()
         mode.prepare_graph()
@@ -161,7 +161,7 @@ class SessionStack:
         self.signals.after_step()
         return results
 
-    def run_step_fn(self, step_fn: Callable[[StepContext], _Result]) -> _Result:
+    def run_step_fn(self, step_fn: StepFn[_R]) -> _R:
         """Runs `step_fn` with a `StepContext` of the raw session and the layers."""
         sess = self._step("run_step_fn")
         results = sess.run_step_fn(step_fn, self.raw, run_with_hooks=None)
