@@ -19,8 +19,7 @@ from monsession._api._control_hooks import (
 )
 from monsession._api._hook_api import NextAction, SessionRunHook, StatefulHook
 from monsession._api._run_context import SessionRunArgs, SessionRunContext, SessionRunValues
-from monsession._api._timed_hook import TimedHook
-from monsession._api._timer import SecondOrStepTimer
+from monsession._api._timer import SecondOrStepTimer, TimedHook
 from monsession._deprecation import MonsessionDeprecationWarning, RemovedIn2Warning
 from monsession._deprecation import deprecated as _deprecated
 from monsession._lazy import lazy_attributes as _lazy_attributes
