@@ -34,7 +34,6 @@ from monsession._plugins._plugin_manager import (
     CORE_DISTRIBUTION,
     answers_by_plugin,
     discovery,
-    normalize,
     plugin_names,
 )
 from monsession._plugins._plugin_types import (
@@ -44,6 +43,7 @@ from monsession._plugins._plugin_types import (
     PluginListing,
     PluginSource,
     UnknownHookError,
+    normalize,
 )
 
 KNOWN_HOOK_FAMILIES: dict[str, str] = {
@@ -111,9 +111,10 @@ KNOWN_ARGUMENT_FAMILIES: dict[str, str] = {
 }
 """{`MonitoredTrainingSession` argument: distribution} of this project's families."""
 
-# This repository's distributions: their folder in a checkout is the name
-# without "monsession-" (install hints give that form too).
-_OWN_DISTRIBUTIONS = frozenset(
+# This repository's distributions (`new-package` refuses their names): their
+# folder in a checkout is the name without "monsession-" (install hints give
+# that form too).
+OWN_DISTRIBUTIONS = frozenset(
     {CORE_DISTRIBUTION, *KNOWN_HOOK_FAMILIES.values(), *KNOWN_ARGUMENT_FAMILIES.values()}
 )
 
@@ -133,7 +134,7 @@ def install_commands(distribution: str, upgrade: bool = False) -> str:
       monsession repository: pip install ./hooks-summary)"``.
     """
     index = f"pip install --upgrade {distribution}" if upgrade else f"pip install {distribution}"
-    if distribution not in _OWN_DISTRIBUTIONS:
+    if distribution not in OWN_DISTRIBUTIONS:
         return index
     checkout = "an up-to-date checkout" if upgrade else "a checkout"
     folder = distribution.removeprefix("monsession-")

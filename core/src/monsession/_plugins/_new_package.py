@@ -19,8 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from monsession._plugins._families import KNOWN_ARGUMENT_FAMILIES, KNOWN_HOOK_FAMILIES
-from monsession._plugins._plugin_types import core_range
+from monsession._plugins._families import OWN_DISTRIBUTIONS
+from monsession._plugins._plugin_types import core_range, normalize
 
 if TYPE_CHECKING:
     from importlib.abc import Traversable
@@ -29,7 +29,6 @@ PREFIX = "monsession-hooks-"
 _SUFFIX = re.compile(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*")
 _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
 _TEMPLATE_SUFFIX = ".tmpl"
-_FIRST_PARTY = frozenset({*KNOWN_HOOK_FAMILIES.values(), *KNOWN_ARGUMENT_FAMILIES.values()})
 
 
 class NewPackageError(ValueError):
@@ -51,11 +50,6 @@ class PackageNames:
         return dataclasses.asdict(self)
 
 
-def _canonical(name: str) -> str:
-    """`name` as a package index compares names (PEP 503)."""
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 def package_names(name: str, core_version: str) -> PackageNames:
     """The names of the package `name`, after checking it.
 
@@ -67,7 +61,7 @@ def package_names(name: str, core_version: str) -> PackageNames:
     """
     suffix = name.removeprefix(PREFIX)
     if not name.startswith(PREFIX) or not _SUFFIX.fullmatch(suffix):
-        canonical = _canonical(name.strip())
+        canonical = normalize(name.strip())
         hint = ""
         if canonical != name and canonical.startswith(PREFIX):
             if _SUFFIX.fullmatch(canonical.removeprefix(PREFIX)):
@@ -78,7 +72,7 @@ def package_names(name: str, core_version: str) -> PackageNames:
             f"{PREFIX}demo). It gives the import name monsession_hooks_<name> and the plugin "
             f"name <name>.{hint}"
         )
-    if name in _FIRST_PARTY:
+    if name in OWN_DISTRIBUTIONS:
         raise NewPackageError(
             f"{name!r} is a distribution of monsession itself: choose another name "
             f"({PREFIX}<name>)."

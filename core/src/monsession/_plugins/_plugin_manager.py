@@ -34,7 +34,6 @@ import functools
 import importlib.metadata
 import logging
 import os
-import re
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
@@ -58,6 +57,7 @@ from monsession._plugins._plugin_types import (
     core_range,
     core_requirement,
     ends_below,
+    normalize,
     unknown_hookspecs,
 )
 
@@ -119,11 +119,6 @@ def env_flag(name: str) -> bool:
     """
     value = os.environ.get(name, "").strip().lower()
     return value not in ("", "0", "false")
-
-
-def normalize(name: str) -> str:
-    """A plugin or distribution name as the environment variables compare it (PEP 503)."""
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def core_version() -> str | None:

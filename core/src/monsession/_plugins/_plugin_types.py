@@ -39,6 +39,11 @@ ENV_STRICT = "MONSESSION_STRICT_PLUGINS"
 """The environment variable that, set to 1, makes a failing plugin an error, not a warning."""
 
 
+def normalize(name: str) -> str:
+    """`name` as package indexes and the environment variables compare names (PEP 503)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
 class PluginLoadError(ImportError):
     """A plugin failed to load while `MONSESSION_STRICT_PLUGINS` is set."""
 
