@@ -57,7 +57,9 @@ def _run(tmp_path, mode, case):
         [sys.executable, "-c", _CHILD, mode, str(tmp_path / "big.bin"), case],
         capture_output=True,
         text=True,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+        # Under RLIMIT_FSIZE a bytecode file written by the child would be cut
+        # short in the shared cache (later imports: "marshal data too short").
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONDONTWRITEBYTECODE": "1"},
         timeout=120,
     )
 
