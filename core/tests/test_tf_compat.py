@@ -28,10 +28,10 @@ def _graph_session() -> tuple[Any, Any, Any]:
     return graph, sess, step
 
 
-def check_session_base_class() -> None:
+def check_supports_prepared_steps() -> None:
     _, sess, _ = _graph_session()
-    assert isinstance(sess, _tf_compat.session_base_class())
-    assert isinstance(tf.compat.v1.InteractiveSession, type)
+    assert _tf_compat.supports_prepared_steps(sess)
+    assert not _tf_compat.supports_prepared_steps(object())
 
 
 def check_fetch_handler() -> None:
@@ -42,14 +42,14 @@ def check_fetch_handler() -> None:
     assert [tensor.name for tensor in handler.fetches()] == [read.name]
 
 
-def check_callable_options_and_make_callable_from_options() -> None:
+def check_prepared_step() -> None:
     graph, sess, step = _graph_session()
     with graph.as_default():
         read = tf.identity(step)
-    options = _tf_compat.callable_options()
-    options.fetch.append(read.name)
-    prepared = _tf_compat.make_callable_from_options(sess, options)
-    assert [int(value) for value in prepared()] == [0]
+        add = step.assign_add(1).op
+    prepared = _tf_compat.prepared_step(sess, [read.name], [add.name])
+    assert [int(value) for value in prepared()] in ([0], [1])
+    assert int(sess.run(step)) == 1
 
 
 def check_reraise_as_session_run() -> None:
@@ -258,11 +258,9 @@ def check_one_line_per_record() -> None:
 
 
 CHECKS: dict[str, Callable[[], None]] = {
-    "session.BaseSession": check_session_base_class,
+    "session.BaseSession, Session._make_callable_from_options": check_supports_prepared_steps,
     "session._FetchHandler": check_fetch_handler,
-    "config_pb2.CallableOptions, Session._make_callable_from_options": (
-        check_callable_options_and_make_callable_from_options
-    ),
+    "config_pb2.CallableOptions, Session._make_callable_from_options": check_prepared_step,
     "Session._do_call": check_reraise_as_session_run,
     "Graph._unsafe_unfinalize": check_unfinalize_graph,
     "training_util._get_or_create_global_step_read, _get_global_step_read": (

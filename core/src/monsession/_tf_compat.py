@@ -21,21 +21,20 @@ import tensorflow as tf
 
 if TYPE_CHECKING:
     import numpy as np
-    from tensorflow.core.protobuf import config_pb2
     from tensorflow.python.client import session as tf_session
 
 # -- Graph mode: sessions ---------------------------------------------------
 
 
-def session_base_class() -> type:
-    """`tensorflow.python.client.session.BaseSession`.
+def supports_prepared_steps(sess: object) -> bool:
+    """Whether `sess` is a TensorFlow session (`session.BaseSession`) with prepared steps.
 
     No public base class covers both `tf.compat.v1.Session` and
     `InteractiveSession`; it tells a real session from a session wrapper.
     """
     from tensorflow.python.client import session
 
-    return session.BaseSession
+    return isinstance(sess, session.BaseSession) and hasattr(sess, "_make_callable_from_options")
 
 
 def fetch_handler(graph: tf.Graph, fetches: object) -> tf_session._FetchHandler:
@@ -50,22 +49,19 @@ def fetch_handler(graph: tf.Graph, fetches: object) -> tf_session._FetchHandler:
     return session._FetchHandler(graph, fetches, {})
 
 
-def callable_options() -> config_pb2.CallableOptions:
-    """A `CallableOptions` proto (not exported under `tf.compat.v1`)."""
-    from tensorflow.core.protobuf import config_pb2
-
-    return config_pb2.CallableOptions()
-
-
-def make_callable_from_options(
-    sess: tf.compat.v1.Session, options: config_pb2.CallableOptions
-) -> Callable[..., list[Any]]:
-    """`Session._make_callable_from_options`: a prepared C++ step.
+def prepared_step(
+    sess: tf.compat.v1.Session, fetches: list[str], targets: list[str]
+) -> Callable[[], list[Any]]:
+    """`Session._make_callable_from_options`: a C++ step fetching and running these names.
 
     A step through it costs 0.43x the public `Session.make_callable` for the
     standard hook set's merged fetches (name lookups skipped per call), see
     `benchmarks/results/core.json` ("graph_callable_vs_make_callable").
+    `CallableOptions` is not exported under `tf.compat.v1`.
     """
+    from tensorflow.core.protobuf import config_pb2
+
+    options = config_pb2.CallableOptions(fetch=fetches, target=targets)
     return sess._make_callable_from_options(options)
 
 
@@ -205,20 +201,14 @@ def one_line_per_record() -> None:
     """Removes the handler TensorFlow gave its logger once the root logger has one; once.
 
     `tf.get_logger()` adds a stderr handler to the ``"tensorflow"`` logger
-    only if the root logger has no handler yet ("this prevents double
-    logging"), and decides once. A program that configures logging after
-    importing TensorFlow (`logging.basicConfig()`, or a library that adds a
-    root handler) would print every record twice: through that handler, and
-    through the root's. This makes TensorFlow's rule hold whatever the
-    order: once records reach a root handler, TensorFlow's own handler (a
-    plain `StreamHandler` with `logging.BASIC_FORMAT`) goes. Handlers that a
-    program added are kept.
-
-    It acts once per process: called by each monitored session and each line
-    a hook logs through `monsession.tf_logging`, it only looks whether the
-    root logger has a handler until it has one; then it removes TensorFlow's
-    handler, if any, and never touches the loggers again, so handlers a
-    program sets up afterwards stay as they are.
+    only if the root logger has no handler yet, and decides once: a program
+    that configures logging after importing TensorFlow would print every
+    record twice (through that handler and the root's). Once records reach a
+    root handler, TensorFlow's own handler (a plain `StreamHandler` with
+    `logging.BASIC_FORMAT`) goes; handlers a program added are kept. Called
+    by each monitored session and each line logged through
+    `monsession.tf_logging`, it acts once per process, and never touches the
+    loggers again.
     """
     if _LOGGER_CONFIGURED.is_set() or not logging.getLogger().handlers:
         return  # Done, or nothing to do until records reach a root handler.
@@ -286,7 +276,7 @@ def _resource_variable_class() -> type:
     return ResourceVariable
 
 
-_RESOURCE_VARIABLE: Any = _resource_variable_class()
+_RESOURCE_VARIABLE: Any = _resource_variable_class()  # Imported once: it is asked per read.
 
 
 def is_plain_resource_variable(variable: object) -> bool:
@@ -305,9 +295,6 @@ def read_variable_to_host(variable: tf.Variable) -> np.ndarray | np.generic:
     if is_plain_resource_variable(variable):
         return tf.raw_ops.ReadVariableOp(resource=variable.handle, dtype=variable.dtype).numpy()
     return variable.numpy()
-
-
-# -- Eager mode: per-replica values of tf.distribute --------------------------
 
 
 def local_replica_values(value: tf.distribute.DistributedValues) -> tuple[Any, ...]:
