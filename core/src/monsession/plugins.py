@@ -27,6 +27,7 @@ that provides hooks (and its tests) needs is here:
   straight through the trace it already has, as the session calls steps;
 * argument checks with errors that name the hook: `check_schedule`,
   `check_interval`, `check_flag`, `check_directory`;
+* which mode a hook works for: `in_eager_mode` (not `tf.executing_eagerly()`);
 * the global step inside hooks: `require_global_step`, `read_global_step`;
   fetches by name: `resolve_fetch`, `check_scalar`, `TensorNotFoundError`;
 * files: `event_file_writer`, hook state beside checkpoints
@@ -118,6 +119,7 @@ _NAMES = {
     "Traces": "monsession._backends._traces",
     **dict.fromkeys(("read_global_step", "require_global_step"), _GLOBAL_STEP),
     **dict.fromkeys(("TensorNotFoundError", "check_scalar"), _FETCHES),
+    "in_eager_mode": "monsession._api._session_like",
     "resolve_fetch": "monsession._backends._current_mode",
     **dict.fromkeys(
         ("attach_hook_state", "load_hook_state", "prune_hook_state", "save_hook_state"),
@@ -156,6 +158,7 @@ if TYPE_CHECKING:
     )
     from monsession._api._hook_api import HOOK_METHOD_NAMES, TF_HOOK_METHOD_NAMES, hook_overrides
     from monsession._api._run_context import as_run_context
+    from monsession._api._session_like import in_eager_mode
     from monsession._backends._current_mode import resolve_fetch
     from monsession._backends._fetches import (
         TensorNotFoundError,
@@ -271,6 +274,7 @@ __all__ = [
     "get_plugin_manager",
     "hook_class_entries",
     "hook_overrides",
+    "in_eager_mode",
     "lazy_attributes",
     "load_hook_state",
     "lock_checkpoint_dir",

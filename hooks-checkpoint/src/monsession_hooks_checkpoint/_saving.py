@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-import tensorflow as tf
+from monsession.plugins import in_eager_mode
 
 
 class Saving(Protocol):
@@ -67,7 +67,7 @@ def make_saving(
       TypeError: If `saver` (or the scaffold's) does not fit the mode.
       ValueError: If `async_save` is asked for in graph mode.
     """
-    if tf.executing_eagerly():
+    if in_eager_mode():
         from monsession_hooks_checkpoint._eager_saving import EagerSaving, collection_state
 
         state = saver if saver is not None or scaffold is None else scaffold.saver

@@ -34,7 +34,7 @@ from monsession import (
     SessionRunValues,
     tf_logging,
 )
-from monsession.plugins import as_run_context, fused_target
+from monsession.plugins import as_run_context, fused_target, in_eager_mode
 from monsession_hooks_debug._finite_flag import FiniteFlag, FlagCheck
 from monsession_hooks_debug._loss_checks import (
     Divergence,
@@ -219,7 +219,7 @@ class NanTensorHook(SessionRunHook):
     def begin(self) -> None:
         self._check = self._make_check()
         self._watched_seen = False
-        if self._flag is not None and tf.executing_eagerly() and not tf.distribute.has_strategy():
+        if self._flag is not None and in_eager_mode() and not tf.distribute.has_strategy():
             # Before any step: the session may run fused steps before the hook's first run.
             self._flag.create()
             self._flag.reset()
@@ -268,7 +268,7 @@ class NanTensorHook(SessionRunHook):
                 _HOOK, _ARGUMENT, f"tensor {tensor.name!r}", tensor.dtype, tensor.shape
             )
         # Only eager steps return device tensors that can be kept unread.
-        if self._every_n == 1 or not tf.executing_eagerly():
+        if self._every_n == 1 or not in_eager_mode():
             return EveryStepCheck(fetch, self._detect_inf)
         if not isinstance(fetch, str):
             raise TypeError(
@@ -290,7 +290,7 @@ class NanTensorHook(SessionRunHook):
                 "device, so it must see the step's outputs: run the step wrapped by this "
                 "hook, e.g. `step = hook.watch(train_step)` then `sess.run(step)`."
             )
-        if watched and self._flag is not None and tf.executing_eagerly():
+        if watched and self._flag is not None and in_eager_mode():
             if not tf.distribute.has_strategy():
                 if not self._flag.ready:  # Used without begin().
                     self._flag.create()

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import tensorflow as tf
-
 import monsession
 from monsession import (
     NextAction,
@@ -24,7 +22,7 @@ from monsession import (
     SessionRunValues,
     TimedHook,
 )
-from monsession.plugins import as_run_context
+from monsession.plugins import as_run_context, in_eager_mode
 from monsession_hooks_debug._tracers import ProfilerTracer, TimelineTracer, Tracer
 
 _HOOK = "ProfilerHook"
@@ -109,7 +107,7 @@ class ProfilerHook(TimedHook):
         # The one mode choice: how to trace differs by nature.
         self._tracer = (
             ProfilerTracer(output_dir, self._trace_steps)
-            if tf.executing_eagerly()
+            if in_eager_mode()
             else TimelineTracer(output_dir, self._show_dataflow, self._show_memory)
         )
 

@@ -6,7 +6,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import keras
-import tensorflow as tf
 
 from monsession import (
     SessionRunArgs,
@@ -15,7 +14,7 @@ from monsession import (
     SessionRunValues,
     tf_logging,
 )
-from monsession.plugins import as_run_context
+from monsession.plugins import as_run_context, in_eager_mode
 from monsession_hooks_keras import _callback_state, _keras_compat
 from monsession_hooks_keras._logs import acts_on, host_logs, needs_logs
 
@@ -188,7 +187,7 @@ class KerasCallbacksHook(SessionRunHook):
         verbose: int = 1,
         optimizer: Any = None,
     ) -> None:
-        if not tf.executing_eagerly():
+        if not in_eager_mode():
             raise RuntimeError(_GRAPH_MODE)
         if not isinstance(model, keras.Model):
             raise TypeError(f"{_NAME}: model must be a Keras 3 keras.Model, got {model!r}.")
@@ -232,7 +231,7 @@ class KerasCallbacksHook(SessionRunHook):
         return _keras_compat.initial_epoch(self._model)
 
     def begin(self) -> None:
-        if not tf.executing_eagerly():
+        if not in_eager_mode():
             raise RuntimeError(_GRAPH_MODE)
         self._started = False  # A new session: training begins (again).
         self._epoch = None

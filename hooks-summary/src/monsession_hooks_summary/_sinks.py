@@ -25,7 +25,7 @@ from typing import Any, Protocol
 import tensorflow as tf
 
 from monsession import SessionRunArgs, SessionRunContext
-from monsession.plugins import error_cause
+from monsession.plugins import error_cause, in_eager_mode
 from monsession_hooks_summary import _tf_compat
 from monsession_hooks_summary._empty_recording import EmptyRecordingCheck
 from monsession_hooks_summary._recording import Recording
@@ -187,7 +187,7 @@ def open_sink(
         logdir = output_dir
         summary_writer = SummaryWriterCache.get(output_dir)
     location = _location_of(summary_writer, logdir)
-    if tf.executing_eagerly():
+    if in_eager_mode():
         if not isinstance(summary_writer, tf.summary.SummaryWriter):
             raise TypeError(
                 f"{hook_name}: in eager mode summary_writer must be a tf.summary.SummaryWriter "
@@ -388,7 +388,7 @@ def check_summary_source(hook_name: str, scaffold: Any, summary_op: Any) -> None
                 "from tf.compat.v1.summary.merge_all()) or a list of them; it holds "
                 f"{leaf!r} of type {type(leaf).__name__}."
             )
-    if not tf.executing_eagerly() and scaffold is None and summary_op is None:
+    if not in_eager_mode() and scaffold is None and summary_op is None:
         raise ValueError(
             f"{hook_name}: Exactly one of scaffold or summary_op must be provided in graph "
             "mode, got neither (in eager mode the step's tf.summary calls are the "
@@ -421,7 +421,7 @@ def open_recorder(
         there is no writer.
       TypeError: If `summary_writer` is not a writer of the current mode.
     """
-    if tf.executing_eagerly() and summary_op is not None:
+    if in_eager_mode() and summary_op is not None:
         raise ValueError(
             f"{hook_name}: summary_op is a graph-mode argument; in eager mode call "
             "tf.summary.* in the step (e.g. tf.summary.scalar('loss', loss, "

@@ -42,7 +42,7 @@ class SummaryWriterCache:
           `tf.summary.SummaryWriter`.
         """
         key = os.fspath(logdir)
-        if not tf.executing_eagerly():
+        if not monsession.plugins.in_eager_mode():
             return monsession.plugins.event_file_writer(key)
         with SummaryWriterCache._lock:
             writer = SummaryWriterCache._eager_writers.get(key)

@@ -7,7 +7,7 @@ from typing import Any
 import tensorflow as tf
 
 from monsession import _tf_compat
-from monsession._api._session_like import SessionLike
+from monsession._api._session_like import SessionLike, in_eager_mode
 
 _NAME = "global_step"  # The variable's name and its collection's key (tf.compat.v1.GraphKeys).
 
@@ -25,7 +25,7 @@ def global_step(sess: SessionLike | None, global_step_tensor: Any) -> int:
       global_step_tensor: The global step `Variable` or `Tensor`, or the
         name of its tensor (graph mode).
     """
-    if tf.executing_eagerly():
+    if in_eager_mode(sess):
         return int(global_step_tensor.numpy())
     if sess is None:
         raise TypeError(

@@ -1,15 +1,14 @@
-"""`current_mode()`: the one place core asks TensorFlow which mode it runs in."""
+"""`current_mode()`: the `Mode` of the code running now (see `in_eager_mode`)."""
 
 from __future__ import annotations
 
-import tensorflow as tf
-
+from monsession._api._session_like import in_eager_mode
 from monsession._backends._mode import Mode
 
 
 def current_mode() -> Mode:
     """The mode of the code running now: eager unless a graph is the default."""
-    if tf.executing_eagerly():
+    if in_eager_mode():
         from monsession._backends._eager_mode import EAGER
 
         return EAGER

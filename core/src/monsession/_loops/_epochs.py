@@ -9,6 +9,7 @@ from typing import Any
 import tensorflow as tf
 
 from monsession._api._dispatcher import HookDispatcher
+from monsession._api._session_like import in_eager_mode
 from monsession._backends._backend import StepSource
 from monsession._backends._eager import BoundStep
 from monsession._backends._fused_loop import FUSED_STEP_ATTRIBUTE, fused_target
@@ -139,7 +140,7 @@ class Epochs(tf.Module):
         Raises:
           RuntimeError: In graph mode (TF1 loops feed their batches to `run()`).
         """
-        if not tf.executing_eagerly():
+        if not in_eager_mode(session):
             raise RuntimeError(
                 f"{_OWNER}.run() runs a TF2 step function (eager mode); in graph mode feed "
                 "the batches to MonitoredSession.run(fetches, feed_dict)."

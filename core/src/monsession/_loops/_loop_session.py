@@ -5,10 +5,14 @@ from __future__ import annotations
 from typing import Protocol
 
 from monsession._api._dispatcher import HookDispatcher
+from monsession._api._session_like import SessionLike
 
 
-class LoopSession(Protocol):
-    """The part of a monitored session that `Epochs.run` drives (eager mode)."""
+class LoopSession(SessionLike, Protocol):
+    """The part of a monitored session that `Epochs.run` drives (eager mode).
+
+    Its `run` runs one step with the hooks: here a `StepSource` that takes its batch.
+    """
 
     @property
     def dispatcher(self) -> HookDispatcher:
@@ -24,6 +28,3 @@ class LoopSession(Protocol):
 
     def should_stop(self) -> bool:
         """Whether a hook, a signal or the coordinator asked to stop, or it is closed."""
-
-    def run(self, fetches: object) -> object:
-        """Runs one step with the hooks: here a `StepSource` that takes its batch."""
