@@ -12,7 +12,7 @@ from monsession._backends._eager import BoundStep, EagerSession
 from monsession._backends._eager_backend import EagerBackend
 from monsession._backends._eager_restore import create_eager_session
 from monsession._backends._fetches import resolve_eager_fetch
-from monsession._backends._mode import ChiefRestore, CreatedSession, Session
+from monsession._backends._mode import ChiefRestore, CreatedSession, Session, WorkerRestore
 from monsession._backends._owned_step import own_global_step_if_missing
 from monsession._backends._tensorflow_hooks import refuse_tensorflow_hooks
 
@@ -49,9 +49,26 @@ class EagerMode:
             repair_state_file=True,
         )
 
-    def create_worker_session(self, wait: Callable[[], Session]) -> CreatedSession:
-        """No shared session to wait for: `MonitoredTrainingSession`'s workers restore."""
-        return CreatedSession(EagerSession(), None)
+    def create_worker_session(self, worker: WorkerRestore) -> CreatedSession:
+        """No shared session to wait for: each process holds its own copy of the state."""
+        if not worker.restores:
+            return CreatedSession(EagerSession(), None)
+        created = create_eager_session(worker.saver, worker.init_fn, worker.checkpoint_dir)
+        if worker.wait_for_peers is not None:
+            worker.wait_for_peers()
+        return created
+
+    def multi_worker_strategy(self) -> tf.distribute.Strategy | None:
+        """The strategy entered with `strategy.scope()` (or set), if it spans several workers."""
+        if not tf.distribute.has_strategy():
+            return None
+        strategy = tf.distribute.get_strategy()
+        resolver = getattr(strategy, "cluster_resolver", None)
+        if resolver is None or not getattr(resolver, "task_type", None):
+            return None
+        jobs = resolver.cluster_spec().as_dict()
+        workers = sum(len(jobs.get(job, ())) for job in ("chief", "worker"))
+        return strategy if workers > 1 else None
 
     def make_backend(self, sess: Session, follow_step: bool) -> Backend:
         if not isinstance(sess, EagerSession):

@@ -12,7 +12,7 @@ from monsession import _tf_compat
 from monsession._backends._backend import Backend
 from monsession._backends._fetches import resolve_graph_fetch
 from monsession._backends._graph_backend import GraphBackend, global_step_fetch
-from monsession._backends._mode import ChiefRestore, CreatedSession, Session
+from monsession._backends._mode import ChiefRestore, CreatedSession, Session, WorkerRestore
 from monsession._durability._checkpoint_files import report_and_repair, restore_newest
 
 logger = logging.getLogger("monsession")
@@ -63,8 +63,11 @@ class GraphMode:
             logger.info("Restored checkpoint %s.", choice.path)
         return CreatedSession(session, path if restore.saver is not None else None)
 
-    def create_worker_session(self, wait: Callable[[], Session]) -> CreatedSession:
-        return CreatedSession(wait(), None)
+    def create_worker_session(self, worker: WorkerRestore) -> CreatedSession:
+        return CreatedSession(worker.wait(), None)
+
+    def multi_worker_strategy(self) -> None:
+        """Graph mode: the program says who is chief (TensorFlow's between-graph clusters)."""
 
     def make_backend(self, sess: Session, follow_step: bool) -> Backend:
         return GraphBackend(sess, follow_step)

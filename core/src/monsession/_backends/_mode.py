@@ -74,6 +74,29 @@ class ChiefRestore(NamedTuple):
     prepare: Callable[[str | None], Session]
 
 
+class WorkerRestore(NamedTuple):
+    """What a worker's session is created from (see `WorkerSessionCreator`).
+
+    Args:
+      wait: Graph mode: waits until the chief's model is ready; the session.
+      saver: The scaffold's `tf.train.Checkpoint` (eager mode), or `None`.
+      init_fn: The scaffold's `init_fn(session)`, or `None`.
+      checkpoint_dir: The chief's checkpoint directory, or `None`.
+      restores: Eager mode: whether this worker restores its own copy of the
+        state from `checkpoint_dir` (or runs `init_fn`), as the workers of
+        `MonitoredTrainingSession` do; otherwise its session starts empty.
+      wait_for_peers: Eager mode: called once restored, to wait for the
+        other workers of a multi-worker strategy.
+    """
+
+    wait: Callable[[], Session]
+    saver: object = None
+    init_fn: Callable[[Session], None] | None = None
+    checkpoint_dir: str | None = None
+    restores: bool = False
+    wait_for_peers: Callable[[], None] | None = None
+
+
 class Mode(Protocol):
     """What one execution mode decides before and around a session's steps."""
 
@@ -101,8 +124,11 @@ class Mode(Protocol):
     def create_chief_session(self, restore: ChiefRestore) -> CreatedSession:
         """The chief's session: the newest readable checkpoint restored, or initialized."""
 
-    def create_worker_session(self, wait: Callable[[], Session]) -> CreatedSession:
-        """A worker's session; graph mode: `wait()`, which waits for the chief's model."""
+    def create_worker_session(self, worker: WorkerRestore) -> CreatedSession:
+        """A worker's session: graph mode waits for the chief's; eager mode may restore."""
+
+    def multi_worker_strategy(self) -> tf.distribute.Strategy | None:
+        """The current `tf.distribute` strategy if it spans several workers (eager mode)."""
 
     def make_backend(self, sess: Session, follow_step: bool) -> Backend:
         """The backend that runs the steps of `sess` (see `_backend.Backend`).

@@ -15,8 +15,6 @@ import os
 
 import tensorflow as tf
 
-_WORKER_JOBS = ("chief", "worker")
-
 
 def _resolver_is_chief(resolver: tf.distribute.cluster_resolver.ClusterResolver | None) -> bool:
     """TensorFlow's chief rule for the task a cluster resolver names."""
@@ -97,23 +95,6 @@ def worker_output_dir(directory: str, strategy: tf.distribute.Strategy | None = 
         return directory
     assert resolver is not None  # Outside a cluster a process is its own chief.
     return os.path.join(directory, f"{resolver.task_type}-{resolver.task_id}")
-
-
-def multi_worker_strategy() -> tf.distribute.Strategy | None:
-    """The current strategy if it spans several worker processes, else `None`.
-
-    Only a strategy entered with `strategy.scope()` (or set with
-    `tf.distribute.experimental_set_strategy`) counts.
-    """
-    if not tf.distribute.has_strategy():
-        return None
-    strategy = tf.distribute.get_strategy()
-    resolver = getattr(strategy, "cluster_resolver", None)
-    if resolver is None or not getattr(resolver, "task_type", None):
-        return None
-    jobs = resolver.cluster_spec().as_dict()
-    workers = sum(len(jobs.get(job, ())) for job in _WORKER_JOBS)
-    return strategy if workers > 1 else None
 
 
 def uses_collectives(strategy: object) -> bool:

@@ -20,11 +20,10 @@ from monsession._distribution._distributed import (
     uses_collectives,
 )
 from monsession._distribution._peers import StepAgreement
-from monsession._distribution._replicas import EagerReplicaSessionCreator
+from monsession._distribution._replicas import ReplicaSessionCreator
 from monsession._durability._signal_stop import resolve_stop_signals
 from monsession._plugins import _defaults
 from monsession._plugins._hookspecs import TrainingSettings
-from monsession._session._monitored_session import MonitoredSession
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -140,39 +139,31 @@ def worker_hooks(
     return [*saving, *(hooks or [])]
 
 
-def replica_session(
-    strategy: tf.distribute.Strategy,
-    settings: TrainingSettings,
-    hooks: list[SessionRunHook],
-    stop_grace_period_secs: float,
-    stop_on_signals: bool | Iterable[int] | None,
-    steps_per_execution: int | str = 1,
-) -> MonitoredSession:
-    """An eager session on one worker of a multi-worker `tf.distribute` strategy.
+def replica_creator(
+    strategy: tf.distribute.Strategy, settings: TrainingSettings
+) -> ReplicaSessionCreator:
+    """The creator of this worker's session: every worker restores the chief's latest checkpoint.
 
-    Every worker restores the chief's latest checkpoint; with collective ops
-    the workers wait for each other, and agree after each step whether one
-    of them received a stop signal and how many steps the next run fuses.
+    With collective ops the workers wait for each other once restored.
     """
-    collective = uses_collectives(strategy)
-    creator = EagerReplicaSessionCreator(
-        settings.scaffold,
-        settings.checkpoint_dir,
-        strategy if collective else None,
-        settings.max_wait_secs,
-    )
     logger.info(
         "MonitoredTrainingSession: %s is %s.",
         describe(strategy),
         "the chief" if settings.is_chief else "not the chief",
     )
-    session = MonitoredSession(
-        session_creator=creator,
-        hooks=hooks,
-        stop_grace_period_secs=stop_grace_period_secs,
-        stop_on_signals=stop_on_signals,
-        steps_per_execution=steps_per_execution,
-    )
-    if collective and (stop_on_signals or steps_per_execution != 1):
-        session.agree_with_workers(StepAgreement.of(strategy))
-    return session
+    return ReplicaSessionCreator(settings, strategy if uses_collectives(strategy) else None)
+
+
+def step_agreement(
+    strategy: tf.distribute.Strategy,
+    stop_on_signals: bool | Iterable[int] | None,
+    steps_per_execution: int | str,
+) -> StepAgreement | None:
+    """How the workers agree after each run, or `None`.
+
+    With collective ops they agree whether one of them received a stop
+    signal and how many steps the next run fuses.
+    """
+    if uses_collectives(strategy) and (stop_on_signals or steps_per_execution != 1):
+        return StepAgreement.of(strategy)
+    return None

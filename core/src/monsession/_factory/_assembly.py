@@ -7,83 +7,61 @@ checkpoints takes it when it builds its hook (see `lock_checkpoint_dir`).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from monsession._api._hook_api import SessionRunHook
+from monsession._backends._current_mode import current_mode
 from monsession._distribution import _strategy_training
-from monsession._distribution._distributed import multi_worker_strategy
-from monsession._distribution._replicas import EagerReplicaSessionCreator
-from monsession._factory._settings import USE_DEFAULT, stop_signals
+from monsession._distribution._replicas import ReplicaSessionCreator
+from monsession._factory._settings import USE_DEFAULT
 from monsession._factory._validation import check_families_installed, warn_same_kind
 from monsession._plugins import _defaults
 from monsession._plugins._hookspecs import TrainingSettings
 from monsession._session._monitored_session import MonitoredSession
-from monsession._session._session_creators import (
-    ChiefSessionCreator,
-    SessionCreator,
-    WorkerSessionCreator,
-)
+from monsession._session._session_creators import ChiefSessionCreator, SessionCreator
 
 if TYPE_CHECKING:
     import tensorflow as tf
+
+
+class SessionOptions(NamedTuple):
+    """What `MonitoredTrainingSession` hands on to the `MonitoredSession` it returns."""
+
+    stop_grace_period_secs: float
+    stop_on_signals: bool | Iterable[int] | None
+    steps_per_execution: int | str
+
+    def session(self, creator: SessionCreator, hooks: list[SessionRunHook]) -> MonitoredSession:
+        """The monitored session; signals are handled unless the caller said otherwise."""
+        signals = True if self.stop_on_signals is USE_DEFAULT else self.stop_on_signals
+        return MonitoredSession(
+            session_creator=creator,
+            hooks=hooks,
+            stop_grace_period_secs=self.stop_grace_period_secs,
+            stop_on_signals=signals,
+            steps_per_execution=self.steps_per_execution,
+        )
 
 
 def assemble(
     settings: TrainingSettings,
     hooks: list[SessionRunHook] | None,
     chief_only_hooks: list[SessionRunHook] | None,
-    stop_grace_period_secs: float,
-    stop_on_signals: bool | Iterable[int] | None,
-    steps_per_execution: int | str,
+    options: SessionOptions,
 ) -> MonitoredSession:
-    """The chief's, a worker's, or (eager, inside a multi-worker strategy) a replica's session."""
-    strategy = multi_worker_strategy() if settings.eager else None
+    """The chief's, a worker's, or (inside a multi-worker strategy) a replica's session."""
+    strategy = current_mode().multi_worker_strategy()
     if strategy is not None:
-        return _session_in_strategy(
-            strategy,
-            settings,
-            hooks,
-            chief_only_hooks,
-            stop_grace_period_secs,
-            stop_on_signals,
-            steps_per_execution,
-        )
+        return _session_in_strategy(strategy, settings, hooks, chief_only_hooks, options)
     if not settings.is_chief:
-        return MonitoredSession(
-            session_creator=_worker_creator(settings),
-            hooks=hooks or [],
-            stop_grace_period_secs=stop_grace_period_secs,
-            stop_on_signals=stop_signals(stop_on_signals),
-            steps_per_execution=steps_per_execution,
-        )
-    all_hooks = chief_hooks(settings, chief_only_hooks, hooks)
+        return options.session(ReplicaSessionCreator(settings), hooks or [])
     chief_creator = ChiefSessionCreator(
         scaffold=settings.scaffold,
         checkpoint_dir=settings.checkpoint_dir,
         master=settings.master,
         config=settings.config,
     )
-    return MonitoredSession(
-        session_creator=chief_creator,
-        hooks=all_hooks,
-        stop_grace_period_secs=stop_grace_period_secs,
-        stop_on_signals=stop_signals(stop_on_signals),
-        steps_per_execution=steps_per_execution,
-    )
-
-
-def _worker_creator(settings: TrainingSettings) -> SessionCreator:
-    """A worker's creator: it restores its own copy (eager) or waits for the chief (graph)."""
-    if settings.eager:
-        return EagerReplicaSessionCreator(
-            settings.scaffold, settings.checkpoint_dir, None, settings.max_wait_secs
-        )
-    return WorkerSessionCreator(
-        scaffold=settings.scaffold,
-        master=settings.master,
-        config=settings.config,
-        max_wait_secs=settings.max_wait_secs,
-    )
+    return options.session(chief_creator, chief_hooks(settings, chief_only_hooks, hooks))
 
 
 def _session_in_strategy(
@@ -91,26 +69,28 @@ def _session_in_strategy(
     settings: TrainingSettings,
     hooks: list[SessionRunHook] | None,
     chief_only_hooks: list[SessionRunHook] | None,
-    stop_grace_period_secs: float,
-    stop_on_signals: bool | Iterable[int] | None,
-    steps_per_execution: int | str,
+    options: SessionOptions,
 ) -> MonitoredSession:
     """An eager session on one worker of a multi-worker strategy."""
-    signals = _strategy_training.stop_signals_in_strategy(
-        strategy, stop_on_signals, given=stop_on_signals is not USE_DEFAULT
+    options = SessionOptions(
+        options.stop_grace_period_secs,
+        _strategy_training.stop_signals_in_strategy(
+            strategy, options.stop_on_signals, given=options.stop_on_signals is not USE_DEFAULT
+        ),
+        _strategy_training.steps_per_execution_in_strategy(strategy, options.steps_per_execution),
     )
-    steps_per_execution = _strategy_training.steps_per_execution_in_strategy(
-        strategy, steps_per_execution
-    )
-
     replica = _strategy_training.settings_in_strategy(strategy, settings)
     if replica.is_chief:
         all_hooks = chief_hooks(replica, chief_only_hooks, hooks)
     else:
         all_hooks = _strategy_training.worker_hooks(strategy, replica, hooks)
-    return _strategy_training.replica_session(
-        strategy, replica, all_hooks, stop_grace_period_secs, signals, steps_per_execution
+    session = options.session(_strategy_training.replica_creator(strategy, replica), all_hooks)
+    agreement = _strategy_training.step_agreement(
+        strategy, options.stop_on_signals, options.steps_per_execution
     )
+    if agreement is not None:
+        session.agree_with_workers(agreement)
+    return session
 
 
 def chief_hooks(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from monsession._backends._current_mode import current_mode
@@ -80,8 +79,3 @@ def training_settings(
         eager=current_mode().eager,
         explicit=_explicit_arguments(**schedules),
     )
-
-
-def stop_signals(stop_on_signals: bool | Iterable[int] | None) -> bool | Iterable[int] | None:
-    """`stop_on_signals` outside a multi-worker strategy: on unless the caller says otherwise."""
-    return True if stop_on_signals is USE_DEFAULT else stop_on_signals

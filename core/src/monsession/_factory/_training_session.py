@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from monsession._api._hook_api import SessionRunHook
-from monsession._factory._assembly import assemble
+from monsession._factory._assembly import SessionOptions, assemble
 from monsession._factory._settings import USE_DEFAULT, training_settings
 from monsession._factory._validation import check_arguments
 from monsession._session._monitored_session import MonitoredSession
@@ -167,11 +167,5 @@ def MonitoredTrainingSession(  # noqa: N802 - TensorFlow's name.
         config=config,
         max_wait_secs=max_wait_secs,
     )
-    return assemble(
-        settings,
-        hooks,
-        chief_only_hooks,
-        stop_grace_period_secs,
-        stop_on_signals,
-        steps_per_execution,
-    )
+    options = SessionOptions(stop_grace_period_secs, stop_on_signals, steps_per_execution)
+    return assemble(settings, hooks, chief_only_hooks, options)

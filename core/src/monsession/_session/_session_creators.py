@@ -11,7 +11,7 @@ import tensorflow as tf
 from monsession._api._arguments import check_directory, check_interval
 from monsession._api._types import Unchecked
 from monsession._backends._current_mode import current_mode
-from monsession._backends._mode import ChiefRestore, CreatedSession, Session
+from monsession._backends._mode import ChiefRestore, CreatedSession, Session, WorkerRestore
 from monsession._durability._retry import RetryPolicy
 from monsession._session._scaffold import Scaffold
 
@@ -254,8 +254,12 @@ class WorkerSessionCreator(_ScaffoldedCreator):
     def create_restored(self) -> CreatedSession:
         """The worker's session, once the chief's model is ready; it restores nothing itself."""
         self._scaffold.finalize()
-        return current_mode().create_worker_session(
-            lambda: self._get_session_manager().wait_for_session(
-                self._master, config=self._config, max_wait_secs=self._max_wait_secs
-            )
+        return current_mode().create_worker_session(self._worker_restore())
+
+    def _worker_restore(self) -> WorkerRestore:
+        return WorkerRestore(self._wait_for_chief)
+
+    def _wait_for_chief(self) -> Session:
+        return self._get_session_manager().wait_for_session(
+            self._master, config=self._config, max_wait_secs=self._max_wait_secs
         )
