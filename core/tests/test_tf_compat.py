@@ -69,10 +69,10 @@ def check_unfinalize_graph() -> None:
 
 def check_global_step_read_tensors() -> None:
     graph, sess, step = _graph_session()
-    assert _tf_compat.existing_global_step_read_tensor(graph) is None
+    assert _tf_compat.global_step_read_tensor(graph, create=False) is None
     with graph.as_default():
         read = _tf_compat.global_step_read_tensor(graph)
-    assert _tf_compat.existing_global_step_read_tensor(graph) is read
+    assert _tf_compat.global_step_read_tensor(graph, create=False) is read
     assert int(sess.run(read)) == 0
     assert read.graph is graph and step.graph is graph
     with graph.as_default():  # Made outside the caller's control dependencies.
@@ -123,11 +123,13 @@ def check_tf_logging() -> None:
         assert callable(getattr(logging, name))
 
 
-def check_eager_tensor_base_class() -> None:
-    tensor_class = _tf_compat.eager_tensor_base_class()
+def check_eager_tensor_base_class_and_host_copies_counted() -> None:
     tensor = tf.constant(3)
-    assert isinstance(tensor, tensor_class)
-    assert int(tensor_class._numpy(tensor)) == 3
+    assert isinstance(tensor, _tf_compat.eager_tensor_base_class())
+    copies = []
+    with _tf_compat.host_copies_counted(lambda: copies.append(1)):
+        assert int(tensor) == 3
+    assert int(tensor) == 3 and copies == [1]
 
 
 def check_flat_call() -> None:
@@ -272,7 +274,7 @@ CHECKS: dict[str, Callable[[], None]] = {
     "writer_cache.FileWriter": check_file_writer_class,
     "tensorflow.python.platform.tf_logging": check_tf_logging,
     "tf.get_logger's handler, logging.Formatter._fmt": check_one_line_per_record,
-    "ops._EagerTensorBase._numpy": check_eager_tensor_base_class,
+    "ops._EagerTensorBase._numpy": check_eager_tensor_base_class_and_host_copies_counted,
     "ResourceVariable._caching_device, raw_ops.ReadVariableOp": check_read_variable_to_host,
     "ConcreteFunction._call_flat, captured_inputs, FuncGraph.deferred_external_captures": (
         check_flat_call

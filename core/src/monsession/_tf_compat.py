@@ -11,19 +11,21 @@ Import this module only where TensorFlow is already needed.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import tensorflow as tf
+from tensorflow.python.ops.resource_variable_ops import ResourceVariable  # Asked per read.
 
 if TYPE_CHECKING:
     import numpy as np
     from tensorflow.python.client import session as tf_session
 
-# -- Graph mode: sessions ---------------------------------------------------
+# -- Graph mode: sessions, global step, init ops -----------------------------
 
 
 def supports_prepared_steps(sess: object) -> bool:
@@ -87,30 +89,23 @@ def unfinalize_graph(graph: tf.Graph) -> None:
     graph._unsafe_unfinalize()
 
 
-# -- Graph mode: global step and init ops -------------------------------------
-
-
-def global_step_read_tensor(graph: tf.Graph | None = None) -> tf.Tensor | None:
-    """TensorFlow's shared read tensor of the global step, created if needed.
+def global_step_read_tensor(graph: tf.Graph | None = None, create: bool = True) -> tf.Tensor | None:
+    """TensorFlow's shared read tensor of the global step; created if needed and `create`.
 
     The same tensor TensorFlow's own hooks fetch (`training_util`'s
     private cache), so a graph that mixes them holds one read op; it is
     safe to run before the variable is initialized. `None` without a
-    global step. Created outside any control-dependency context of the
-    caller, so that reading the step never runs other ops.
+    global step (or, unless `create`, without that tensor). Created outside
+    any control-dependency context of the caller, so that reading the step
+    never runs other ops.
     """
     from tensorflow.python.training import training_util
 
     graph = graph if graph is not None else tf.compat.v1.get_default_graph()
+    if not create:
+        return training_util._get_global_step_read(graph)
     with graph.as_default(), graph.control_dependencies(None):
         return training_util._get_or_create_global_step_read(graph)
-
-
-def existing_global_step_read_tensor(graph: tf.Graph) -> tf.Tensor | None:
-    """The read tensor of `global_step_read_tensor` if it exists, else `None`."""
-    from tensorflow.python.training import training_util
-
-    return training_util._get_global_step_read(graph)
 
 
 def resources_module() -> types.ModuleType:
@@ -133,7 +128,7 @@ def checkpoint_saveables(checkpoint: tf.train.Checkpoint) -> list[object]:
     return graph_view.ObjectGraphView(checkpoint).frozen_saveable_objects()
 
 
-# -- Summaries ------------------------------------------------------------------
+# -- Summaries and logging ------------------------------------------------------------------
 
 
 def file_writer_cache_get_or_add(
@@ -141,13 +136,12 @@ def file_writer_cache_get_or_add(
 ) -> tf.compat.v1.summary.FileWriter:
     """The writer `tf.compat.v1.summary.FileWriterCache` holds for `logdir`, else `create()`'s.
 
-    `FileWriterCache._lock` and `FileWriterCache._cache` (class attributes
-    of a public class). `FileWriterCache.get(logdir)` creates a `FileWriter`
-    whose event file is named by seconds and host only, so two processes on
-    one host starting in the same second write one file and corrupt it; the
-    cache has no public way to create a writer with a `filename_suffix`.
-    Putting our writer into TensorFlow's cache keeps one writer, and one
-    event file, per directory per process, shared with TensorFlow's hooks.
+    `FileWriterCache._lock` and `_cache`. `FileWriterCache.get(logdir)` names
+    its event file by seconds and host only (two processes on one host
+    starting in the same second corrupt one file), and the cache takes no
+    writer with a `filename_suffix` publicly. Our writer in TensorFlow's cache
+    keeps one writer and event file per directory per process, shared with
+    TensorFlow's hooks.
 
     Args:
       logdir: The cache key (TensorFlow keys by the string as given).
@@ -175,9 +169,6 @@ def file_writer_class() -> type[tf.compat.v1.summary.FileWriter]:
     from tensorflow.python.summary.writer import writer_cache
 
     return writer_cache.FileWriter
-
-
-# -- Logging --------------------------------------------------------------------
 
 
 def tf_logging() -> types.ModuleType:
@@ -234,14 +225,32 @@ def _remove_tensorflows_handler() -> None:
 
 
 def eager_tensor_base_class() -> type:
-    """`ops._EagerTensorBase`: every Python-level host copy of an eager tensor
-    (`numpy()`, `int()`, `float()`, `bool()`, formatting) goes through its
-    `_numpy` method, which `monsession.testing.count_host_reads` counts.
-    There is no public hook to observe device-to-host copies.
-    """
+    """`ops._EagerTensorBase`, the class of every eager tensor (not exported)."""
     from tensorflow.python.framework import ops
 
     return ops._EagerTensorBase
+
+
+@contextlib.contextmanager
+def host_copies_counted(count: Callable[[], None]) -> Iterator[None]:
+    """Calls `count()` at every host copy of an eager tensor made in the block.
+
+    Every Python-level copy (`numpy()`, `int()`, `float()`, `bool()`,
+    formatting) goes through `_EagerTensorBase._numpy`, replaced for the
+    block; there is no public hook to observe device-to-host copies.
+    """
+    tensor_class: Any = eager_tensor_base_class()
+    read = tensor_class._numpy
+
+    def counted(tensor: Any) -> Any:
+        count()
+        return read(tensor)
+
+    tensor_class._numpy = counted
+    try:
+        yield
+    finally:
+        tensor_class._numpy = read
 
 
 def flat_call(concrete: Any) -> Callable[..., Any]:
@@ -270,18 +279,9 @@ def flat_call(concrete: Any) -> Callable[..., Any]:
     return call
 
 
-def _resource_variable_class() -> type:
-    from tensorflow.python.ops.resource_variable_ops import ResourceVariable
-
-    return ResourceVariable
-
-
-_RESOURCE_VARIABLE: Any = _resource_variable_class()  # Imported once: it is asked per read.
-
-
 def is_plain_resource_variable(variable: object) -> bool:
     """Whether `variable` is a plain `ResourceVariable`: no subclass, no caching device."""
-    return type(variable) is _RESOURCE_VARIABLE and variable._caching_device is None  # type: ignore[attr-defined]
+    return type(variable) is ResourceVariable and variable._caching_device is None  # type: ignore[attr-defined]
 
 
 def read_variable_to_host(variable: tf.Variable) -> np.ndarray | np.generic:

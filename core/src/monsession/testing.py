@@ -30,7 +30,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterable, Iterator
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING
 
 from monsession._api._hook_api import SessionRunHook
 from monsession._backends._closure_record import ClosureRecord, closure_record
@@ -48,7 +48,6 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    import numpy as np
     import tensorflow as tf
 
     from monsession._backends._eager import EagerSession
@@ -127,22 +126,15 @@ def count_host_reads() -> Iterator[HostReads]:
     Yields:
       A `HostReads` whose `count` grows as reads happen.
     """
-    from monsession._tf_compat import eager_tensor_base_class
+    from monsession._tf_compat import host_copies_counted
 
-    tensor_class: Any = eager_tensor_base_class()
     reads = HostReads()
-    with _counting_lock:
-        read = tensor_class._numpy
 
-        def counted(tensor: tf.Tensor) -> np.ndarray:
-            reads.count += 1
-            return read(tensor)
+    def count() -> None:
+        reads.count += 1
 
-        tensor_class._numpy = counted
-        try:
-            yield reads
-        finally:
-            tensor_class._numpy = read
+    with _counting_lock, host_copies_counted(count):
+        yield reads
 
 
 @dataclasses.dataclass

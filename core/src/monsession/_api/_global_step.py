@@ -167,7 +167,7 @@ def read_global_step(session: SessionLike) -> int:
       RuntimeError: If there is no global step.
     """
     graph = getattr(session, "graph", None)
-    fetch = None if graph is None else _tf_compat.existing_global_step_read_tensor(graph)
+    fetch = None if graph is None else _tf_compat.global_step_read_tensor(graph, create=False)
     if fetch is None:
         fetch = get_global_step(graph)
     if fetch is None:

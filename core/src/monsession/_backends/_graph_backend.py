@@ -261,6 +261,6 @@ def global_step_fetch(graph: tf.Graph | None) -> tf.Tensor | tf.Variable | None:
     if variable is None:
         return None
     if graph.finalized:
-        read = _tf_compat.existing_global_step_read_tensor(graph)
+        read = _tf_compat.global_step_read_tensor(graph, create=False)
         return variable if read is None else read
     return _tf_compat.global_step_read_tensor(graph)

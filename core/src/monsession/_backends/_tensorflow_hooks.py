@@ -13,9 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import tensorflow as tf
+
 from monsession._api._types import Unchecked
 
-_TF_HOOKS_MODULE = "tensorflow.python.training.basic_session_run_hooks"
+# The module of TensorFlow's own hooks, named through a public class.
+_TF_HOOKS_MODULE = tf.compat.v1.train.StopAtStepHook.__module__
 _CORE_HOOKS = frozenset({"StopAtStepHook", "FeedFnHook", "FinalOpsHook", "GlobalStepWaiterHook"})
 
 
