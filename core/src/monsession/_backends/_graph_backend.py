@@ -33,7 +33,7 @@ from typing import Any
 import tensorflow as tf
 
 from monsession import _tf_compat
-from monsession._backends._graph_steps import GenericStepRunner, GraphStepRunner
+from monsession._backends._graph_steps import StepRunner
 from monsession._backends._step_counter import StepCounter
 
 _STEP = object()  # The key of the global-step read among the merged fetches.
@@ -62,11 +62,7 @@ class GraphBackend:
     """
 
     def __init__(self, sess: tf.compat.v1.Session, follow_step: bool = False) -> None:
-        self._runner = (
-            GraphStepRunner(sess)
-            if callable(getattr(sess, "make_callable", None))
-            else GenericStepRunner(sess)
-        )
+        self._runner = StepRunner(sess)
         self._protos: tuple[tf.compat.v1.RunOptions, tf.compat.v1.RunMetadata] | None = None
         graph = getattr(sess, "graph", None)
         self._tensor = global_step_fetch(graph)
@@ -203,7 +199,7 @@ class GraphBackend:
         if fetch_step:
             hook_fetches[_STEP] = self._tensor
         caller_results, hook_results = self._runner.run(
-            fetches, hook_fetches, feed_dict, options, run_metadata, feed_owners
+            fetches, hook_fetches, feed_dict, options, run_metadata
         )
         self._ran = True
         if fetch_step:

@@ -22,28 +22,6 @@ CALLER = "caller"
 _MAX_CACHED_CALLABLES = 64
 
 
-class GenericStepRunner:
-    """Runs the merged fetches with one `sess.run` call (any session-like)."""
-
-    def __init__(self, sess: tf.compat.v1.Session) -> None:
-        self._sess = sess
-
-    def run(
-        self,
-        fetches: object,
-        hook_fetches: dict[Any, Any],
-        feed_dict: Mapping[Any, Any] | None,
-        options: tf.compat.v1.RunOptions | None,
-        run_metadata: tf.compat.v1.RunMetadata | None,
-        feed_owners: Mapping[Any, str],
-    ) -> tuple[Any, dict[Any, Any]]:
-        merged = {CALLER: fetches, **hook_fetches}
-        outputs = self._sess.run(
-            merged, feed_dict=feed_dict, options=options, run_metadata=run_metadata
-        )
-        return outputs[CALLER], outputs
-
-
 _leaf_types: set[type] = set()  # Types seen to be plain leaves (not containers, not names).
 
 
@@ -156,21 +134,23 @@ class _CallableStep:
         return self._build(values)
 
 
-class GraphStepRunner(GenericStepRunner):
-    """Graph mode: prepares each distinct merged fetch structure once.
+class StepRunner:
+    """Runs the merged fetches of a step with one call of the session.
 
-    Without feeds, the merged fetches of a `tf.compat.v1.Session` become a
-    C++ callable (`_CallableStep`), built on the first step with that
-    structure and reused; steps with run options and other session-like
-    objects use `Session.make_callable`. Steps with feeds use `Session.run`,
-    which is what a callable with feeds would do anyway.
+    Without feeds, each distinct merged fetch structure is prepared once and
+    reused: a `tf.compat.v1.Session` runs it as a C++ callable
+    (`_CallableStep`), built on the first step with that structure; steps
+    with run options, and session-like objects, use `Session.make_callable`.
+    Steps with feeds use `Session.run`, which is what a callable with feeds
+    would do anyway, as do session-like objects without `make_callable`.
     """
 
     def __init__(self, sess: tf.compat.v1.Session) -> None:
-        super().__init__(sess)
+        self._sess = sess
         # Signature -> (step, merged fetches). The fetches are kept so that
         # the ids in the signature stay theirs.
         self._callables: dict[Any, tuple[Any, Any]] = {}
+        self._prepares = callable(getattr(sess, "make_callable", None))
         self._use_callables = _tf_compat.supports_prepared_steps(sess)
 
     def run(
@@ -180,11 +160,26 @@ class GraphStepRunner(GenericStepRunner):
         feed_dict: Mapping[Any, Any] | None,
         options: tf.compat.v1.RunOptions | None,
         run_metadata: tf.compat.v1.RunMetadata | None,
-        feed_owners: Mapping[Any, str],
     ) -> tuple[Any, dict[Any, Any]]:
-        if feed_dict:
-            return super().run(fetches, hook_fetches, feed_dict, options, run_metadata, feed_owners)
+        """The caller's results and all results (keyed as `hook_fetches`, and `CALLER`)."""
         with_options = options is not None or run_metadata is not None
+        prepare = self._prepares and not feed_dict
+        step = self._prepared(fetches, hook_fetches, with_options) if prepare else None
+        if step is None:
+            merged = {CALLER: fetches, **hook_fetches}
+            outputs = self._sess.run(
+                merged, feed_dict=feed_dict, options=options, run_metadata=run_metadata
+            )
+        elif with_options:
+            outputs = step(options=options, run_metadata=run_metadata)
+        else:
+            outputs = step()
+        return outputs[CALLER], outputs
+
+    def _prepared(
+        self, fetches: object, hook_fetches: dict[Any, Any], with_options: bool
+    ) -> Callable[..., dict[Any, Any]] | None:
+        """The prepared step of this merged structure, built on first use; `None`: unhashable."""
         try:
             # The signature of {CALLER: fetches, **hook_fetches}, without building it.
             key = (
@@ -194,18 +189,15 @@ class GraphStepRunner(GenericStepRunner):
             )
             entry = self._callables.get(key)
         except TypeError:  # An unhashable fetch: nothing to cache by.
-            return super().run(fetches, hook_fetches, feed_dict, options, run_metadata, feed_owners)
+            return None
         if entry is None:
             if len(self._callables) >= _MAX_CACHED_CALLABLES:
                 self._callables.clear()
             merged = {CALLER: fetches, **hook_fetches}
             entry = (self._prepare(merged, with_options), merged)
             self._callables[key] = entry
-        if with_options:
-            outputs = entry[0](options=options, run_metadata=run_metadata)
-        else:
-            outputs = entry[0]()
-        return outputs[CALLER], outputs
+        step: Callable[..., dict[Any, Any]] = entry[0]
+        return step
 
     def _prepare(self, merged: dict[Any, Any], with_options: bool) -> Callable[..., dict[Any, Any]]:
         if self._use_callables and not with_options:
