@@ -60,7 +60,7 @@ def _signature(fetches: Any) -> Hashable:
     return id(fetches)
 
 
-def _none(values: object) -> None:
+def _none(values: list[Any]) -> None:
     return None
 
 

@@ -97,7 +97,7 @@ def worker_output_dir(directory: str, strategy: tf.distribute.Strategy | None = 
     return os.path.join(directory, f"{resolver.task_type}-{resolver.task_id}")
 
 
-def uses_collectives(strategy: object) -> bool:
+def uses_collectives(strategy: tf.distribute.Strategy) -> bool:
     """Whether every worker of `strategy` must run the same ops in the same order.
 
     True for `MultiWorkerMirroredStrategy`: its variables are kept in sync by
@@ -106,7 +106,7 @@ def uses_collectives(strategy: object) -> bool:
     return isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
 
 
-def schedules_closures(strategy: object) -> bool:
+def schedules_closures(strategy: tf.distribute.Strategy) -> bool:
     """Whether steps under `strategy` schedule closures (`ParameterServerStrategy`)."""
     return isinstance(strategy, tf.distribute.experimental.ParameterServerStrategy)
 
