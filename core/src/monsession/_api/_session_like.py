@@ -20,27 +20,13 @@ class SessionLike(Protocol):
 def in_eager_mode(session: SessionLike | None = None) -> bool:
     """Whether a hook works for an eager session: monsession's `tf.executing_eagerly()`.
 
-    A hook whose work differs by nature between the modes asks this, not
-    TensorFlow, because it answers from the session's mode:
-
-    * given the session a hook is handed (`after_create_session`,
-      `run_context.session`, `end`): that session's mode, wherever the hook
-      runs. A graph-mode session built inside ``with graph.as_default():``
-      is in graph mode also when it runs outside that block, where
-      `tf.executing_eagerly()` is true;
-    * without a session (a hook's constructor or `begin()`): the mode of the
-      program around the code, as a session created here gets it. Code that
-      is being traced into a `tf.function` of an eager program is in eager
-      mode, where `tf.executing_eagerly()` is false.
-
-    ```python
-    def begin(self):
-        if monsession.plugins.in_eager_mode():
-            ...  # e.g. trace with the TF2 profiler
-
-    def after_create_session(self, session, coord):
-        eager = monsession.plugins.in_eager_mode(session)
-    ```
+    It answers from the session's mode. Given the session a hook is handed
+    (`after_create_session`, `run_context.session`, `end`): that session's
+    mode, also where TensorFlow's differs (a graph session run outside its
+    ``with graph.as_default():`` block). Without one (a constructor,
+    `begin()`): the mode of the program around the call, the mode a session
+    created there gets, also while a `tf.function` of an eager program is
+    being traced.
 
     Args:
       session: The session a hook was handed (a `tf.compat.v1.Session`,
