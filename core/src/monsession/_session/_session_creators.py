@@ -252,11 +252,12 @@ class WorkerSessionCreator(_ScaffoldedCreator):
             self.retry_policy = RetryPolicy(deadline_secs=float(max_wait_secs))
 
     def create_restored(self) -> CreatedSession:
-        """The worker's session, once the chief's model is ready; it restores nothing itself."""
+        """The worker's session, once the chief's model is ready (see `_worker_restore`)."""
         self._scaffold.finalize()
         return current_mode().create_worker_session(self._worker_restore())
 
     def _worker_restore(self) -> WorkerRestore:
+        """What the mode creates the session from: this worker restores nothing itself."""
         return WorkerRestore(self._wait_for_chief)
 
     def _wait_for_chief(self) -> Session:
