@@ -47,21 +47,21 @@ class GraphMode:
             global_step_fetch(graph)
 
     def create_chief_session(self, restore: ChiefRestore) -> CreatedSession:
-        path, choice, session = restore.checkpoint_path, None, None
-        if path is None and restore.checkpoint_dir and restore.saver is not None:
+        path, choice, session, saver = restore.checkpoint_path, None, None, restore.saver
+        if path is None and restore.checkpoint_dir and saver is not None:
             # A restore that finds damaged data is re-run, with the next
             # checkpoint, in a new session: no variable keeps a damaged value.
             choice, session = restore_newest(restore.checkpoint_dir, restore.prepare)
             path = choice.path
         if session is None:
             session = restore.prepare(path)
-        if choice is not None and choice.path is not None:
+        if choice is not None and choice.path is not None and saver is not None:
             report_and_repair(choice, repair=True)
             # As SessionManager does: the saver manages (and in time deletes)
             # the checkpoints of the state file, now only readable ones.
-            restore.saver.recover_last_checkpoints(list(choice.readable))  # type: ignore[attr-defined]
+            saver.recover_last_checkpoints(list(choice.readable))
             logger.info("Restored checkpoint %s.", choice.path)
-        return CreatedSession(session, path if restore.saver is not None else None)
+        return CreatedSession(session, path if saver is not None else None)
 
     def create_worker_session(self, worker: WorkerRestore) -> CreatedSession:
         return CreatedSession(worker.wait(), None)

@@ -11,7 +11,7 @@ implementation.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, NamedTuple, ParamSpec, Protocol
+from typing import TYPE_CHECKING, NamedTuple, ParamSpec, Protocol, TypeAlias
 
 import tensorflow as tf
 
@@ -47,6 +47,12 @@ class Session(SessionLike, Protocol):
         """Closes the session."""
 
 
+ScaffoldSaver: TypeAlias = (
+    tf.compat.v1.train.Saver | tf.train.Checkpoint | tf.train.CheckpointManager
+)
+"""What saves and restores: a `Saver` (graph), or the state, object-based (see `Scaffold`)."""
+
+
 class CreatedSession(NamedTuple):
     """A new raw session and the checkpoint it was restored from (`None`: none)."""
 
@@ -67,7 +73,7 @@ class ChiefRestore(NamedTuple):
         path restored, or the model initialized when `None`.
     """
 
-    saver: object
+    saver: ScaffoldSaver | None
     init_fn: Callable[[Session], None] | None
     checkpoint_dir: str | None
     checkpoint_path: str | None
@@ -90,7 +96,7 @@ class WorkerRestore(NamedTuple):
     """
 
     wait: Callable[[], Session]
-    saver: object = None
+    saver: ScaffoldSaver | None = None
     init_fn: Callable[[Session], None] | None = None
     checkpoint_dir: str | None = None
     restores: bool = False

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TypeAlias, TypeVar
+from typing import TypeVar
 
 import tensorflow as tf
 
 from monsession import _tf_compat
 from monsession._backends._backend import FeedDict
 from monsession._backends._current_mode import current_mode
-from monsession._backends._mode import Session
+from monsession._backends._mode import ScaffoldSaver, Session
 
 logger = logging.getLogger("monsession")
 
@@ -20,11 +20,6 @@ _GraphKeys = _v1.GraphKeys
 
 
 _T = TypeVar("_T")
-
-ScaffoldSaver: TypeAlias = (
-    tf.compat.v1.train.Saver | tf.train.Checkpoint | tf.train.CheckpointManager
-)
-"""What saves and restores: a `Saver` (graph), or the state, object-based (see `Scaffold`)."""
 
 
 def _first_not_none(value: _T | None, fallback: _T | None) -> _T | None:
