@@ -124,7 +124,7 @@ def _warn_not_saving(settings: TrainingSettings, distribution: str, arguments: l
 
 
 def warn_same_kind(
-    settings: TrainingSettings, defaults: list[DefaultHook], user_hooks: list[object]
+    settings: TrainingSettings, defaults: list[DefaultHook], user_hooks: list[SessionRunHook]
 ) -> None:
     """Warns, once per process and class, of a user hook of a default hook's kind.
 
