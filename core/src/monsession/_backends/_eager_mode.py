@@ -7,6 +7,7 @@ from typing import ParamSpec
 
 import tensorflow as tf
 
+from monsession._api._types import Fetches, Results
 from monsession._backends._backend import Backend, StepSource
 from monsession._backends._eager import BoundStep, EagerSession
 from monsession._backends._eager_backend import EagerBackend
@@ -82,11 +83,11 @@ class EagerMode:
         """Eager mode has no queue runners."""
 
     def bind_call(
-        self, owner: str, step: Callable[_P, object], /, *args: _P.args, **kwargs: _P.kwargs
+        self, owner: str, step: Callable[_P, Results], /, *args: _P.args, **kwargs: _P.kwargs
     ) -> object:
         return BoundStep(step, args, kwargs)
 
-    def reruns_after_recovery(self, fetches: object) -> bool:
+    def reruns_after_recovery(self, fetches: Fetches) -> bool:
         if isinstance(fetches, StepSource):
             return False
         return not isinstance(fetches, BoundStep) or fetches.retry

@@ -33,6 +33,7 @@ from typing import Any
 import tensorflow as tf
 
 from monsession import _tf_compat
+from monsession._api._types import Fetches
 from monsession._backends._graph_steps import StepRunner
 from monsession._backends._step_counter import StepCounter
 
@@ -162,7 +163,7 @@ class GraphBackend:
     def schedules_steps(self) -> bool:
         return False
 
-    def fusable_step(self, fetches: object, feed_dict: object) -> tuple[None, None, None]:
+    def fusable_step(self, fetches: Fetches, feed_dict: object) -> tuple[None, None, None]:
         return None, None, None  # Each Session.run is one step.
 
     def run_silent(
@@ -185,7 +186,7 @@ class GraphBackend:
 
     def run(
         self,
-        fetches: object,
+        fetches: Fetches,
         hook_fetches: dict[Any, Any],
         feed_dict: Mapping[Any, Any] | None,
         options: tf.compat.v1.RunOptions | None,

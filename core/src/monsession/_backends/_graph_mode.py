@@ -9,6 +9,7 @@ from typing import ParamSpec
 import tensorflow as tf
 
 from monsession import _tf_compat
+from monsession._api._types import Fetches, Results
 from monsession._backends._backend import Backend
 from monsession._backends._fetches import resolve_graph_fetch
 from monsession._backends._graph_backend import GraphBackend, global_step_fetch
@@ -77,14 +78,14 @@ class GraphMode:
             tf.compat.v1.train.start_queue_runners(sess=sess, coord=coord)
 
     def bind_call(
-        self, owner: str, step: Callable[_P, object], /, *args: _P.args, **kwargs: _P.kwargs
+        self, owner: str, step: Callable[_P, Results], /, *args: _P.args, **kwargs: _P.kwargs
     ) -> object:
         raise RuntimeError(
             f"{owner}.call() runs a TF2 step function (eager mode); in graph mode use "
             "run(fetches, feed_dict)."
         )
 
-    def reruns_after_recovery(self, fetches: object) -> bool:
+    def reruns_after_recovery(self, fetches: Fetches) -> bool:
         return True
 
     def resolve_fetch(self, owner: str, argument: str, target: object) -> object:

@@ -15,6 +15,7 @@ from typing import Any
 import tensorflow as tf
 
 from monsession import _tf_compat
+from monsession._api._types import Fetches
 
 CALLER = "caller"
 """The key of the caller's fetches among the merged fetches."""
@@ -155,7 +156,7 @@ class StepRunner:
 
     def run(
         self,
-        fetches: object,
+        fetches: Fetches,
         hook_fetches: dict[Any, Any],
         feed_dict: Mapping[Any, Any] | None,
         options: tf.compat.v1.RunOptions | None,
@@ -177,7 +178,7 @@ class StepRunner:
         return outputs[CALLER], outputs
 
     def _prepared(
-        self, fetches: object, hook_fetches: dict[Any, Any], with_options: bool
+        self, fetches: Fetches, hook_fetches: dict[Any, Any], with_options: bool
     ) -> Callable[..., dict[Any, Any]] | None:
         """The prepared step of this merged structure, built on first use; `None`: unhashable."""
         try:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, NamedTuple, ParamSpec, Protocol, TypeAlias
 import tensorflow as tf
 
 from monsession._api._session_like import SessionLike
+from monsession._api._types import Fetches, Results
 
 if TYPE_CHECKING:
     from monsession._backends._backend import Backend, FeedDict
@@ -36,11 +37,11 @@ class Session(SessionLike, Protocol):
 
     def run(
         self,
-        fetches: object,
+        fetches: Fetches,
         feed_dict: FeedDict | None = None,
         options: tf.compat.v1.RunOptions | None = None,
         run_metadata: tf.compat.v1.RunMetadata | None = None,
-    ) -> object:
+    ) -> Results:
         """Runs `fetches` (without hooks) and returns their values."""
 
     def close(self) -> None:
@@ -147,11 +148,11 @@ class Mode(Protocol):
         """Starts the graph's queue runners, if any, under `coord`."""
 
     def bind_call(
-        self, owner: str, step: Callable[_P, object], /, *args: _P.args, **kwargs: _P.kwargs
+        self, owner: str, step: Callable[_P, Results], /, *args: _P.args, **kwargs: _P.kwargs
     ) -> object:
         """The fetches of `owner.call(step, *args, **kwargs)`; raises in graph mode."""
 
-    def reruns_after_recovery(self, fetches: object) -> bool:
+    def reruns_after_recovery(self, fetches: Fetches) -> bool:
         """Whether a run of `fetches` runs again once a preemption error re-created the session."""
 
     def resolve_fetch(self, owner: str, argument: str, target: object) -> object:
