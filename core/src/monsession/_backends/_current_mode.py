@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from monsession._api._session_like import in_eager_mode
+from monsession._api._types import Fetches, Unchecked
 from monsession._backends._mode import Mode
 
 
@@ -17,7 +18,7 @@ def current_mode() -> Mode:
     return GRAPH
 
 
-def resolve_fetch(owner: str, argument: str, target: object) -> object:
+def resolve_fetch(owner: str, argument: str, target: Unchecked) -> Fetches:
     """Returns what a hook fetches for `target`, checked for the current mode.
 
     Graph mode (call it in `begin()`, under the session's graph): a string

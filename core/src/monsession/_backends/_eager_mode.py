@@ -7,7 +7,7 @@ from typing import ParamSpec
 
 import tensorflow as tf
 
-from monsession._api._types import Fetches, Results
+from monsession._api._types import Fetches, Results, Unchecked
 from monsession._backends._backend import Backend, StepSource
 from monsession._backends._eager import BoundStep, EagerSession
 from monsession._backends._eager_backend import EagerBackend
@@ -92,7 +92,7 @@ class EagerMode:
             return False
         return not isinstance(fetches, BoundStep) or fetches.retry
 
-    def resolve_fetch(self, owner: str, argument: str, target: object) -> object:
+    def resolve_fetch(self, owner: str, argument: str, target: Unchecked) -> Fetches:
         return resolve_eager_fetch(owner, argument, target)
 
 

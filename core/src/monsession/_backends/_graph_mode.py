@@ -9,7 +9,7 @@ from typing import ParamSpec
 import tensorflow as tf
 
 from monsession import _tf_compat
-from monsession._api._types import Fetches, Results
+from monsession._api._types import Fetches, Results, Unchecked
 from monsession._backends._backend import Backend
 from monsession._backends._fetches import resolve_graph_fetch
 from monsession._backends._graph_backend import GraphBackend, global_step_fetch
@@ -88,7 +88,7 @@ class GraphMode:
     def reruns_after_recovery(self, fetches: Fetches) -> bool:
         return True
 
-    def resolve_fetch(self, owner: str, argument: str, target: object) -> object:
+    def resolve_fetch(self, owner: str, argument: str, target: Unchecked) -> Fetches:
         return resolve_graph_fetch(owner, argument, target)
 
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, NamedTuple, ParamSpec, Protocol, TypeAlias
 import tensorflow as tf
 
 from monsession._api._session_like import SessionLike
-from monsession._api._types import Fetches, Results
+from monsession._api._types import Fetches, Results, Unchecked
 
 if TYPE_CHECKING:
     from monsession._backends._backend import Backend, FeedDict
@@ -155,5 +155,5 @@ class Mode(Protocol):
     def reruns_after_recovery(self, fetches: Fetches) -> bool:
         """Whether a run of `fetches` runs again once a preemption error re-created the session."""
 
-    def resolve_fetch(self, owner: str, argument: str, target: object) -> object:
+    def resolve_fetch(self, owner: str, argument: str, target: Unchecked) -> Fetches:
         """What a hook fetches for `target` (see `monsession.plugins.resolve_fetch`)."""

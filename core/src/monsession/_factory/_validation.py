@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping
 
 from monsession._api._arguments import check_directory, check_flag, check_hooks, check_interval
 from monsession._api._hook_api import SessionRunHook
+from monsession._api._types import Unchecked
 from monsession._backends._current_mode import current_mode
 from monsession._backends._fusion import check_steps_per_execution
 from monsession._factory._settings import USE_DEFAULT
@@ -31,14 +32,14 @@ def check_arguments(
     hooks: Iterable[SessionRunHook] | None,
     chief_only_hooks: Iterable[SessionRunHook] | None,
     steps_per_execution: int | str,
-    schedules: Mapping[str, object],
+    schedules: Mapping[str, Unchecked],
     directories: dict[str, str | None],
-    flags: Mapping[str, object],
+    flags: Mapping[str, Unchecked],
     scaffold: Scaffold | None,
     master: str,
-    config: object,
-    max_wait_secs: object,
-    stop_grace_period_secs: object,
+    config: Unchecked,
+    max_wait_secs: Unchecked,
+    stop_grace_period_secs: Unchecked,
 ) -> tuple[list[SessionRunHook] | None, list[SessionRunHook] | None]:
     """Checks the arguments, in the order of the signature's documentation.
 
@@ -60,7 +61,7 @@ def check_arguments(
     return hooks, chief_only_hooks
 
 
-def _check_schedules(**values: object) -> None:
+def _check_schedules(**values: Unchecked) -> None:
     """TensorFlow's rule: `None` or 0 turns a default hook off; anything else must be positive.
 
     TensorFlow builds no hook for 0 or a negative value, and raises for both
