@@ -35,7 +35,7 @@ class EagerMode:
     def own_global_step(self) -> None:
         own_global_step_if_missing()
 
-    def check_hooks(self, owner: str, hooks: Sequence[object]) -> None:
+    def check_hooks(self, owner: str, hooks: Sequence[Unchecked]) -> None:
         refuse_tensorflow_hooks(owner, hooks)
 
     def prepare_graph(self) -> None:

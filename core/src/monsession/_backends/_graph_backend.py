@@ -34,6 +34,7 @@ import tensorflow as tf
 
 from monsession import _tf_compat
 from monsession._api._types import Fetches
+from monsession._backends._backend import FeedDict
 from monsession._backends._graph_steps import StepRunner
 from monsession._backends._step_counter import StepCounter
 
@@ -163,12 +164,12 @@ class GraphBackend:
     def schedules_steps(self) -> bool:
         return False
 
-    def fusable_step(self, fetches: Fetches, feed_dict: object) -> tuple[None, None, None]:
+    def fusable_step(self, fetches: Fetches, feed_dict: FeedDict | None) -> tuple[None, None, None]:
         return None, None, None  # Each Session.run is one step.
 
     def run_silent(
         self,
-        step: object,
+        step: tf.types.experimental.PolymorphicFunction,
         keep: tuple[str, ...],
         max_steps: int,
         at_time: float | None,

@@ -39,7 +39,7 @@ class GraphMode:
     def own_global_step(self) -> None:
         """Graph mode: the program (or `MonitoredTrainingSession`) creates the step."""
 
-    def check_hooks(self, owner: str, hooks: Sequence[object]) -> None:
+    def check_hooks(self, owner: str, hooks: Sequence[Unchecked]) -> None:
         """Graph mode runs every hook, TensorFlow's own among them."""
 
     def prepare_graph(self) -> None:

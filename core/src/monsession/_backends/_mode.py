@@ -122,7 +122,7 @@ class Mode(Protocol):
     def own_global_step(self) -> None:
         """Gives the session a global step of its own when the program made none."""
 
-    def check_hooks(self, owner: str, hooks: Sequence[object]) -> None:
+    def check_hooks(self, owner: str, hooks: Sequence[Unchecked]) -> None:
         """Refuses hooks that cannot run in this mode, naming what to use instead."""
 
     def prepare_graph(self) -> None:
