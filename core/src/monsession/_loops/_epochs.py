@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from monsession._api._dispatcher import HookDispatcher
 from monsession._api._session_like import in_eager_mode
+from monsession._api._types import FeedValue, Results, Unchecked
 from monsession._backends._backend import StepSource
 from monsession._backends._eager import BoundStep
 from monsession._backends._fused_loop import FUSED_STEP_ATTRIBUTE, fused_target
@@ -18,7 +19,7 @@ from monsession._loops._loop_session import LoopSession
 _OWNER = "Epochs"
 
 
-def _epoch_length(dataset: object) -> int:
+def _epoch_length(dataset: Unchecked) -> int:
     if not isinstance(dataset, tf.data.Dataset):
         raise TypeError(f"{_OWNER}: dataset must be a tf.data.Dataset, got {dataset!r}.")
     length = int(dataset.cardinality())
@@ -173,7 +174,7 @@ class Epochs(tf.Module):
         if not progress.recovered() and pulled.ended is not None:
             progress.epoch = pulled.ended + 1
 
-    def _pull(self, hooks: HookDispatcher, progress: _Progress) -> tuple[object, int | None]:
+    def _pull(self, hooks: HookDispatcher, progress: _Progress) -> tuple[FeedValue, int | None]:
         """Takes the next batch on the host.
 
         Returns:
@@ -202,7 +203,7 @@ class Epochs(tf.Module):
         return progress.epoch
 
     def _fused(
-        self, step: Callable[..., object]
+        self, step: Callable[..., Results]
     ) -> tf.types.experimental.PolymorphicFunction | None:
         """`step` on the next batch, pulled inside one `tf.function`; `None` unless one.
 
@@ -218,7 +219,7 @@ class Epochs(tf.Module):
             iterator = self.iterator
 
             @tf.function(autograph=False)
-            def pulled_step() -> object:
+            def pulled_step() -> Results:
                 _, batch = next(iterator)
                 return target(*_arguments(batch))
 
@@ -232,7 +233,7 @@ _FUSED: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 _NO_KEYWORDS: dict[str, Any] = {}  # Never changed.
 
 
-def _arguments(batch: object) -> tuple[object, ...]:
+def _arguments(batch: FeedValue) -> tuple[FeedValue, ...]:
     """A tuple batch passes as the step's positional arguments, any other as its one."""
     return batch if isinstance(batch, tuple) else (batch,)
 
