@@ -547,3 +547,25 @@ def test_with_workers_each_call_fuses_exactly_the_steps_agreed_after_the_one_bef
         stops = [step for step in range(reached + 1, reached + silent + 1) if step % 5 == 0]
         assert not stops and all(step % 7 for step in range(reached + 1, reached + silent + 1))
         reached += silent + 1
+
+
+def test_the_time_budget_of_a_call_is_its_environment_variable(monkeypatch):
+    """`MONSESSION_FUSED_CALL_SECONDS`: a budget already over when a call starts
+    fuses no step, so every step is a call of its own (the hooks' steps unchanged)."""
+    monkeypatch.setenv("MONSESSION_FUSED_CALL_SECONDS", "1e-12")
+    counter, every = Counter(), Every(5)
+    with monsession.MonitoredSession(hooks=[every], steps_per_execution="auto") as sess:
+        calls = 0
+        while int(counter.global_step.numpy()) < 20:
+            sess.run(counter.step)
+            calls += 1
+    assert calls == 20
+    assert [after for _, _, after in every.seen] == [5, 10, 15, 20]
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "soon"])
+def test_a_bad_time_budget_is_named(monkeypatch, value):
+    monkeypatch.setenv("MONSESSION_FUSED_CALL_SECONDS", value)
+    Counter()
+    with pytest.raises(ValueError, match=f"MONSESSION_FUSED_CALL_SECONDS={value!r}"):
+        monsession.MonitoredSession(steps_per_execution="auto")

@@ -115,7 +115,7 @@ _NAMES = {
     "as_run_context": _RUN_CONTEXT,
     "HookDispatcher": "monsession._api._dispatcher",
     "HookLifecycle": "monsession._session._hook_lifecycle",
-    "fused_target": "monsession._backends._fused_loop",
+    "fused_target": "monsession._fusion._loop",
     "Traces": "monsession._backends._traces",
     **dict.fromkeys(("read_global_step", "require_global_step"), _GLOBAL_STEP),
     **dict.fromkeys(("TensorNotFoundError", "check_scalar"), _FETCHES),
@@ -164,7 +164,6 @@ if TYPE_CHECKING:
         TensorNotFoundError,
         check_scalar,
     )
-    from monsession._backends._fused_loop import fused_target
     from monsession._backends._pending import (
         settle,
     )
@@ -193,6 +192,7 @@ if TYPE_CHECKING:
         prune_hook_state,
         save_hook_state,
     )
+    from monsession._fusion._loop import fused_target
     from monsession._plugins._defaults import default_hooks, training_argument_owners
     from monsession._plugins._families import (
         KNOWN_ARGUMENT_FAMILIES,

@@ -385,10 +385,8 @@ def test_mirrored_strategy_fused_auto_equals_single_steps(
     summaries, per-step losses and weights of single steps."""
     import tensorflow as tf
 
-    from monsession._backends import _fusion
-
     # No time budget: which steps fuse does not depend on this machine's pace.
-    monkeypatch.setattr(_fusion, "MAX_SECONDS_PER_CALL", 3600.0)
+    monkeypatch.setenv("MONSESSION_FUSED_CALL_SECONDS", "3600")
     strategy = tf.distribute.MirroredStrategy(two_logical_cpus())
     sys.path.insert(0, str(EXAMPLE_DIR))
     try:

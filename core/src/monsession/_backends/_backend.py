@@ -96,45 +96,8 @@ class Backend(Protocol):
           `(caller_results, {hook: hook_results})`.
         """
 
-    def counts_steps(self) -> bool:
-        """Whether the global step is known on the host without device reads."""
-
-    def schedules_steps(self) -> bool:
-        """Whether steps run later, as closures on workers (a `ClusterCoordinator`).
-
-        Silent steps are then one closure of exactly the steps asked for,
-        counted when it is scheduled (`run_silent` with `timed=False`).
-        """
-
-    def fusable_step(
-        self, fetches: Fetches, feed_dict: FeedDict | None
-    ) -> tuple[tf.types.experimental.PolymorphicFunction | None, str | None, int | None]:
-        """The `tf.function` to fuse before `run(fetches, feed_dict)` (see `_fusion`).
-
-        Returns:
-          `(step, why, limit)`: `step` is `None` when the call cannot fuse,
-          and then `why` says why a call of a step cannot (`None` when the
-          call runs no step, or the mode never fuses); `limit` caps the
-          silent steps (`None`: no cap but the hooks').
-        """
-
-    def run_silent(
-        self,
-        step: tf.types.experimental.PolymorphicFunction,
-        keep: tuple[str, ...],
-        max_steps: int,
-        at_time: float | None,
-        timed: bool = True,
-    ) -> tuple[int, Mapping[str, tf.Tensor]]:
-        """Runs up to `max_steps` silent steps of `step`, before `at_time` if given.
-
-        `timed`: whether the steps also end once the call has run for its
-        time budget (`MAX_SECONDS_PER_CALL`). Under collective ops the workers
-        agree on `max_steps` instead, and no worker's clock may end the loop.
-
-        Returns:
-          How many ran, and the entries named by `keep`, stacked over them.
-        """
+    def loop_runner(self) -> LoopRunner | None:
+        """What runs this backend's fused loops (see `_fusion`); `None`: it runs single steps."""
 
     def empty_run_protos(self) -> tuple[tf.compat.v1.RunOptions, tf.compat.v1.RunMetadata]:
         """The empty `(RunOptions, RunMetadata)` shown to hooks that asked for none.
@@ -144,3 +107,38 @@ class Backend(Protocol):
 
     def new_run_metadata(self) -> tf.compat.v1.RunMetadata:
         """A fresh `RunMetadata` for a run with options."""
+
+
+class LoopRunner(Protocol):
+    """The backend side of fused steps (eager mode): what `_fusion` runs its loops with."""
+
+    def known_step(self) -> int | None:
+        """The global step after the last run, if the host counts it (no device read)."""
+
+    def schedules_steps(self) -> bool:
+        """Whether steps run later, as closures on workers (a `ClusterCoordinator`).
+
+        A loop then runs exactly the steps asked for, counted when it is scheduled.
+        """
+
+    def calls_a_step(self, fetches: Fetches) -> bool:
+        """Whether running `fetches` calls a step (a callable, not only values)."""
+
+    def loop_variables(self) -> tuple[tf.Variable, tf.Variable | None]:
+        """The global step a loop reads after its steps, and the one each fused
+        step must advance (the session owns it, and no closure advances it), if any."""
+
+    def run_loop(
+        self,
+        loop: tf.types.experimental.PolymorphicFunction,
+        max_steps: int,
+        deadline: float,
+        keeps: bool,
+    ) -> tuple[int, Mapping[str, tf.Tensor]]:
+        """Runs `loop(max_steps, deadline)` and advances the host step by the steps it ran.
+
+        `keeps`: whether the loop keeps outputs (a scheduled loop's are then waited for).
+
+        Returns:
+          How many steps ran (or were scheduled), and the kept outputs, stacked.
+        """

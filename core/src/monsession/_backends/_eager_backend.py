@@ -25,40 +25,29 @@ count, a closure that advances it ran twice (`_closure_steps`).
 
 from __future__ import annotations
 
-import math
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import tensorflow as tf
 
 from monsession._api._global_step import get_global_step
-from monsession._backends import _fusion
-from monsession._backends._backend import FeedDict, HookResults, StepSource
+from monsession._backends._backend import FeedDict, HookResults
 from monsession._backends._called_step import check_value_run, only_values
 from monsession._backends._closure_steps import ClosureSteps, step_names
 from monsession._backends._eager import (
     _CONTAINERS,
-    BoundStep,
     EagerSession,
     _describe,
     _is_step_callable,
     _map_structure,
     to_numpy,
 )
-from monsession._backends._fused_loop import FUSED_STEP_ATTRIBUTE, fusable_step, loop_for
+from monsession._backends._eager_loops import EagerLoops
 from monsession._backends._per_replica import host_value, is_per_replica
 from monsession._backends._step_counter import StepCounter
 from monsession._backends._step_value import reads_with_the_step
 
 _REMOTE_VALUE = tf.distribute.experimental.coordinator.RemoteValue
-
-
-def _calls_a_step(fetches: object) -> bool:
-    """Whether running `fetches` calls at least one callable."""
-    if isinstance(fetches, _CONTAINERS):
-        return any(_is_step_callable(leaf) for leaf in tf.nest.flatten(fetches))
-    return _is_step_callable(fetches)
 
 
 def _hook_name(hook: object) -> str:
@@ -104,8 +93,6 @@ class EagerBackend:
         self._sess = sess
         self._variable = get_global_step()
         self._protos: tuple[tf.compat.v1.RunOptions, tf.compat.v1.RunMetadata] | None = None
-        self._last_fetches: object = None
-        self._last_calls = False
         self._values_checked = False  # Whether a run of values alone was checked (_called_step).
         # Closures in flight (ClusterCoordinator): the device lags the count.
         self._in_flight = sess.coordinator is not None
@@ -114,6 +101,7 @@ class EagerBackend:
         self._counter = StepCounter(None if self._variable is None else self._read_step)
         if self._variable is not None:
             self._counter.read_before()
+        self._loops = EagerLoops(sess, self._counter, self._variable)
         self._stepped: object = None  # The fetches of the last run that called a step.
         if self._in_flight and self._variable is not None:
             closure_steps = ClosureSteps(
@@ -122,15 +110,6 @@ class EagerBackend:
                 lambda: step_names(self._stepped, _is_step_callable, _describe),
             )
             sess.call_after_join(closure_steps.after_join)
-
-    def _calls_a_step(self, fetches: object) -> bool:
-        """Whether running `fetches` calls a step (remembered for the last step object)."""
-        if fetches is self._last_fetches:
-            return self._last_calls
-        calls = _calls_a_step(fetches)
-        if not isinstance(fetches, _CONTAINERS):  # A container may change between runs.
-            self._last_fetches, self._last_calls = fetches, calls
-        return calls
 
     def start_run(self) -> None:
         self._counter.start_run()
@@ -152,105 +131,8 @@ class EagerBackend:
             return None
         return value
 
-    def counts_steps(self) -> bool:
-        return self._counter.after is not None and not self._counter.drifted
-
-    def schedules_steps(self) -> bool:
-        return self._in_flight
-
-    def fusable_step(
-        self, fetches: object, feed_dict: FeedDict | None
-    ) -> tuple[tf.types.experimental.PolymorphicFunction | None, str | None, int | None]:
-        limit = fetches.silent_limit if isinstance(fetches, StepSource) else None
-        # A scheduled closure never advances an owned global step: `_schedule_silent` does.
-        owned = None if self._in_flight else self._sess.owned_global_step
-        step = None if feed_dict else fusable_step(fetches, owned)
-        if step is not None or not (limit is not None or self._calls_a_step(fetches)):
-            return step, None, limit
-        inside = "to fuse, read the batch inside the tf.function (next(iterator)) and call "
-        inside += "sess.run(step)"
-        if feed_dict:
-            why = f"it is given a feed_dict; {inside}"
-        elif isinstance(fetches, BoundStep):
-            why = f"it is called with arguments (sess.call(step, *args)); {inside}"
-        elif self._in_flight:
-            why = (
-                "it schedules its closure itself; to fuse, name the tf.function it schedules "
-                f"in the step's {FUSED_STEP_ATTRIBUTE} attribute"
-            )
-        else:
-            why = f"it is not a tf.function; {inside}"
-        return None, why, None
-
-    def run_silent(
-        self,
-        step: tf.types.experimental.PolymorphicFunction,
-        keep: tuple[str, ...],
-        max_steps: int,
-        at_time: float | None,
-        timed: bool = True,
-    ) -> tuple[int, Mapping[str, tf.Tensor]]:
-        """Runs up to `max_steps` of `step` in the fused loop, and advances the host step.
-
-        Raises:
-          Whatever the loop raises, once the host step is read back from the
-          device (the end of the data ends the loop after the last full step).
-        """
-        assert self._variable is not None
-        loop = loop_for(step, keep, self._variable)  # Traced before the clock starts.
-        coordinator = self._sess.coordinator
-        if coordinator is not None:  # Closures in flight.
-            return self._schedule_silent(coordinator, loop, keep, max_steps)
-        deadline = time.time() + _fusion.MAX_SECONDS_PER_CALL if timed else math.inf
-        if at_time is not None:
-            deadline = min(deadline, at_time)
-        counter = self._counter
-        try:
-            counts, kept = self._sess.traces.call(
-                loop, tf.constant(max_steps, tf.int64), tf.constant(deadline, tf.float64)
-            )
-            done, after = (int(value) for value in to_numpy(counts))
-        except Exception:
-            counter.refresh()
-            raise
-        assert counter.after is not None
-        if after != counter.after + done:
-            counter.drift(
-                "The global step is %d after %d fused steps, but the session counted %d: "
-                "the step does not advance the global step by exactly one. Hooks now read it "
-                "from the device after every run (slower).",
-                after,
-                done,
-                counter.after + done,
-            )
-        counter.adopt(after)
-        return done, kept
-
-    def _schedule_silent(
-        self,
-        coordinator: tf.distribute.experimental.coordinator.ClusterCoordinator,
-        loop: tf.types.experimental.PolymorphicFunction,
-        keep: tuple[str, ...],
-        steps: int,
-    ) -> tuple[int, Mapping[str, tf.Tensor]]:
-        """Schedules `steps` silent steps as one closure, counted now (the closure runs later).
-
-        An owned global step is advanced here, once, on the coordinator:
-        never in the closure, which may run again on another worker. Kept
-        entries wait for the closure.
-        """
-        remote = coordinator.schedule(
-            loop, args=(tf.constant(steps, tf.int64), tf.constant(math.inf, tf.float64))
-        )
-        owned = self._sess.owned_global_step
-        if owned is not None:
-            owned.assign_add(steps)
-        self._counter.advance(steps)
-        if not keep:
-            return steps, {}
-        self._sess.wait_for_closures()
-        kept: Mapping[str, object] = remote.fetch()[1]
-        return steps, {name: tf.convert_to_tensor(value) for name, value in kept.items()}
+    def loop_runner(self) -> EagerLoops:
+        return self._loops
 
     def empty_run_protos(self) -> tuple[tf.compat.v1.RunOptions, tf.compat.v1.RunMetadata]:
         if self._protos is None:
@@ -273,7 +155,7 @@ class EagerBackend:
         # step is not advanced by it, and the host copy is read again when needed.
         counter = self._counter
         counted = not counter.uncounted
-        calls = counted and self._calls_a_step(fetches)
+        calls = counted and self._loops.calls_a_step(fetches)
         if counted and not calls and not self._values_checked:
             self._check_value_run(fetches)
         # Hooks read the device on this run: the step's call also returns the global step.

@@ -34,7 +34,6 @@ import tensorflow as tf
 
 from monsession import _tf_compat
 from monsession._api._types import Fetches
-from monsession._backends._backend import FeedDict
 from monsession._backends._graph_steps import StepRunner
 from monsession._backends._step_counter import StepCounter
 
@@ -158,24 +157,8 @@ class GraphBackend:
             self._read_this_run = self._counter.refresh()
         return self._read_this_run
 
-    def counts_steps(self) -> bool:
-        return self._counter.after is not None and not self._counter.drifted
-
-    def schedules_steps(self) -> bool:
-        return False
-
-    def fusable_step(self, fetches: Fetches, feed_dict: FeedDict | None) -> tuple[None, None, None]:
-        return None, None, None  # Each Session.run is one step.
-
-    def run_silent(
-        self,
-        step: tf.types.experimental.PolymorphicFunction,
-        keep: tuple[str, ...],
-        max_steps: int,
-        at_time: float | None,
-        timed: bool = True,
-    ) -> tuple[int, Mapping[str, Any]]:
-        raise RuntimeError("Graph mode fuses no steps (fusable_step is always None).")
+    def loop_runner(self) -> None:
+        return None  # Each Session.run is one step.
 
     def empty_run_protos(self) -> tuple[tf.compat.v1.RunOptions, tf.compat.v1.RunMetadata]:
         if self._protos is None:

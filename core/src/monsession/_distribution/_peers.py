@@ -10,10 +10,10 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from monsession._backends._fusion import MAX_COUNTED_SILENT_STEPS
 from monsession._distribution._distributed import describe
 from monsession._durability._preemption_errors import PREEMPTION_ERRORS
 from monsession._durability._retry import error_summary
+from monsession._fusion._plan import MAX_COUNTED_SILENT_STEPS
 
 logger = logging.getLogger("monsession")
 

@@ -40,7 +40,7 @@ def steps_per_execution_in_strategy(
 
     Under collective ops the workers fuse the steps they agree on after each
     run (`StepAgreement`). Under `ParameterServerStrategy` the coordinator
-    schedules the silent steps as one closure (`_backends._fusion`). Other
+    schedules the silent steps as one closure (`_fusion`). Other
     multi-worker strategies run single steps, with a warning.
     """
     if steps_per_execution == 1 or uses_collectives(strategy) or schedules_closures(strategy):

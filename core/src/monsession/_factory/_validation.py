@@ -8,8 +8,8 @@ from monsession._api._arguments import check_directory, check_flag, check_hooks,
 from monsession._api._hook_api import SessionRunHook
 from monsession._api._types import Unchecked
 from monsession._backends._current_mode import current_mode
-from monsession._backends._fusion import check_steps_per_execution
 from monsession._factory._settings import USE_DEFAULT
+from monsession._fusion._plan import check_steps_per_execution
 from monsession._plugins import _defaults
 from monsession._plugins._families import KNOWN_ARGUMENTS, missing_family_message
 from monsession._plugins._hookspecs import DefaultHook, TrainingSettings

@@ -13,7 +13,7 @@ from monsession._api._session_like import in_eager_mode
 from monsession._api._types import FeedValue, Results, Unchecked
 from monsession._backends._backend import StepSource
 from monsession._backends._eager import BoundStep
-from monsession._backends._fused_loop import FUSED_STEP_ATTRIBUTE, fused_target
+from monsession._fusion._loop import FUSED_STEP_ATTRIBUTE, fused_target
 from monsession._loops._loop_session import LoopSession
 
 _OWNER = "Epochs"

@@ -4,6 +4,8 @@
 the merged step on the session's `Backend` and hands each hook its results
 (`after_run`), all through the session's `HookDispatcher`. It never asks
 which mode it runs in: the backend (`_backend.Backend`) does the rest.
+With a `Fusion` (eager mode), a run first runs the steps on which no hook
+acts, or runs quiet (`_fusion`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from monsession._backends._backend import Backend, HookResults, StepSource
 from monsession._backends._current_mode import current_mode
 from monsession._backends._mode import Mode, Session
 from monsession._durability._file_errors import file_error_behind
+from monsession._fusion._fusion import Fusion
 from monsession._session._hook_lifecycle import HookLifecycle
 from monsession._session._session_layers import Results, RunCall, _WrappedSession
 
@@ -87,10 +90,6 @@ class HookSelection:
         finally:
             self.hooks, self.training = previous
 
-    def fuses(self) -> bool:
-        """Whether the current call may run silent or quiet steps: all hooks, training."""
-        return self.hooks is None and self.training
-
 
 class _HookedSession(_WrappedSession[Session]):
     """Calls the hooks around each step and merges their requests into it.
@@ -105,6 +104,8 @@ class _HookedSession(_WrappedSession[Session]):
       selection: A `HookSelection` naming the hooks of the current call, if any.
       mode: The session's `Mode`, which makes its backend; by default the
         current one.
+      fusion: The session's `Fusion` (eager mode), which runs the steps on
+        which no hook acts before each run, or `None`.
     """
 
     def __init__(
@@ -113,9 +114,10 @@ class _HookedSession(_WrappedSession[Session]):
         hooks: HookLifecycle | Iterable[SessionRunHook],
         selection: HookSelection | None = None,
         mode: Mode | None = None,
+        fusion: Fusion | None = None,
     ) -> None:
         super().__init__(sess)
-        self._selection = selection or HookSelection()
+        self.selection = selection or HookSelection()
         self._lifecycle = hooks if isinstance(hooks, HookLifecycle) else HookLifecycle(hooks)
         self._dispatcher = self._lifecycle.dispatcher
         self._calls_after_run = bool(self._dispatcher.after_run_hooks)
@@ -123,6 +125,9 @@ class _HookedSession(_WrappedSession[Session]):
         mode = mode or current_mode()
         self.backend: Backend = mode.make_backend(sess, bool(self._dispatcher.per_step))
         self._empty_protos = self.backend.empty_run_protos()
+        self._fusion = fusion
+        if fusion is not None:
+            fusion.attach(self.backend)
 
     def _check_stop(self) -> bool:
         return self._should_stop
@@ -134,7 +139,14 @@ class _HookedSession(_WrappedSession[Session]):
 
     def run_call(self, call: RunCall) -> Results:
         self.check_runnable()
-        return self.run_hooked(call)
+        if self._fusion is None:
+            return self.run_hooked(call)
+        step = self._fusion.prepare(call.fetches, call.feed_dict, self.selection)
+        if step.quiet:
+            return self.run_quiet(call._replace(fetches=step.fetches))
+        if step.fetches is None:  # The silent steps took a step source's last input.
+            return None
+        return self.run_hooked(call._replace(fetches=step.fetches), step.silent, step.kept)
 
     def run_hooked(
         self, call: RunCall, silent: int = 0, kept: Mapping[str, Results] | None = None
@@ -143,9 +155,9 @@ class _HookedSession(_WrappedSession[Session]):
         fetches, feed_dict, options, run_metadata = call
         if isinstance(fetches, StepSource):
             fetches = fetches.bind(silent)
-        chosen, backend = self._selection.hooks, self.backend
+        chosen, backend = self.selection.hooks, self.backend
         backend.start_run()
-        if not self._selection.training:
+        if not self.selection.training:
             # Not a training step (an evaluation, a second optimizer): it may
             # not add one to the global step, which is read again when needed.
             backend.forget_step()
@@ -169,7 +181,7 @@ class _HookedSession(_WrappedSession[Session]):
                 hook_results,
                 empty_options if options is None else options,
                 empty_metadata if run_metadata is None else run_metadata,
-                self._selection.hooks,
+                self.selection.hooks,
             )
         self._should_stop = run_context.stop_requested
         return results

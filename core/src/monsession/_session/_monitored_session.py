@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import types
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, ParamSpec, TypeVar
+from typing import ParamSpec, TypeVar
 
 import tensorflow as tf
 
@@ -12,8 +12,9 @@ from monsession._api._arguments import check_hooks
 from monsession._api._dispatcher import HookDispatcher
 from monsession._api._hook_api import SessionRunHook
 from monsession._backends._current_mode import current_mode
-from monsession._backends._fusion import check_steps_per_execution
 from monsession._backends._mode import Session
+from monsession._fusion._fusion import StepVotes
+from monsession._fusion._plan import check_steps_per_execution
 from monsession._session._hooked_session import HookSelection, _HookedSession
 from monsession._session._scaffold import Scaffold
 from monsession._session._session_arguments import check_session_arguments, check_step_fn
@@ -45,9 +46,6 @@ __all__ = [  # The private layers are importable from here, as in TensorFlow.
 ]
 from monsession._api._step_context import StepContext
 from monsession._api._step_context import StepContext as _StepContext
-
-if TYPE_CHECKING:
-    from monsession._distribution._peers import StepAgreement
 
 _P = ParamSpec("_P")
 _Result = TypeVar("_Result")
@@ -237,7 +235,7 @@ class _MonitoredSession:
         """The `HookDispatcher` that calls the session's hooks (for `Epochs.run`)."""
         return self._stack.dispatcher
 
-    def agree_with_workers(self, agreement: StepAgreement) -> None:
+    def agree_with_workers(self, agreement: StepVotes) -> None:
         """Stops on a signal, and fuses steps, only as the workers of a job agree.
 
         Used by `MonitoredTrainingSession` under collective ops: after each
@@ -245,7 +243,8 @@ class _MonitoredSession:
         many silent steps the next run fuses.
 
         Args:
-          agreement: A `StepAgreement` of the session's multi-worker strategy.
+          agreement: The agreement of the session's multi-worker strategy
+            (`StepAgreement`).
         """
         self._stack.signals.agree_with_workers(agreement, self._stack.fusion)
 

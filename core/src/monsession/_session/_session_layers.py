@@ -1,8 +1,8 @@
 """The outer layers of a monitored session, each with one job.
 
 From the inside out: `_HookedSession` runs the hooks around each step
-(`_hooked_session`), `_FusedSession` runs the steps on which no hook acts
-before it (`_fused_session`, eager mode), `_CoordinatedSession` stops
+(`_hooked_session`; eager mode: after the steps on which no hook acts,
+`_fusion`), `_CoordinatedSession` stops
 threads through a coordinator, and `_RecoverableSession` re-creates
 everything after a preemption error. A session that a preemption error
 went through is closed within a bound (`_lost_tasks.close_within`):

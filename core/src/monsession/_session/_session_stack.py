@@ -1,7 +1,7 @@
 """The layers of one monitored session: built, created and closed together.
 
 `SessionStack` builds them around the raw session its creator makes, from
-the inside out: the hooked layer, the fused layer (eager mode), the
+the inside out: the hooked layer (with the session's `Fusion`, eager mode), the
 coordinated layer and, when the session recovers, the recoverable layer
 (see `_session_layers`). `_CoordinatedSessionCreator` makes the inner
 three again each time the recoverable layer re-creates the session.
@@ -17,10 +17,9 @@ from typing import TypeVar
 import tensorflow as tf
 
 from monsession._api._hook_api import SessionRunHook
-from monsession._backends._fusion import Fusion
 from monsession._backends._mode import CreatedSession, Mode, Session
 from monsession._durability._retry import retry_policy_of
-from monsession._session._fused_session import _FusedSession
+from monsession._fusion._fusion import Fusion, fusion_for
 from monsession._session._hook_lifecycle import HookLifecycle
 from monsession._session._hooked_session import HookSelection, _HookedSession
 from monsession._session._session_creators import SessionCreator
@@ -47,7 +46,7 @@ class _CoordinatedSessionCreator(SessionCreator):
       mode: The session's `Mode`.
       lifecycle: The session's `HookLifecycle`.
       stop_grace_period_secs: How long closing waits for the coordinator's threads.
-      fusion: The session's `Fusion` (eager mode), or `None`.
+      fusion: The session's `Fusion` (eager mode, when runs may skip the hooks), or `None`.
       selection: The session's `HookSelection`.
     """
 
@@ -70,11 +69,10 @@ class _CoordinatedSessionCreator(SessionCreator):
         self.coord = tf.train.Coordinator(clean_stop_exception_types=[])
         self.mode.start_queue_runners(self.tf_sess, self.coord)
         self.lifecycle.created(self.tf_sess, self.coord, created.restored_from)
-        hooked = _HookedSession(self.tf_sess, self.lifecycle, self.selection, self.mode)
-        layer: Layer = hooked
-        if self.fusion is not None and self.fusion.skips_hooks():
-            layer = _FusedSession(hooked, self.fusion, self.selection)
-        return _CoordinatedSession(layer, self.coord, self.stop_grace_period_secs)
+        hooked = _HookedSession(
+            self.tf_sess, self.lifecycle, self.selection, self.mode, self.fusion
+        )
+        return _CoordinatedSession(hooked, self.coord, self.stop_grace_period_secs)
 
 
 class SessionStack:
@@ -114,11 +112,10 @@ class SessionStack:
         self._restore_graph_finalization = mode.keep_graph_finalization()
         self.signals = SignalLayer(stop_on_signals, lambda: self.dispatcher.has_end_work, owner)
         self.selection = HookSelection()
-        # Eager mode: fused steps (a cap above 1) and quiet single steps.
-        self.fusion = Fusion(owner, cap, self.dispatcher) if mode.fuses_steps else None
         self._lifecycle = lifecycle
         lifecycle.begin()
         mode.prepare_graph()
+        self.fusion = fusion_for(owner, cap, self.dispatcher, mode.fuses_steps)
         self.creator = _CoordinatedSessionCreator(
             session_creator, mode, lifecycle, stop_grace_period_secs, self.fusion, self.selection
         )

@@ -5,7 +5,7 @@
 multi-worker job after each step, closing the session once the signal
 stopped it, and handing the signal on after the session closed. Under
 collective ops the same agreement also settles how many silent steps the
-next run fuses (`_backends._fusion`): one all-reduce per run, whatever the
+next run fuses (`_fusion`): one all-reduce per run, whatever the
 session does.
 """
 
@@ -14,13 +14,9 @@ from __future__ import annotations
 import logging
 import signal
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
 
 from monsession._durability._signal_stop import SignalStop, resolve_stop_signals
-
-if TYPE_CHECKING:
-    from monsession._backends._fusion import Fusion
-    from monsession._distribution._peers import StepAgreement
+from monsession._fusion._fusion import Fusion, StepVotes
 
 logger = logging.getLogger("monsession")
 
@@ -46,7 +42,7 @@ class SignalLayer:
     ) -> None:
         self._owner = owner
         self._stop = SignalStop(resolve_stop_signals(stop_on_signals, has_end_work, owner), owner)
-        self._agreement: StepAgreement | None = None  # Of the session's strategy.
+        self._agreement: StepVotes | None = None  # Of the session's strategy.
         self._fusion: Fusion | None = None  # The session's, told the silent steps agreed.
         self.closed_on_signal = False
 
@@ -54,11 +50,11 @@ class SignalLayer:
         """Installs the handlers: from now on a signal stops the session at a step boundary."""
         self._stop.install()
 
-    def agree_with_workers(self, agreement: StepAgreement, fusion: Fusion | None = None) -> None:
+    def agree_with_workers(self, agreement: StepVotes, fusion: Fusion | None = None) -> None:
         """Stops on a signal only once the workers agree, through `agreement` after each step.
 
         Args:
-          agreement: A `StepAgreement` of the session's strategy.
+          agreement: The agreement of the session's strategy (`StepAgreement`).
           fusion: The session's `Fusion`, or `None`: it fuses the silent steps
             agreed in the same all-reduce.
         """

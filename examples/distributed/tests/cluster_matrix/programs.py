@@ -28,13 +28,11 @@ EAGER_AUTO = single.DRIVERS["eager-auto"]  # steps_per_execution="auto", the Fus
 def _no_time_budget(driver: Any) -> None:
     """Fused (`driver.fused`): blocks end only where a hook acts, whatever this machine's pace.
 
-    Core's fused calls stop after `_fusion.MAX_SECONDS_PER_CALL` (0.5 s) at the
+    Core's fused calls stop after `MONSESSION_FUSED_CALL_SECONDS` (0.5 s) at the
     pace of the last runs: on a busy machine blocks would shrink, by chance.
     The same switch test_scheduled_fusion.py and test_distributed_eager.py use."""
-    from monsession._backends import _fusion
-
     if driver.fused:
-        _fusion.MAX_SECONDS_PER_CALL = 3600.0
+        os.environ["MONSESSION_FUSED_CALL_SECONDS"] = "3600"
 
 
 def _worker_index(plan: dict[str, Any]) -> int:

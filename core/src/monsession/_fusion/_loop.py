@@ -1,12 +1,12 @@
-"""The fused loop of eager mode: silent steps inside one `tf.function`.
+"""The fused loop: silent steps inside one `tf.function`, and which function a run fuses.
 
-`loop_for(step, keep, variable)` builds (once per step function and kept
-entries) a `tf.function(max_steps, deadline)` that runs the step while
-fewer than `max_steps` ran and the deadline has not passed, and returns how
-many ran, the global step after them, and the entries hooks keep from every
-step. It takes the count and the deadline as tensors, so it is traced once
-per step function, never per count. `_fusion` decides how many steps to
-run; the eager backend runs the loop.
+`Loops.loop_for` builds (once per session, step function and kept entries)
+a `tf.function(max_steps, deadline)` that runs the step while fewer than
+`max_steps` ran and the deadline has not passed, and returns how many ran,
+the global step after them, and the entries hooks keep from every step. It
+takes the count and the deadline as tensors, so it is traced once per step
+function, never per count. `_fusion` decides how many steps to run; the
+backend's `LoopRunner` runs the loop.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from collections.abc import Mapping
 
 import tensorflow as tf
 
-from monsession._backends._backend import StepSource
+from monsession._api._types import Fetches
+from monsession._backends._backend import LoopRunner, StepSource
 from monsession._backends._eager import BoundStep
 from monsession._backends._owned_step import advancing
 from monsession._backends._per_replica import is_per_replica, replica_value
@@ -26,20 +27,7 @@ FUSED_STEP_ATTRIBUTE = "monsession_fused_step"
 _LOOP_SIGNATURE = [tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.float64)]
 
 
-def fusable_step(
-    fetches: object, owned: tf.Variable | None
-) -> tf.types.experimental.PolymorphicFunction | None:
-    """The `tf.function` to fuse for `run(fetches)`, or `None` (see `fused_function`).
-
-    With a global step the session owns (`owned`), the step wrapped to advance it.
-    """
-    step = fused_function(fetches)
-    if step is None or owned is None:
-        return step
-    return advancing(step, owned)
-
-
-def fused_function(fetches: object) -> tf.types.experimental.PolymorphicFunction | None:
+def fused_function(fetches: Fetches) -> tf.types.experimental.PolymorphicFunction | None:
     """The `tf.function` to fuse for `run(fetches)`, or `None`.
 
     A `tf.function` (or `sess.call` of one, without arguments), or a wrapper
@@ -57,7 +45,7 @@ def fused_function(fetches: object) -> tf.types.experimental.PolymorphicFunction
     return None
 
 
-def fused_target(step: object) -> object:
+def fused_target(step: Fetches) -> Fetches:
     """What `step` names in its `monsession_fused_step` attribute, through wrappers of wrappers.
 
     E.g. `NanTensorHook.watch` of a step that schedules a closure names that step,
@@ -71,25 +59,36 @@ def fused_target(step: object) -> object:
     return step
 
 
-# Each step's loops, by the entries they keep: traced once per step and
-# global step variable, shared by the sessions that run the step.
-_LOOPS: weakref.WeakKeyDictionary[
-    tf.types.experimental.PolymorphicFunction,
-    dict[tuple[str, ...], tuple[tf.Variable, tf.types.experimental.PolymorphicFunction]],
-] = weakref.WeakKeyDictionary()
+class Loops:
+    """One session's fused loops: traced once per step function, kept entries
+    and global step variable."""
 
+    def __init__(self) -> None:
+        self._loops: weakref.WeakKeyDictionary[
+            tf.types.experimental.PolymorphicFunction,
+            dict[tuple[str, ...], tuple[tf.Variable, tf.types.experimental.PolymorphicFunction]],
+        ] = weakref.WeakKeyDictionary()
 
-def loop_for(
-    step: tf.types.experimental.PolymorphicFunction, keep: tuple[str, ...], variable: tf.Variable
-) -> tf.types.experimental.PolymorphicFunction:
-    """The fused loop of `step` keeping `keep` and reading `variable`, traced on first use."""
-    loops = _LOOPS.setdefault(step, {})
-    cached = loops.get(keep)
-    if cached is None or cached[0] is not variable:
-        loop = _build_loop(step, variable, keep)
-        loop.get_concrete_function()
-        cached = loops[keep] = (variable, loop)
-    return cached[1]
+    def loop_for(
+        self,
+        step: tf.types.experimental.PolymorphicFunction,
+        keep: tuple[str, ...],
+        runner: LoopRunner,
+    ) -> tf.types.experimental.PolymorphicFunction:
+        """The fused loop of `step` keeping `keep`, for `runner`, traced on first use.
+
+        With a global step the session owns, each step is wrapped to advance it.
+        """
+        variable, owned = runner.loop_variables()
+        if owned is not None:
+            step = advancing(step, owned)
+        loops = self._loops.setdefault(step, {})
+        cached = loops.get(keep)
+        if cached is None or cached[0] is not variable:
+            loop = _build_loop(step, variable, keep)
+            loop.get_concrete_function()
+            cached = loops[keep] = (variable, loop)
+        return cached[1]
 
 
 def _kept_specs(

@@ -1,0 +1,130 @@
+"""The eager backend's `LoopRunner`: runs the fused loops `_fusion` builds, counts their steps.
+
+A loop runs on the device and returns how many steps ran and the global
+step after them, which the host count adopts (a step that does not advance
+the global step by exactly one makes the count drift: hooks then read it
+from the device). Under a `ClusterCoordinator` the loop is one closure,
+scheduled and counted at once.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import tensorflow as tf
+
+from monsession._api._types import Fetches, Results
+from monsession._backends._eager import _CONTAINERS, EagerSession, _is_step_callable, to_numpy
+from monsession._backends._step_counter import StepCounter
+
+
+def _calls_a_step(fetches: Fetches) -> bool:
+    """Whether running `fetches` calls at least one callable."""
+    if isinstance(fetches, _CONTAINERS):
+        return any(_is_step_callable(leaf) for leaf in tf.nest.flatten(fetches))
+    return _is_step_callable(fetches)
+
+
+class EagerLoops:
+    """Runs fused loops in an `EagerSession` and advances the host step (`LoopRunner`).
+
+    Args:
+      sess: The session.
+      counter: The backend's `StepCounter`.
+      variable: The global step, or `None` (no step is then known: nothing fuses).
+    """
+
+    def __init__(
+        self, sess: EagerSession, counter: StepCounter, variable: tf.Variable | None
+    ) -> None:
+        self._sess = sess
+        self._counter = counter
+        self._variable = variable
+        self._last_fetches: Fetches = None
+        self._last_calls = False
+
+    def known_step(self) -> int | None:
+        return None if self._counter.drifted else self._counter.after
+
+    def schedules_steps(self) -> bool:
+        return self._sess.coordinator is not None
+
+    def calls_a_step(self, fetches: Fetches) -> bool:
+        """Whether running `fetches` calls a step (remembered for the last step object)."""
+        if fetches is self._last_fetches:
+            return self._last_calls
+        calls = _calls_a_step(fetches)
+        if not isinstance(fetches, _CONTAINERS):  # A container may change between runs.
+            self._last_fetches, self._last_calls = fetches, calls
+        return calls
+
+    def loop_variables(self) -> tuple[tf.Variable, tf.Variable | None]:
+        assert self._variable is not None
+        # A scheduled closure never advances an owned global step: `_schedule` does.
+        owned = None if self.schedules_steps() else self._sess.owned_global_step
+        return self._variable, owned
+
+    def run_loop(
+        self,
+        loop: tf.types.experimental.PolymorphicFunction,
+        max_steps: int,
+        deadline: float,
+        keeps: bool,
+    ) -> tuple[int, Mapping[str, tf.Tensor]]:
+        """Runs the fused loop, and advances the host step (see `LoopRunner`).
+
+        Raises:
+          Whatever the loop raises, once the host step is read back from the
+          device (the end of the data ends the loop after the last full step).
+        """
+        coordinator = self._sess.coordinator
+        if coordinator is not None:  # Closures in flight.
+            return self._schedule(coordinator, loop, max_steps, keeps)
+        counter = self._counter
+        try:
+            counts, kept = self._sess.traces.call(
+                loop, tf.constant(max_steps, tf.int64), tf.constant(deadline, tf.float64)
+            )
+            done, after = (int(value) for value in to_numpy(counts))
+        except Exception:
+            counter.refresh()
+            raise
+        assert counter.after is not None
+        if after != counter.after + done:
+            counter.drift(
+                "The global step is %d after %d fused steps, but the session counted %d: "
+                "the step does not advance the global step by exactly one. Hooks now read it "
+                "from the device after every run (slower).",
+                after,
+                done,
+                counter.after + done,
+            )
+        counter.adopt(after)
+        return done, kept
+
+    def _schedule(
+        self,
+        coordinator: tf.distribute.experimental.coordinator.ClusterCoordinator,
+        loop: tf.types.experimental.PolymorphicFunction,
+        steps: int,
+        keeps: bool,
+    ) -> tuple[int, Mapping[str, tf.Tensor]]:
+        """Schedules `steps` silent steps as one closure, counted now (the closure runs later).
+
+        An owned global step is advanced here, once, on the coordinator:
+        never in the closure, which may run again on another worker. Kept
+        entries wait for the closure.
+        """
+        remote = coordinator.schedule(
+            loop, args=(tf.constant(steps, tf.int64), tf.constant(math.inf, tf.float64))
+        )
+        owned = self._sess.owned_global_step
+        if owned is not None:
+            owned.assign_add(steps)
+        self._counter.advance(steps)
+        if not keeps:
+            return steps, {}
+        self._sess.wait_for_closures()
+        kept: Mapping[str, Results] = remote.fetch()[1]
+        return steps, {name: tf.convert_to_tensor(value) for name, value in kept.items()}

@@ -1,0 +1,1 @@
+"""Fusion (eager mode): which runs skip the hooks, and how many steps they run."""

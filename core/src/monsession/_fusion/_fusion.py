@@ -1,0 +1,353 @@
+"""Fused steps (eager mode): which runs skip the hooks, and how many steps they run.
+
+With `steps_per_execution` other than 1, each `run(step)` that calls all the
+hooks as a training step (`Fusion.prepare`) first asks every hook when it next
+acts (`SessionRunHook.next_action`, `_plan.plan`), then runs the steps
+before that inside one `tf.function` (the *silent* steps: no hook is called;
+`_loop`), then the step at which some hook acts as usual. The next run with
+the hooks tells them how many steps ran silently
+(`SessionRunContext.silent_steps`). A run that fuses nothing may run as a
+*quiet* step, without the hooks, while none acts (`_plan.QuietSteps`).
+
+A run does not fuse (`_why_not` says why, once per session) when it is
+given a `feed_dict`, is called with arguments, schedules its closure itself,
+or is not a `tf.function`; fusion stops for good when a hook acts on every
+step (no `next_action`) or the step does not advance the global step by
+exactly one.
+
+Under collective ops (`MultiWorkerMirroredStrategy`) every worker must run
+the same steps, so a worker's hooks and clock cannot decide alone: after
+each run every worker says how many silent steps its hooks allow in the
+next one (`Fusion.next_silent_steps`), the workers agree on the fewest
+(`StepVotes`, the same all-reduce that agrees on stop signals), and
+the next run fuses exactly that many (`Fusion.agreed`), with no clock inside
+the loop. A worker's time budget and time-based schedules become a step
+count at the pace of its last runs.
+
+Under a `ClusterCoordinator` (`ParameterServerStrategy`) the silent steps
+are one closure, scheduled on a worker and counted on the host when
+scheduled (`LoopRunner.schedules_steps`): their number is decided on the
+host in the same way, from the pace of the session's runs, never by a clock
+in the loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Mapping
+from typing import NamedTuple, Protocol
+
+import tensorflow as tf
+
+from monsession._api._dispatcher import HookDispatcher
+from monsession._api._types import Fetches
+from monsession._backends._backend import Backend, FeedDict, LoopRunner, StepSource
+from monsession._backends._eager import BoundStep
+from monsession._fusion._loop import FUSED_STEP_ATTRIBUTE, Loops, fused_function
+from monsession._fusion._plan import (
+    MAX_COUNTED_SILENT_STEPS,
+    UNCAPPED,
+    FusionPolicy,
+    QuietSteps,
+    plan,
+    seconds_per_call,
+)
+
+logger = logging.getLogger("monsession")
+
+Kept = Mapping[str, tf.Tensor]
+"""The outputs hooks keep from every silent step, stacked, by name."""
+
+
+class Selection(Protocol):
+    """The hooks the current call runs (`None`: all), and whether it is a training step."""
+
+    hooks: frozenset[int] | None
+    training: bool
+
+
+class Call(NamedTuple):
+    """What a `run()` runs once its silent steps ran (`Fusion.prepare`).
+
+    `fetches`: what to run, a step source's input taken (`None`: the silent
+    steps took its last one, nothing is left to run); `quiet`: run it without
+    the hooks; else with them, told of the `silent` steps before it and the
+    outputs `kept` from them.
+    """
+
+    fetches: Fetches | None
+    quiet: bool = False
+    silent: int = 0
+    kept: Kept | None = None
+
+
+class StepVotes(Protocol):
+    """The workers' agreement after each run under collective ops (`StepAgreement`).
+
+    Every worker must run the same steps: each says how many silent steps
+    its hooks and clock allow in the next run, and all of them fuse the fewest.
+    """
+
+    def agree(self, received: int | None, silent_steps: int = 0) -> tuple[int | None, int]:
+        """Every worker calls this once per run: the signal it received, the steps it allows.
+
+        Returns:
+          The lowest-numbered signal some worker received (or `None`), and
+          the fewest silent steps any worker allows (at most
+          `MAX_COUNTED_SILENT_STEPS`).
+        """
+
+
+def fusion_for(
+    owner: str, cap: int | None, hooks: HookDispatcher, fuses_steps: bool
+) -> Fusion | None:
+    """The session's `Fusion`, or `None` where no run skips the hooks.
+
+    Args:
+      owner: The session's class name, for messages.
+      cap: The checked `steps_per_execution` (`check_steps_per_execution`).
+      hooks: The session's `HookDispatcher`, whose `FusionPolicy` is read once.
+      fuses_steps: Whether the mode runs fused steps (`Mode.fuses_steps`):
+        graph mode gets no fusion.
+    """
+    fusion = Fusion(owner, cap, FusionPolicy.of(hooks)) if fuses_steps else None
+    return fusion if fusion is not None and fusion.skips_hooks() else None
+
+
+class Fusion:
+    """Decides and runs the silent and quiet steps of one monitored session.
+
+    Args:
+      owner: The session's class name, for log lines.
+      cap: The most steps per call (silent ones plus the last), or `None`.
+      policy: The hooks' `FusionPolicy`: they all plan ahead, or fusion is off.
+    """
+
+    def __init__(self, owner: str, cap: int | None, policy: FusionPolicy) -> None:
+        self._owner = owner
+        self._cap = UNCAPPED if cap is None else cap
+        self._policy = policy
+        self._seconds = seconds_per_call()
+        self._enabled = self._cap > 1
+        self._explained = False  # Whether a call that cannot be fused was explained.
+        self._quiet = QuietSteps(policy)
+        self._loops = Loops()
+        self._runner: LoopRunner | None = None  # Of the current session.
+        # Under collective ops: the silent steps the workers agreed on (module docstring).
+        self._peers = False
+        self._agreed = 0
+        self._agreed_keep: tuple[str, ...] = ()
+        self._paced_from: tuple[int, float] | None = None  # (global step, time) last asked.
+        self._loop_pace: float | None = None  # Seconds per step of the last fused loop.
+        if policy.blocking:
+            hooks = ", ".join(policy.blocking)
+            reason = f"{hooks} must act on every step (no next_action() method)"
+            self._stop_fusing(logging.INFO, reason)
+
+    def skips_hooks(self) -> bool:
+        """Whether some run may skip the hooks (fused or quiet steps)."""
+        return self._enabled or self._quiet.enabled
+
+    def attach(self, backend: Backend) -> None:
+        """The backend of the session just created, which runs the loops."""
+        self._runner = backend.loop_runner()
+        assert self._runner is not None, "attached to a backend that runs no loops"
+        self._agreed, self._paced_from, self._loop_pace = 0, None, None
+
+    def prepare(self, fetches: Fetches, feed_dict: FeedDict | None, selection: Selection) -> Call:
+        """Runs the silent steps of a `run()`, then says how to run the rest (`Call`).
+
+        Only a training call with all the hooks skips them.
+        """
+        silent, kept = 0, None
+        if selection.hooks is None and selection.training:
+            silent, kept = self._run_silent_steps(fetches, feed_dict)
+            if not silent and _may_run_quiet(fetches) and self._quiet.next_is_quiet(self._known):
+                return Call(_quiet_step(_bound(fetches, 0), self._runner), quiet=True)
+        bound = _bound(fetches, silent)
+        if bound is None:  # The silent steps took a step source's last input.
+            self._quiet.report_later(silent)
+            return Call(None)
+        # Quiet steps before this run count as silent ones for its hooks.
+        return Call(bound, silent=silent + self._quiet.take(), kept=kept)
+
+    def agree_with_workers(self) -> None:
+        """Fuses only the silent steps the workers agreed on (`agreed`), never by the clock."""
+        self._peers = True
+
+    def next_silent_steps(self) -> int:
+        """Under collective ops, after each run: the silent steps this worker allows next.
+
+        As many as its hooks allow, and as its time budget (or the time a hook
+        acts at) allows at the pace of the last fused loop (before the first
+        one, of the runs since it was last asked; none before a pace is known).
+        """
+        self._agreed = 0
+        global_step = self._known()
+        if not self._enabled or global_step is None:
+            return 0
+        now = time.time()
+        paced_from, self._paced_from = self._paced_from, (global_step, now)
+        seconds_per_step = self._loop_pace
+        if seconds_per_step is None:
+            if paced_from is None or global_step <= paced_from[0]:
+                return 0
+            seconds_per_step = (now - paced_from[1]) / (global_step - paced_from[0])
+        coming = plan(self._policy, global_step, self._cap)
+        budget = (
+            self._seconds if coming.at_time is None else min(self._seconds, coming.at_time - now)
+        )
+        self._agreed_keep = coming.keep
+        return max(0, min(coming.steps - 1, int(budget / max(seconds_per_step, 1e-9))))
+
+    def agreed(self, silent_steps: int) -> None:
+        """The silent steps every worker agreed on for the next run."""
+        self._agreed = silent_steps
+
+    def _known(self) -> int | None:
+        """The global step after the last run, if the host knows it."""
+        return None if self._runner is None else self._runner.known_step()
+
+    def _run_silent_steps(self, fetches: Fetches, feed_dict: FeedDict | None) -> tuple[int, Kept]:
+        """Runs the silent steps before the coming run, if any: how many ran, what was kept."""
+        runner = self._runner
+        if not self._enabled or runner is None:
+            return 0, {}
+        if self._peers or runner.schedules_steps():
+            counted = self._agreed if self._peers else self.next_silent_steps()
+            self._agreed = 0
+            return self._run_counted_steps(fetches, feed_dict, runner, counted)
+        step, limit = self._fusable(fetches, feed_dict, runner)
+        if step is None:
+            return 0, {}
+        global_step = self._known()
+        if global_step is None:
+            reason = "the step does not advance the global step by exactly one (or there is none)"
+            self._stop_fusing(logging.INFO, reason)
+            return 0, {}
+        cap = self._cap
+        if limit is not None:  # A step source's steps, its last input too if it ends silently.
+            ends = isinstance(fetches, StepSource) and fetches.ends_silently
+            cap = min(cap, limit + 1 + ends)
+        coming = plan(self._policy, global_step, cap)
+        if coming.acts_now():
+            return 0, {}
+        silent = coming.steps - 1
+        if coming.keep and limit is not None:
+            silent = min(silent, limit)  # Kept outputs go to the hooks of a step after them.
+        return self._run_loop(runner, step, coming.keep, silent, coming.at_time)
+
+    def _run_counted_steps(
+        self, fetches: Fetches, feed_dict: FeedDict | None, runner: LoopRunner, counted: int
+    ) -> tuple[int, Kept]:
+        """Exactly `counted` silent steps, no clock: agreed by the workers, or one closure."""
+        counted = min(counted, MAX_COUNTED_SILENT_STEPS)
+        if counted < 1:
+            return 0, {}
+        # Whether the call fuses is the same on every worker (the same program).
+        step, limit = self._fusable(fetches, feed_dict, runner)
+        if step is None:
+            return 0, {}
+        silent = counted if limit is None else min(counted, limit)
+        started = time.perf_counter()
+        done, kept = self._run_loop(runner, step, self._agreed_keep, silent, None, timed=False)
+        if done and not runner.schedules_steps():  # A closure is scheduled, not yet run.
+            self._loop_pace = (time.perf_counter() - started) / done
+        return done, kept
+
+    def _run_loop(
+        self,
+        runner: LoopRunner,
+        step: tf.types.experimental.PolymorphicFunction,
+        keep: tuple[str, ...],
+        silent: int,
+        at_time: float | None,
+        timed: bool = True,
+    ) -> tuple[int, Kept]:
+        """Up to `silent` steps in the fused loop, before `at_time` if given.
+
+        `timed`: whether the loop also ends after the time budget; the workers'
+        agreed steps and scheduled closures run exactly the steps asked for.
+        """
+        loop = self._loops.loop_for(step, keep, runner)  # Traced before the clock starts.
+        deadline = time.time() + self._seconds if timed else math.inf
+        if at_time is not None:
+            deadline = min(deadline, at_time)
+        done, kept = runner.run_loop(loop, silent, deadline, bool(keep))
+        if runner.known_step() is None:
+            self._stop_fusing(logging.WARNING, "the global step did not advance once per step")
+        return done, kept
+
+    def _fusable(
+        self, fetches: Fetches, feed_dict: FeedDict | None, runner: LoopRunner
+    ) -> tuple[tf.types.experimental.PolymorphicFunction | None, int | None]:
+        """The `tf.function` to fuse for the call, and the cap on its silent steps, if any.
+
+        A call of a step that cannot fuse is explained once per session.
+        """
+        limit = fetches.silent_limit if isinstance(fetches, StepSource) else None
+        step = None if feed_dict else fused_function(fetches)
+        if step is None and (limit is not None or runner.calls_a_step(fetches)):
+            self._explain(_why_not(fetches, feed_dict, runner.schedules_steps()))
+        return step, limit
+
+    def _explain(self, why_not: str) -> None:
+        """Says once per session why a call of a step runs one step, though fusion is on."""
+        if self._explained:
+            return
+        self._explained = True
+        logger.warning(
+            "%s: steps_per_execution runs this step one step per call: %s.", self._owner, why_not
+        )
+
+    def _stop_fusing(self, level: int, reason: str) -> None:
+        if self._enabled:
+            logger.log(level, "%s: steps_per_execution runs single steps: %s.", self._owner, reason)
+        self._enabled = False
+
+
+def _why_not(fetches: Fetches, feed_dict: FeedDict | None, schedules: bool) -> str:
+    """Why a call of a step cannot fuse."""
+    inside = "to fuse, read the batch inside the tf.function (next(iterator)) and call "
+    inside += "sess.run(step)"
+    if feed_dict:
+        return f"it is given a feed_dict; {inside}"
+    if isinstance(fetches, BoundStep):
+        return f"it is called with arguments (sess.call(step, *args)); {inside}"
+    if schedules:
+        return (
+            "it schedules its closure itself; to fuse, name the tf.function it schedules "
+            f"in the step's {FUSED_STEP_ATTRIBUTE} attribute"
+        )
+    return f"it is not a tf.function; {inside}"
+
+
+def _quiet_step(fetches: Fetches, runner: LoopRunner | None) -> Fetches:
+    """What a quiet step runs: the `tf.function` a fused loop would run, through its trace.
+
+    For a wrapper naming one in its `monsession_fused_step` (which does
+    nothing on the steps where no hook acts), that function; a step that
+    schedules closures is always run as it is.
+    """
+    step = fused_function(fetches)
+    if step is None or step is fetches or (runner is not None and runner.schedules_steps()):
+        return fetches
+    return step
+
+
+def _bound(fetches: Fetches, silent: int) -> Fetches | None:
+    """The fetches to run: a `StepSource` takes its input now, after `silent` steps."""
+    return fetches.bind(silent) if isinstance(fetches, StepSource) else fetches
+
+
+def _may_run_quiet(fetches: Fetches) -> bool:
+    """Whether the run may skip the hooks: not when it takes an input they must see.
+
+    A step source's last input (an epoch's last batch) goes to the hooks
+    unless the source `ends_silently` (no hook acts at the epoch's end).
+    """
+    if not isinstance(fetches, StepSource):
+        return True
+    return fetches.silent_limit >= 1 or fetches.ends_silently
