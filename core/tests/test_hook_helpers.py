@@ -103,3 +103,26 @@ def test_hooked_session_in_eager_mode():
     for _ in range(2):
         hooked.run(lambda: {"loss": tf.constant(2.0), "step": step.assign_add(1)})
     assert hook.seen == [(2.0, 1), (2.0, 2)]
+
+
+def test_steps_called_sees_the_step_of_a_call():
+    """`monsession.plugins.steps_called`: how a hook that wraps the step finds it in a run."""
+    step_variable = monsession.get_or_create_global_step()
+
+    @tf.function
+    def train():
+        step_variable.assign_add(1)
+
+    class Seen(monsession.SessionRunHook):
+        def __init__(self):
+            self.steps = []
+
+        def before_run(self, run_context):
+            self.steps.append(monsession.plugins.steps_called(run_context.original_args.fetches))
+
+    seen = Seen()
+    with monsession.MonitoredSession(hooks=[seen]) as sess:
+        sess.run(train)
+        sess.call(train)
+        sess.run({"train": train, "step": step_variable})
+    assert [[step is train for step in steps] for steps in seen.steps] == [[True]] * 3

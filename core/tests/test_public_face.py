@@ -48,7 +48,7 @@ MOVED = (
 NEED_TENSORFLOW = {
     "event_file_writer", "resolve_fetch", "check_scalar", "TensorNotFoundError",
     "read_global_step", "require_global_step", "replica_value", "worker_output_dir",
-    "fused_target", "Traces",
+    "fused_target", "Traces", "steps_called",
 }  # fmt: skip
 
 

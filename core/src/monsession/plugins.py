@@ -23,8 +23,10 @@ that provides hooks (and its tests) needs is here:
   order (for a driver of hooks outside one, e.g. `HooksCallback` in
   `model.fit`);
 * the step a wrapper fuses: `fused_target` (through `monsession_fused_step`
-  attributes, wrappers of wrappers); `Traces`, which calls a `tf.function`
-  straight through the trace it already has, as the session calls steps;
+  attributes, wrappers of wrappers); the steps a run calls, seen through
+  `sess.call` (`steps_called`: a hook asks whether the run calls its
+  wrapper); `Traces`, which calls a `tf.function` straight through the
+  trace it already has, as the session calls steps;
 * argument checks with errors that name the hook: `check_schedule`,
   `check_interval`, `check_flag`, `check_directory`;
 * which mode a hook works for: `in_eager_mode` (not `tf.executing_eagerly()`);
@@ -117,6 +119,7 @@ _NAMES = {
     "HookLifecycle": "monsession._session._hook_lifecycle",
     "fused_target": "monsession._fusion._loop",
     "Traces": "monsession._backends._traces",
+    "steps_called": "monsession._backends._eager",
     **dict.fromkeys(("read_global_step", "require_global_step"), _GLOBAL_STEP),
     **dict.fromkeys(("TensorNotFoundError", "check_scalar"), _FETCHES),
     "in_eager_mode": "monsession._api._session_like",
@@ -160,6 +163,7 @@ if TYPE_CHECKING:
     from monsession._api._run_context import as_run_context
     from monsession._api._session_like import in_eager_mode
     from monsession._backends._current_mode import resolve_fetch
+    from monsession._backends._eager import steps_called
     from monsession._backends._fetches import (
         TensorNotFoundError,
         check_scalar,
@@ -288,6 +292,7 @@ __all__ = [
     "resolve_fetch",
     "save_hook_state",
     "settle",
+    "steps_called",
     "training_argument_owners",
     "unregister_writer",
     "wait_for_writes",

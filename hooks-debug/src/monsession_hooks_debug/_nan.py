@@ -34,7 +34,7 @@ from monsession import (
     SessionRunValues,
     tf_logging,
 )
-from monsession.plugins import as_run_context, fused_target, in_eager_mode
+from monsession.plugins import as_run_context, fused_target, in_eager_mode, steps_called
 from monsession_hooks_debug._finite_flag import FiniteFlag, FlagCheck
 from monsession_hooks_debug._loss_checks import (
     Divergence,
@@ -128,6 +128,7 @@ class NanTensorHook(SessionRunHook):
         self._watched_seen = False  # Whether the first run's step was looked at.
         self._flag = FiniteFlag(loss_tensor, detect_inf) if isinstance(loss_tensor, str) else None
         self._wrappers: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+        self._watching: weakref.WeakSet[Callable[..., Any]] = weakref.WeakSet()  # By watch().
 
     def watch(self, step_fn: Callable[..., Any]) -> Callable[..., Any]:
         """Returns `step_fn` wrapped so the hook can check its loss on the device.
@@ -183,7 +184,7 @@ class NanTensorHook(SessionRunHook):
                 return step_fn(*args, **kwargs)
             return check.call(step, args, kwargs)
 
-        watched._monsession_watched_by = self  # type: ignore[attr-defined]
+        self._watching.add(watched)
         inner = fused_target(step_fn)
         if self._flag is not None and isinstance(inner, _POLYMORPHIC):
             # What the session fuses: the step and, with the flag check, its update.
@@ -281,8 +282,8 @@ class NanTensorHook(SessionRunHook):
     def _choose_check(self, fetches: Any) -> None:
         """At the first run: checks a watched step on the device (see `_loss_checks`)."""
         self._watched_seen = True
-        leaves = [fetches] if callable(fetches) else tf.nest.flatten(fetches)
-        watched = any(getattr(leaf, "_monsession_watched_by", None) is self for leaf in leaves)
+        steps = steps_called(fetches)
+        watched = any(step is wrapper for wrapper in self._watching for step in steps)
         kept = isinstance(self._check, KeptLossCheck)
         if kept and not watched:
             raise ValueError(

@@ -98,12 +98,35 @@ class BoundStep:
         return self.step(*self.args, **self.kwargs, **feeds)
 
     @property
-    def _monsession_watched_by(self) -> object:  # Seen through, for NanTensorHook.watch.
-        return getattr(self.step, "_monsession_watched_by", None)
-
-    @property
     def __name__(self) -> str:
         return _describe(self.step)
+
+
+def steps_called(fetches: Fetches) -> list[_Caller]:
+    """The step functions a `run(fetches)` calls, seen through `MonitoredSession.call`.
+
+    For a hook that wraps the user's step (as `NanTensorHook.watch` does) and
+    asks, in `before_run`, whether the run calls its wrapper:
+
+    ```python
+    steps = monsession.plugins.steps_called(run_context.original_args.fetches)
+    watched = any(step is self._wrapper for step in steps)
+    ```
+
+    Args:
+      fetches: What the run was given: a step, `sess.call(step, ...)`'s
+        binding, a structure of them, or graph-mode fetches.
+
+    Returns:
+      The callables among the leaves of `fetches`, in order; for a
+      `sess.call`, the step called (not its binding). Empty in graph mode.
+    """
+    leaves = [fetches] if callable(fetches) else tf.nest.flatten(fetches)
+    return [
+        leaf.step if isinstance(leaf, BoundStep) else leaf
+        for leaf in leaves
+        if _is_step_callable(leaf)
+    ]
 
 
 def _describe(fn: _Caller) -> str:
