@@ -36,7 +36,8 @@ from api_coverage import MODULES, PACKAGES, public_names
 ROOT = Path(__file__).parents[1]
 API = ROOT / "api"
 _HOOKSPECS = "monsession._plugins._hookspecs"
-_ENV_CONSTANTS = "monsession._plugins._plugin_types"
+# Where the environment variables are named (ENV_* constants).
+_ENV_CONSTANTS = ("monsession._plugins._plugin_types", "monsession._fusion._plan")
 _POSITIONAL = ("positional-only", "positional or keyword")
 # Kind changes that accept every call the old kind did.
 _WIDENING = {
@@ -83,7 +84,8 @@ def extract(root: Path = ROOT) -> dict[str, Any]:
         "entry_point_group": json.loads(hookspecs["PROJECT_NAME"].value.replace("'", '"')),
         "environment_variables": sorted(
             json.loads(str(attribute.value).replace("'", '"'))
-            for name, attribute in modules[_ENV_CONSTANTS].members.items()
+            for module in _ENV_CONSTANTS
+            for name, attribute in modules[module].members.items()
             if name.startswith("ENV_")
         ),
         "hookspecs": {

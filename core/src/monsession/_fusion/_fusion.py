@@ -9,7 +9,7 @@ the hooks tells them how many steps ran silently
 (`SessionRunContext.silent_steps`). A run that fuses nothing may run as a
 *quiet* step, without the hooks, while none acts (`_plan.QuietSteps`).
 
-A run does not fuse (`_why_not` says why, once per session) when it is
+A run does not fuse (`_loop.why_not_fused` says why, once per session) when it is
 given a `feed_dict`, is called with arguments, schedules its closure itself,
 or is not a `tf.function`; fusion stops for good when a hook acts on every
 step (no `next_action`) or the step does not advance the global step by
@@ -44,8 +44,7 @@ import tensorflow as tf
 from monsession._api._dispatcher import HookDispatcher
 from monsession._api._types import Fetches
 from monsession._backends._backend import Backend, FeedDict, LoopRunner, StepSource
-from monsession._backends._eager import BoundStep
-from monsession._fusion._loop import FUSED_STEP_ATTRIBUTE, Loops, fused_function
+from monsession._fusion._loop import Loops, fused_function, why_not_fused
 from monsession._fusion._plan import (
     MAX_COUNTED_SILENT_STEPS,
     UNCAPPED,
@@ -112,8 +111,11 @@ def fusion_for(
       fuses_steps: Whether the mode runs fused steps (`Mode.fuses_steps`):
         graph mode gets no fusion.
     """
-    fusion = Fusion(owner, cap, FusionPolicy.of(hooks)) if fuses_steps else None
-    return fusion if fusion is not None and fusion.skips_hooks() else None
+    if not fuses_steps:
+        return None
+    blocking = tuple(type(hook).__name__ for hook in hooks.every_step)
+    fusion = Fusion(owner, cap, FusionPolicy(blocking, hooks.next_actions))
+    return fusion if fusion.skips_hooks() else None
 
 
 class Fusion:
@@ -290,7 +292,7 @@ class Fusion:
         limit = fetches.silent_limit if isinstance(fetches, StepSource) else None
         step = None if feed_dict else fused_function(fetches)
         if step is None and (limit is not None or runner.calls_a_step(fetches)):
-            self._explain(_why_not(fetches, feed_dict, runner.schedules_steps()))
+            self._explain(why_not_fused(fetches, feed_dict, runner.schedules_steps()))
         return step, limit
 
     def _explain(self, why_not: str) -> None:
@@ -306,22 +308,6 @@ class Fusion:
         if self._enabled:
             logger.log(level, "%s: steps_per_execution runs single steps: %s.", self._owner, reason)
         self._enabled = False
-
-
-def _why_not(fetches: Fetches, feed_dict: FeedDict | None, schedules: bool) -> str:
-    """Why a call of a step cannot fuse."""
-    inside = "to fuse, read the batch inside the tf.function (next(iterator)) and call "
-    inside += "sess.run(step)"
-    if feed_dict:
-        return f"it is given a feed_dict; {inside}"
-    if isinstance(fetches, BoundStep):
-        return f"it is called with arguments (sess.call(step, *args)); {inside}"
-    if schedules:
-        return (
-            "it schedules its closure itself; to fuse, name the tf.function it schedules "
-            f"in the step's {FUSED_STEP_ATTRIBUTE} attribute"
-        )
-    return f"it is not a tf.function; {inside}"
 
 
 def _quiet_step(fetches: Fetches, runner: LoopRunner | None) -> Fetches:

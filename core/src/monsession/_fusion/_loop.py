@@ -1,4 +1,4 @@
-"""The fused loop: silent steps inside one `tf.function`, and which function a run fuses.
+"""The fused loop: silent steps inside one `tf.function`; which function a run fuses, or why none.
 
 `Loops.loop_for` builds (once per session, step function and kept entries)
 a `tf.function(max_steps, deadline)` that runs the step while fewer than
@@ -17,7 +17,7 @@ from collections.abc import Mapping
 import tensorflow as tf
 
 from monsession._api._types import Fetches
-from monsession._backends._backend import LoopRunner, StepSource
+from monsession._backends._backend import FeedDict, LoopRunner, StepSource
 from monsession._backends._eager import BoundStep
 from monsession._backends._owned_step import advancing
 from monsession._backends._per_replica import is_per_replica, replica_value
@@ -57,6 +57,22 @@ def fused_target(step: Fetches) -> Fetches:
             break
         step = inner
     return step
+
+
+def why_not_fused(fetches: Fetches, feed_dict: FeedDict | None, schedules: bool) -> str:
+    """Why a call of a step cannot fuse (`schedules`: its backend schedules closures)."""
+    inside = "to fuse, read the batch inside the tf.function (next(iterator)) and call "
+    inside += "sess.run(step)"
+    if feed_dict:
+        return f"it is given a feed_dict; {inside}"
+    if isinstance(fetches, BoundStep):
+        return f"it is called with arguments (sess.call(step, *args)); {inside}"
+    if schedules:
+        return (
+            "it schedules its closure itself; to fuse, name the tf.function it schedules "
+            f"in the step's {FUSED_STEP_ATTRIBUTE} attribute"
+        )
+    return f"it is not a tf.function; {inside}"
 
 
 class Loops:

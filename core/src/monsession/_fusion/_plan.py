@@ -14,12 +14,13 @@ import time
 from collections.abc import Callable
 from typing import NamedTuple
 
-from monsession._api._dispatcher import HookDispatcher
 from monsession._api._hook_api import NextAction
 from monsession._api._types import Unchecked
-from monsession._plugins._plugin_types import ENV_FUSED_CALL_SECONDS
 
 AUTO = "auto"
+
+ENV_FUSED_CALL_SECONDS = "MONSESSION_FUSED_CALL_SECONDS"
+"""The environment variable giving the most seconds one call of fused steps runs (0.5)."""
 
 DEFAULT_SECONDS_PER_CALL = 0.5
 """How long one fused call runs at most, unless `MONSESSION_FUSED_CALL_SECONDS` says."""
@@ -88,7 +89,7 @@ def check_steps_per_execution(owner: str, value: Unchecked, fuses_steps: bool) -
 
 
 class FusionPolicy(NamedTuple):
-    """What the hooks tell fusion, read once per session (`FusionPolicy.of`).
+    """What the hooks tell fusion, read once per session from its `HookDispatcher`.
 
     Attributes:
       blocking: The class names of the hooks that run per step without
@@ -100,11 +101,6 @@ class FusionPolicy(NamedTuple):
 
     blocking: tuple[str, ...]
     next_actions: Callable[[int], list[NextAction]]
-
-    @classmethod
-    def of(cls, hooks: HookDispatcher) -> FusionPolicy:
-        """The policy of a session's hooks."""
-        return cls(tuple(type(hook).__name__ for hook in hooks.every_step), hooks.next_actions)
 
 
 class Plan(NamedTuple):

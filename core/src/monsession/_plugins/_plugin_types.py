@@ -37,8 +37,6 @@ ENV_DISABLED_PLUGINS = "MONSESSION_DISABLED_PLUGINS"
 """The environment variable naming plugins to skip (entry-point or distribution names, a,b)."""
 ENV_STRICT = "MONSESSION_STRICT_PLUGINS"
 """The environment variable that, set to 1, makes a failing plugin an error, not a warning."""
-ENV_FUSED_CALL_SECONDS = "MONSESSION_FUSED_CALL_SECONDS"
-"""The environment variable giving the most seconds one call of fused steps runs (0.5)."""
 
 
 def normalize(name: str) -> str:
