@@ -7,6 +7,7 @@ they create, return and raise is compared.
 from __future__ import annotations
 
 import contextlib
+import logging
 
 import pytest
 import tensorflow as tf
@@ -93,6 +94,32 @@ def test_get_global_step_finds_what_tensorflows_finds(case):
             for outcome in (found, made)
         ]
     assert seen["monsession"] == seen[TF.__name__]
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[tuple[str, str]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append((record.levelname, record.getMessage()))
+
+
+def test_get_global_step_logs_several_steps_as_tensorflow_does():
+    logger = logging.getLogger("tensorflow")
+    logged = {}
+    for api in (TF, monsession):
+        records = _Records()
+        logger.addHandler(records)
+        try:
+            with tf.Graph().as_default() as graph:
+                _GRAPHS["two"](graph)
+                assert api.get_global_step(graph) is None
+        finally:
+            logger.removeHandler(records)
+        logged[api.__name__] = records.lines
+    assert logged["monsession"] == logged[TF.__name__]
+    assert logged["monsession"] == [("ERROR", "Multiple tensors in global_step collection.")]
 
 
 def test_assert_global_step_accepts_and_refuses_what_tensorflow_does():

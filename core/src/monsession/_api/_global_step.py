@@ -71,9 +71,7 @@ def get_global_step(graph: tf.Graph | None = None) -> Any:
     graph = graph or tf.compat.v1.get_default_graph()
     found = graph.get_collection(_NAME)
     if len(found) > 1:
-        from monsession import tf_logging
-
-        tf_logging.error("Multiple tensors in global_step collection.")
+        _tf_compat.tf_logging().error("Multiple tensors in global_step collection.")
         return None
     if found:
         variable = found[0]

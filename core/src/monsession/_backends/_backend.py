@@ -99,15 +99,6 @@ class Backend(Protocol):
     def loop_runner(self) -> LoopRunner | None:
         """What runs this backend's fused loops (see `_fusion`); `None`: it runs single steps."""
 
-    def empty_run_protos(self) -> tuple[tf.compat.v1.RunOptions, tf.compat.v1.RunMetadata]:
-        """The empty `(RunOptions, RunMetadata)` shown to hooks that asked for none.
-
-        Allocated once per backend, on first use.
-        """
-
-    def new_run_metadata(self) -> tf.compat.v1.RunMetadata:
-        """A fresh `RunMetadata` for a run with options."""
-
 
 class LoopRunner(Protocol):
     """The backend side of fused steps (eager mode): what `_fusion` runs its loops with."""

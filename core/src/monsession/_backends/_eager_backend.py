@@ -92,7 +92,6 @@ class EagerBackend:
     def __init__(self, sess: EagerSession) -> None:
         self._sess = sess
         self._variable = get_global_step()
-        self._protos: tuple[tf.compat.v1.RunOptions, tf.compat.v1.RunMetadata] | None = None
         self._values_checked = False  # Whether a run of values alone was checked (_called_step).
         # Closures in flight (ClusterCoordinator): the device lags the count.
         self._in_flight = sess.coordinator is not None
@@ -133,14 +132,6 @@ class EagerBackend:
 
     def loop_runner(self) -> EagerLoops:
         return self._loops
-
-    def empty_run_protos(self) -> tuple[tf.compat.v1.RunOptions, tf.compat.v1.RunMetadata]:
-        if self._protos is None:
-            self._protos = (tf.compat.v1.RunOptions(), tf.compat.v1.RunMetadata())
-        return self._protos
-
-    def new_run_metadata(self) -> tf.compat.v1.RunMetadata:
-        return tf.compat.v1.RunMetadata()
 
     def run(
         self,

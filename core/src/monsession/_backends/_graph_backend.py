@@ -64,7 +64,6 @@ class GraphBackend:
 
     def __init__(self, sess: tf.compat.v1.Session, follow_step: bool = False) -> None:
         self._runner = StepRunner(sess)
-        self._protos: tuple[tf.compat.v1.RunOptions, tf.compat.v1.RunMetadata] | None = None
         graph = getattr(sess, "graph", None)
         self._tensor = global_step_fetch(graph)
         self._counter = StepCounter(None if self._tensor is None else self._read)
@@ -159,14 +158,6 @@ class GraphBackend:
 
     def loop_runner(self) -> None:
         return None  # Each Session.run is one step.
-
-    def empty_run_protos(self) -> tuple[tf.compat.v1.RunOptions, tf.compat.v1.RunMetadata]:
-        if self._protos is None:
-            self._protos = (tf.compat.v1.RunOptions(), tf.compat.v1.RunMetadata())
-        return self._protos
-
-    def new_run_metadata(self) -> tf.compat.v1.RunMetadata:
-        return tf.compat.v1.RunMetadata()
 
     def run(
         self,

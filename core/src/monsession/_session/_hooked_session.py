@@ -124,7 +124,7 @@ class _HookedSession(_WrappedSession[Session]):
         self._should_stop = False
         mode = mode or current_mode()
         self.backend: Backend = mode.make_backend(sess, bool(self._dispatcher.per_step))
-        self._empty_protos = self.backend.empty_run_protos()
+        self._empty_protos = (tf.compat.v1.RunOptions(), tf.compat.v1.RunMetadata())
         self._fusion = fusion
         if fusion is not None:
             fusion.attach(self.backend)
@@ -168,7 +168,7 @@ class _HookedSession(_WrappedSession[Session]):
             run_context, feed_dict, options, chosen
         )
         if options is not None and run_metadata is None:
-            run_metadata = backend.new_run_metadata()
+            run_metadata = tf.compat.v1.RunMetadata()
         step = RunCall(fetches, feed_dict, options, run_metadata)
         results, hook_results = self._run_backend(step, hook_fetches, feed_owners)
         finish_run(run_context)
