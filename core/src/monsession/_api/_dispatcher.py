@@ -121,6 +121,37 @@ def _keyed_states(hooks: Iterable[SessionRunHook], owner: str) -> dict[str, Sess
     return keyed
 
 
+def _checked_request(hook: SessionRunHook, request: Unchecked) -> SessionRunArgs:
+    """`request`, what `hook.before_run` returned (not `None`), if a `SessionRunArgs`."""
+    if type(request) is not SessionRunArgs and not _is_run_args(request):
+        raise TypeError(
+            f"{_name(hook)}.before_run() returned {request!r}; expected a SessionRunArgs or None."
+        )
+    return request  # type: ignore[return-value]
+
+
+def _checked_action(hook: SessionRunHook, action: Unchecked) -> NextAction:
+    """`action`, what `hook.next_action` returned, if a `NextAction`."""
+    if not isinstance(action, NextAction):
+        raise TypeError(
+            f"{_name(hook)}.next_action() returned {action!r}; expected a monsession.NextAction."
+        )
+    return action
+
+
+def _not_the_end_of_data(hook: SessionRunHook | None, error: BaseException) -> RuntimeError:
+    """The error raised for a hook's `OutOfRangeError` or `StopIteration` in `after_run`.
+
+    E.g. a checkpoint or event file write failing with EFBIG, which TensorFlow
+    reports as `OutOfRangeError`: not the end of the input data.
+    """
+    return RuntimeError(
+        f"{_name(hook)}.after_run() failed with {type(error).__name__}: "
+        f"{error}. An error of a hook is not the end of the input data: training "
+        "stops with this error."
+    )
+
+
 class HookDispatcher:
     """Calls every method of one session's hooks, in the hooks' order.
 
@@ -209,12 +240,7 @@ class HookDispatcher:
             request = hook.before_run(run_context)
             if request is None:
                 continue
-            if type(request) is not SessionRunArgs and not _is_run_args(request):
-                raise TypeError(
-                    f"{_name(hook)}.before_run() returned {request!r}; "
-                    "expected a SessionRunArgs or None."
-                )
-            fetches, feeds, request_options = request
+            fetches, feeds, request_options = _checked_request(hook, request)
             if fetches is not None:
                 hook_fetches[hook] = fetches
             if feeds:
@@ -257,13 +283,7 @@ class HookDispatcher:
         except Exception as error:
             if not _ends_the_data(error):
                 raise
-            # E.g. a checkpoint or event file write failing with EFBIG, which
-            # TensorFlow reports as OutOfRangeError: not the end of the data.
-            raise RuntimeError(
-                f"{_name(hook)}.after_run() failed with {type(error).__name__}: "
-                f"{error}. An error of a hook is not the end of the input data: training "
-                "stops with this error."
-            ) from error
+            raise _not_the_end_of_data(hook, error) from error
 
     def end(self, session: SessionLike) -> None:
         """Calls every hook's `end(session)`."""
@@ -292,16 +312,7 @@ class HookDispatcher:
         Raises:
           TypeError: If a hook returns something other than a `NextAction`.
         """
-        actions = []
-        for hook in self.planning:
-            action = hook.next_action(global_step)
-            if not isinstance(action, NextAction):
-                raise TypeError(
-                    f"{_name(hook)}.next_action() returned {action!r}; expected a "
-                    "monsession.NextAction."
-                )
-            actions.append(action)
-        return actions
+        return [_checked_action(hook, hook.next_action(global_step)) for hook in self.planning]
 
     def epoch_begin(self, epoch: int) -> None:
         """Calls `epoch_begin(epoch)` of the hooks that override it."""
