@@ -58,7 +58,6 @@ from monsession._lazy import lazy_attributes
 _MANAGER = "monsession._plugins._plugin_manager"
 _TYPES = "monsession._plugins._plugin_types"
 _FAMILIES = "monsession._plugins._families"
-_DEFAULTS = "monsession._plugins._defaults"
 _HOOKSPECS = "monsession._plugins._hookspecs"
 _ARGUMENTS = "monsession._api._arguments"
 _HOOK_API = "monsession._api._hook_api"
@@ -93,12 +92,13 @@ _NAMES = {
             "KNOWN_ARGUMENT_FAMILIES",
             "KNOWN_HOOK_FAMILIES",
             "HookClassEntry",
+            "default_hooks",
             "hook_class_entries",
             "plugin_infos",
+            "training_argument_owners",
         ),
         _FAMILIES,
     ),
-    **dict.fromkeys(("default_hooks", "training_argument_owners"), _DEFAULTS),
     **dict.fromkeys(
         (
             "ORDER_CHECKPOINT_SAVER",
@@ -122,7 +122,7 @@ _NAMES = {
     "steps_called": "monsession._backends._eager",
     **dict.fromkeys(("read_global_step", "require_global_step"), _GLOBAL_STEP),
     **dict.fromkeys(("TensorNotFoundError", "check_scalar"), _FETCHES),
-    "in_eager_mode": "monsession._api._session_like",
+    "in_eager_mode": "monsession._api._types",
     "resolve_fetch": "monsession._backends._current_mode",
     **dict.fromkeys(
         ("attach_hook_state", "load_hook_state", "prune_hook_state", "save_hook_state"),
@@ -161,7 +161,7 @@ if TYPE_CHECKING:
     )
     from monsession._api._hook_api import HOOK_METHOD_NAMES, TF_HOOK_METHOD_NAMES, hook_overrides
     from monsession._api._run_context import as_run_context
-    from monsession._api._session_like import in_eager_mode
+    from monsession._api._types import in_eager_mode
     from monsession._backends._current_mode import resolve_fetch
     from monsession._backends._eager import steps_called
     from monsession._backends._fetches import (
@@ -197,13 +197,14 @@ if TYPE_CHECKING:
         save_hook_state,
     )
     from monsession._fusion._loop import fused_target
-    from monsession._plugins._defaults import default_hooks, training_argument_owners
     from monsession._plugins._families import (
         KNOWN_ARGUMENT_FAMILIES,
         KNOWN_HOOK_FAMILIES,
         HookClassEntry,
+        default_hooks,
         hook_class_entries,
         plugin_infos,
+        training_argument_owners,
     )
     from monsession._plugins._hookspecs import (
         ORDER_CHECKPOINT_SAVER,

@@ -15,8 +15,7 @@ from monsession._api._run_context import (
     SessionRunValues,
     as_run_context,
 )
-from monsession._api._session_like import SessionLike
-from monsession._api._types import Fetches, Unchecked
+from monsession._api._types import Fetches, SessionLike, Unchecked
 
 if TYPE_CHECKING:
     import tensorflow as tf

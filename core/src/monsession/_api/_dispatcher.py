@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from monsession._api._hook_api import NextAction, SessionRunHook, hook_overrides
 from monsession._api._run_context import SessionRunArgs, SessionRunContext, run_values
-from monsession._api._session_like import SessionLike
-from monsession._api._types import FeedKey, HookState, Unchecked
+from monsession._api._types import FeedKey, HookState, SessionLike, Unchecked
 
 if TYPE_CHECKING:
     import tensorflow as tf

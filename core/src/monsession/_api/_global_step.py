@@ -7,7 +7,7 @@ from typing import Any
 import tensorflow as tf
 
 from monsession import _tf_compat
-from monsession._api._session_like import SessionLike, in_eager_mode
+from monsession._api._types import SessionLike, in_eager_mode
 
 _NAME = "global_step"  # The variable's name and its collection's key (tf.compat.v1.GraphKeys).
 

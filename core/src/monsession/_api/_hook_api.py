@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
 
-from monsession._api._session_like import SessionLike
-from monsession._api._types import HookState
+from monsession._api._types import HookState, SessionLike
 
 if TYPE_CHECKING:
     import tensorflow as tf

@@ -11,12 +11,10 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, cast
 
-from monsession._api._types import FeedKey, FeedValue, Fetches, Results
+from monsession._api._types import FeedKey, FeedValue, Fetches, Results, SessionLike
 
 if TYPE_CHECKING:
     import tensorflow as tf
-
-    from monsession._api._session_like import SessionLike
 
 _NOTHING_KEPT: Mapping[str, Any] = MappingProxyType({})
 

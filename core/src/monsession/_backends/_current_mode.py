@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from monsession._api._session_like import in_eager_mode
-from monsession._api._types import Fetches, Unchecked
+from monsession._api._types import Fetches, Unchecked, in_eager_mode
 from monsession._backends._mode import Mode
 
 

@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING, NamedTuple, ParamSpec, Protocol, TypeAlias
 
 import tensorflow as tf
 
-from monsession._api._session_like import SessionLike
-from monsession._api._types import Fetches, Results, Unchecked
+from monsession._api._types import Fetches, Results, SessionLike, Unchecked
 
 if TYPE_CHECKING:
     from monsession._backends._backend import Backend, FeedDict

@@ -22,7 +22,7 @@ from monsession._distribution._distributed import (
 from monsession._distribution._peers import StepAgreement
 from monsession._distribution._replicas import ReplicaSessionCreator
 from monsession._durability._signal_stop import resolve_stop_signals
-from monsession._plugins import _defaults
+from monsession._plugins import _families
 from monsession._plugins._hookspecs import TrainingSettings
 
 if TYPE_CHECKING:
@@ -135,7 +135,7 @@ def worker_hooks(
     """
     collective = uses_collectives(strategy)
     worker_settings = dataclasses.replace(settings, summary_dir=None, saves_with_chief=collective)
-    saving = _defaults.default_hooks(worker_settings) if collective else []
+    saving = _families.default_hooks(worker_settings) if collective else []
     return [*saving, *(hooks or [])]
 
 

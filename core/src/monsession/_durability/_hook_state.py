@@ -32,8 +32,7 @@ from typing import Any
 
 from monsession._api._dispatcher import HookDispatcher
 from monsession._api._hook_api import SessionRunHook
-from monsession._api._session_like import SessionLike
-from monsession._api._types import HookState
+from monsession._api._types import HookState, SessionLike
 
 logger = logging.getLogger("monsession")
 

@@ -15,7 +15,7 @@ from monsession._distribution import _strategy_training
 from monsession._distribution._replicas import ReplicaSessionCreator
 from monsession._factory._settings import USE_DEFAULT
 from monsession._factory._validation import check_families_installed, warn_same_kind
-from monsession._plugins import _defaults
+from monsession._plugins import _families
 from monsession._plugins._hookspecs import TrainingSettings
 from monsession._session._monitored_session import MonitoredSession
 from monsession._session._session_creators import ChiefSessionCreator, SessionCreator
@@ -101,6 +101,6 @@ def chief_hooks(
     """The chief's hooks in TensorFlow's order: chief-only, defaults, the user's."""
     check_families_installed(settings)
     chief_only_hooks, hooks = list(chief_only_hooks or []), list(hooks or [])
-    defaults = _defaults.default_hook_items(settings)
+    defaults = _families.default_hook_items(settings)
     warn_same_kind(settings, defaults, [*chief_only_hooks, *hooks])
     return [*chief_only_hooks, *(item.hook for item in defaults), *hooks]

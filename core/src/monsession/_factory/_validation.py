@@ -10,8 +10,11 @@ from monsession._api._types import Unchecked
 from monsession._backends._current_mode import current_mode
 from monsession._factory._settings import USE_DEFAULT
 from monsession._fusion._plan import check_steps_per_execution
-from monsession._plugins import _defaults
-from monsession._plugins._families import KNOWN_ARGUMENTS, missing_family_message
+from monsession._plugins._families import (
+    KNOWN_ARGUMENTS,
+    missing_family_message,
+    training_argument_owners,
+)
 from monsession._plugins._hookspecs import DefaultHook, TrainingSettings
 from monsession._plugins._plugin_manager import warn_once
 from monsession._session._scaffold import Scaffold
@@ -91,7 +94,7 @@ def _check_schedules(**values: Unchecked) -> None:
 
 def check_families_installed(settings: TrainingSettings) -> None:
     """Raises for an explicit argument whose family is missing; warns for the others."""
-    served = _defaults.training_argument_owners()
+    served = training_argument_owners()
     skipped: dict[str, list[str]] = {}
     for argument, known in KNOWN_ARGUMENTS.items():
         value = getattr(settings, argument)

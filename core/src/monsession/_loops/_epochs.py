@@ -4,19 +4,39 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Protocol
 
 import tensorflow as tf
 
 from monsession._api._dispatcher import HookDispatcher
-from monsession._api._session_like import in_eager_mode
-from monsession._api._types import FeedValue, Results, Unchecked
+from monsession._api._types import FeedValue, Results, SessionLike, Unchecked, in_eager_mode
 from monsession._backends._backend import StepSource
 from monsession._backends._eager import BoundStep
 from monsession._fusion._loop import FUSED_STEP_ATTRIBUTE, fused_target
-from monsession._loops._loop_session import LoopSession
 
 _OWNER = "Epochs"
+
+
+class LoopSession(SessionLike, Protocol):
+    """The part of a monitored session that `Epochs.run` drives (eager mode).
+
+    Its `run` runs one step with the hooks: here a `StepSource` that takes its batch.
+    """
+
+    @property
+    def dispatcher(self) -> HookDispatcher:
+        """Calls the session's hooks: a loop calls their epoch methods through it."""
+
+    @property
+    def steps_per_execution(self) -> int | str:
+        """1 (single steps), N or `"auto"`: whether the loop builds a fused step."""
+
+    @property
+    def recoveries(self) -> int:
+        """How many times a preemption error re-created the session."""
+
+    def should_stop(self) -> bool:
+        """Whether a hook, a signal or the coordinator asked to stop, or it is closed."""
 
 
 def _epoch_length(dataset: Unchecked) -> int:

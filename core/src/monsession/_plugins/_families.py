@@ -1,18 +1,17 @@
-"""The families: what each registered plugin provides, and what to tell a user who lacks one.
+"""What the registered plugins provide, and what to tell a user who lacks a family.
 
 Each plugin answers ``monsession_hook_classes`` (and
 ``monsession_other_classes``) with classes or lazy references
-``"package.module:QualName"``; `hook_class_entries` collects them by class
+``"package.module:QualName"``: `hook_class_entries` collects them by class
 name (the names `monsession.hooks` offers), `resolve_hook_class` imports the
-one asked for, and `plugin_infos` lists every plugin with its classes and
-arguments for `monsession plugins`, without loading a lazy reference.
+one asked for, `plugin_infos` lists the plugins for `monsession plugins`
+without loading a lazy reference, and `default_hook_items` gathers what
+`MonitoredTrainingSession` adds.
 
-`KNOWN_HOOK_FAMILIES` and `KNOWN_ARGUMENTS` name the classes and
-`MonitoredTrainingSession` arguments that the families shipped from this
-repository provide, so that a missing one gets an install hint. The `all`
-tox env checks them against the families' registrations
-(examples/tests/test_known_families.py). Nothing here imports TensorFlow
-until a lazy reference is loaded.
+`KNOWN_HOOK_FAMILIES` and `KNOWN_ARGUMENTS` name what this repository's
+families provide, for install hints; the `all` tox env checks them against
+the families' registrations (examples/tests/test_known_families.py).
+Nothing here imports TensorFlow until a lazy reference is loaded.
 """
 
 from __future__ import annotations
@@ -21,20 +20,27 @@ import dataclasses
 import functools
 import importlib
 import importlib.metadata
-from typing import Literal
+from typing import Any, Literal
 
 from monsession._plugins._hookspecs import (
     Answer,
+    DefaultHook,
     TrainingSettings,
     argument_names,
+    as_sequence,
+    ask_one,
+    checked_default_hooks,
     class_refs,
     other_class_refs,
 )
 from monsession._plugins._plugin_manager import (
     CORE_DISTRIBUTION,
+    Discovery,
     answers_by_plugin,
+    call_all,
     discovery,
     plugin_names,
+    report,
 )
 from monsession._plugins._plugin_types import (
     ENV_DISABLE_AUTOLOAD,
@@ -120,19 +126,8 @@ OWN_DISTRIBUTIONS = frozenset(
 
 
 def install_commands(distribution: str, upgrade: bool = False) -> str:
-    """Returns how to install `distribution`: from the package index, and from a checkout.
-
-    The checkout form is given for this repository's own distributions (their
-    folder is the name without ``monsession-``, e.g. ``./hooks-summary``).
-
-    Args:
-      distribution: A distribution name, e.g. ``"monsession-hooks-summary"``.
-      upgrade: Whether the distribution is installed and must be upgraded.
-
-    Returns:
-      E.g. ``"pip install monsession-hooks-summary (or, from a checkout of the
-      monsession repository: pip install ./hooks-summary)"``.
-    """
+    """How to install `distribution` (``upgrade``: a newer one): from the index, and for
+    this repository's own, from a checkout (``pip install ./hooks-summary``)."""
     index = f"pip install --upgrade {distribution}" if upgrade else f"pip install {distribution}"
     if distribution not in OWN_DISTRIBUTIONS:
         return index
@@ -328,3 +323,66 @@ def plugin_infos() -> PluginListing:
         tuple(found.newer_core),
         tuple(found.older_core),
     )
+
+
+# --- what `MonitoredTrainingSession` gets: argument owners and default hooks ---
+
+
+def training_argument_owners() -> dict[str, str]:
+    """Returns which plugin serves each `MonitoredTrainingSession` argument.
+
+    Returns:
+      A dict from argument name to plugin name; on a collision core's plugin
+      wins, then the plugin whose name sorts first.
+    """
+    found = discovery()
+    owners: dict[str, str] = {}
+    hook_name = "monsession_training_arguments"
+    for plugin, arguments in answers_by_plugin(found, hook_name, argument_names):
+        for argument in arguments:
+            owner = owners.setdefault(argument, plugin)
+            if owner != plugin:
+                found.warn_once(
+                    f"Argument '{argument}' is served by plugins '{owner}' and '{plugin}'; "
+                    f"'{owner}' is used."
+                )
+    return owners
+
+
+def default_hooks(settings: TrainingSettings) -> list[Any]:
+    """Returns the default hooks of a `MonitoredTrainingSession` call.
+
+    The hooks of `default_hook_items`, in their order.
+    """
+    return [item.hook for item in default_hook_items(settings)]
+
+
+def default_hook_items(settings: TrainingSettings) -> list[DefaultHook]:
+    """The `DefaultHook`s of a `MonitoredTrainingSession` call, sorted stably by `order`.
+
+    pluggy calls every plugin once; a plugin that fails (see `call_all`) or
+    answers with something other than `DefaultHook`s is reported and left
+    out, or raises `PluginCallError` in strict mode.
+    """
+    found = discovery()
+    hook_name = "monsession_default_hooks"
+    items: list[DefaultHook] = []
+    for answer in call_all(found, hook_name, settings=settings):
+        try:
+            items.extend(checked_default_hooks(as_sequence(answer, hook_name)))
+        except TypeError as error:
+            report(found, _badly_answering_plugin(found, settings), hook_name, error)
+    items.sort(key=lambda item: item.order)
+    return items
+
+
+def _badly_answering_plugin(found: Discovery, settings: TrainingSettings) -> str:
+    """Which plugin answered badly: each is asked alone (only when one did)."""
+    for plugin in plugin_names(found.manager):
+        try:
+            checked_default_hooks(
+                ask_one(found.manager, "monsession_default_hooks", plugin, settings=settings)
+            )
+        except Exception:
+            return plugin
+    return "unknown"

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from monsession._api._dispatcher import HookDispatcher
 from monsession._api._hook_api import SessionRunHook
 from monsession._api._run_context import SessionRunContext
-from monsession._api._session_like import SessionLike
+from monsession._api._types import SessionLike
 from monsession._backends._pending import settle
 from monsession._durability._hook_state import HookStates, attach
 
