@@ -129,7 +129,7 @@ def baseline(version: str, folder: Path = API) -> Path | None:
 
 def registry(root: Path = ROOT) -> Removable:
     """`removable(name, version)` of core's deprecation registry (stdlib only, loaded by path)."""
-    path = root / "core/src/monsession/_deprecation.py"
+    path = root / "core/src/monsession/_attributes.py"
     spec = importlib.util.spec_from_file_location("_monsession_deprecation", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -270,7 +270,7 @@ def check(root: Path = ROOT, folder: Path = API) -> int:
     if report.incompatible:
         print(
             "A public name or signature changed incompatibly (docs/stability.md): restore it, or "
-            "deprecate it first (monsession/_deprecation.py) and remove it in its removing release."
+            "deprecate it first (monsession/_attributes.py) and remove it in its removing release."
         )
     return 1 if report.incompatible else 0
 

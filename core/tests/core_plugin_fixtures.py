@@ -20,7 +20,7 @@ from typing import Any
 import pluggy
 import pytest
 
-from monsession._plugins import _plugin_manager
+from monsession._plugins import _families, _plugin_manager
 
 _PLUGIN_ENV = (
     _plugin_manager.ENV_DISABLE_AUTOLOAD,
@@ -35,10 +35,10 @@ def isolated_plugins(monkeypatch: pytest.MonkeyPatch) -> Iterator[pluggy.PluginM
     for name in _PLUGIN_ENV:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv(_plugin_manager.ENV_DISABLE_AUTOLOAD, "1")
-    _plugin_manager.reset_plugin_manager()
+    _families.reset_plugin_manager()
     yield _plugin_manager.get_plugin_manager()
     monkeypatch.undo()
-    _plugin_manager.reset_plugin_manager()
+    _families.reset_plugin_manager()
 
 
 @pytest.fixture

@@ -387,7 +387,7 @@ class EpochEnds(Calls):
 def test_epochs_steps_with_hooks_pull_inside_the_step_when_fusing(
     monkeypatch, setting, host_pulls, ends_epochs, skipped
 ):
-    from monsession._loops._epochs import Epochs
+    from monsession._loops import Epochs
 
     pulls = []
     pull = Epochs._pull

@@ -12,7 +12,7 @@ import pytest
 import monsession
 import monsession.hooks
 from monsession import plugins
-from monsession._plugins import _families, _plugin_manager
+from monsession._plugins import _families
 
 if TYPE_CHECKING:
     from core_plugin_fixtures import PluginSite
@@ -48,7 +48,7 @@ def test_registered_class_is_reachable_and_cached(register_plugin: Register) -> 
     assert "WidgetHook" not in vars(monsession.hooks)
     assert monsession.hooks.WidgetHook is WidgetHook
     assert vars(monsession.hooks)["WidgetHook"] is WidgetHook
-    _plugin_manager.reset_plugin_manager()
+    _families.reset_plugin_manager()
     assert "WidgetHook" not in vars(monsession.hooks)
 
 
@@ -183,7 +183,7 @@ def test_tensorflow_names_at_top_level_resolve_through_the_plugin_manager(
     from monsession import SummarySaverHook
 
     assert SummarySaverHook is monsession.hooks.SummarySaverHook
-    _plugin_manager.reset_plugin_manager()  # The plugin is gone: so is the name.
+    _families.reset_plugin_manager()  # The plugin is gone: so is the name.
     with pytest.raises(ImportError, match="monsession-hooks-summary"):
         monsession.SummarySaverHook  # noqa: B018
 

@@ -17,8 +17,8 @@ import pytest
 import tomllib
 
 import monsession.__main__ as cli
-from monsession._plugins import _new_package, _plugin_manager
-from monsession._plugins._new_package import NewPackageError, package_names
+from monsession.__main__ import NewPackageError, package_names
+from monsession._plugins import _plugin_manager
 from monsession._plugins._plugin_types import core_range
 
 FILES = {
@@ -41,7 +41,7 @@ def new_package(*argv: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, st
 
 def test_names_of_a_package() -> None:
     names = package_names("monsession-hooks-my-metric", "0.1.0")
-    assert names == _new_package.PackageNames(
+    assert names == cli.PackageNames(
         distribution="monsession-hooks-my-metric",
         import_name="monsession_hooks_my_metric",
         module_name="my_metric",
@@ -126,7 +126,7 @@ def test_refuses_a_bad_name(
 @pytest.mark.parametrize("name", ["monsession-hooks-summary", "monsession-hooks-checkpoint"])
 def test_refuses_the_name_of_a_first_party_family(name: str, tmp_path: Path) -> None:
     with pytest.raises(NewPackageError, match=r"is a distribution of monsession itself"):
-        _new_package.create_package(name, tmp_path, "0.1.0")
+        cli.create_package(name, tmp_path, "0.1.0")
     assert list(tmp_path.iterdir()) == []
 
 

@@ -16,7 +16,7 @@ import pytest
 
 import monsession
 from monsession import plugins
-from monsession._plugins import _hookspecs, _plugin_manager
+from monsession._plugins import _families, _hookspecs, _plugin_manager
 from monsession._plugins._hookspecs import (
     ORDER_CHECKPOINT_SAVER,
     ORDER_STEP_COUNTER,
@@ -284,7 +284,7 @@ def test_installed_family_that_did_not_load_says_why(
 
 def test_manager_is_cached_and_reset_rebuilds_it(isolated_plugins: pluggy.PluginManager) -> None:
     assert _plugin_manager.get_plugin_manager() is isolated_plugins
-    _plugin_manager.reset_plugin_manager()
+    _families.reset_plugin_manager()
     assert _plugin_manager.get_plugin_manager() is not isolated_plugins
 
 
@@ -339,7 +339,7 @@ def test_lazy_ref_to_a_non_class_is_a_type_error(register_plugin: Register) -> N
 def strict(isolated_plugins: pluggy.PluginManager, monkeypatch: pytest.MonkeyPatch) -> Register:
     """Registers plugins on a fresh manager built with MONSESSION_STRICT_PLUGINS=1."""
     monkeypatch.setenv(_plugin_manager.ENV_STRICT, "1")
-    _plugin_manager.reset_plugin_manager()
+    _families.reset_plugin_manager()
     manager = _plugin_manager.get_plugin_manager()
 
     def register(plugin: object, name: str) -> object:

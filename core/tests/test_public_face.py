@@ -16,7 +16,7 @@ import tensorflow as tf
 import monsession
 import monsession.plugins
 import monsession.testing
-from monsession import _deprecation
+from monsession import _attributes
 
 if TYPE_CHECKING:
     from core_plugin_fixtures import PluginSite
@@ -90,14 +90,14 @@ def test_from_import_of_a_moved_name_warns_at_the_import() -> None:
 
 
 def test_moved_names_are_exactly_the_deprecated_ones() -> None:
-    registry = {entry.name: entry.alias_of for entry in _deprecation.DEPRECATED}
+    registry = {entry.name: entry.alias_of for entry in _attributes.DEPRECATED}
     assert registry == {f"monsession.{name}": f"monsession.plugins.{name}" for name in MOVED}
 
 
 def test_the_deprecation_classes_name_the_removing_release() -> None:
     assert issubclass(monsession.MonsessionDeprecationWarning, DeprecationWarning)
     assert issubclass(monsession.RemovedIn2Warning, monsession.MonsessionDeprecationWarning)
-    for entry in _deprecation.DEPRECATED:
+    for entry in _attributes.DEPRECATED:
         assert entry.category.__name__ == f"RemovedIn{entry.removed_in.split('.')[0]}Warning"
         assert f"will be removed in monsession {entry.removed_in}:" in entry.message
         # Removed in a major release, after the series that deprecated it.

@@ -158,7 +158,7 @@ def test_additions_pass_and_are_listed(sources: Path, released: dict) -> None:
 
 def test_a_deprecated_name_goes_only_in_its_removing_release(sources: Path, released: dict) -> None:
     _edit(sources / "core/src/monsession/__init__.py", '    "Epochs",\n', "")
-    registry = sources / "core/src/monsession/_deprecation.py"
+    registry = sources / "core/src/monsession/_attributes.py"
     entry = 'Deprecated("monsession.Epochs", "1.1.0", "2.0", "use x")'
     registry.write_text(
         registry.read_text("utf-8") + f'_BY_NAME["monsession.Epochs"] = {entry}\n', "utf-8"

@@ -20,9 +20,9 @@ from monsession._api._control_hooks import (
 from monsession._api._hook_api import NextAction, SessionRunHook, StatefulHook
 from monsession._api._run_context import SessionRunArgs, SessionRunContext, SessionRunValues
 from monsession._api._timer import SecondOrStepTimer, TimedHook
-from monsession._deprecation import MonsessionDeprecationWarning, RemovedIn2Warning
-from monsession._deprecation import deprecated as _deprecated
-from monsession._lazy import lazy_attributes as _lazy_attributes
+from monsession._attributes import MonsessionDeprecationWarning, RemovedIn2Warning
+from monsession._attributes import deprecated as _deprecated
+from monsession._attributes import lazy_attributes as _lazy_attributes
 from monsession._plugins._hookspecs import hookimpl
 
 __version__ = "1.0.0"
@@ -37,13 +37,13 @@ _LAZY = {
     "ChiefSessionCreator": "monsession._session._session_creators",
     "WorkerSessionCreator": "monsession._session._session_creators",
     "EagerSession": "monsession._backends._eager",
-    "Epochs": "monsession._loops._epochs",
+    "Epochs": "monsession._loops",
     "get_or_create_global_step": "monsession._api._global_step",
     "get_global_step": "monsession._api._global_step",
     "create_global_step": "monsession._api._global_step",
     "assert_global_step": "monsession._api._global_step",
     "global_step": "monsession._api._global_step",
-    "basic_train_loop": "monsession._loops._basic_train_loop",
+    "basic_train_loop": "monsession._loops",
     "testing": "monsession.testing",
     "tf_logging": "monsession.tf_logging",
     "plugins": "monsession.plugins",
@@ -80,8 +80,7 @@ if TYPE_CHECKING:
     from monsession._distribution._distributed import is_chief
     from monsession._durability._checkpoint_files import DamagedCheckpointError
     from monsession._factory._training_session import USE_DEFAULT, MonitoredTrainingSession
-    from monsession._loops._basic_train_loop import basic_train_loop
-    from monsession._loops._epochs import Epochs
+    from monsession._loops import Epochs, basic_train_loop
     from monsession._session._monitored_session import MonitoredSession, SingularMonitoredSession
     from monsession._session._scaffold import Scaffold
     from monsession._session._session_creators import (

@@ -2,27 +2,37 @@
 
     monsession plugins [--json]             list hook families, failures, blocked plugins,
                                             plugins built for a newer or an older core
-    monsession new-package NAME [--dir D]   create a hook package (see `_new_package`)
+    monsession new-package NAME [--dir D]   create a hook package
     monsession --version
 
 Neither command imports TensorFlow: lazy hook class references are shown by
 name, not loaded.
+
+`new-package` renders each ``*.tmpl`` file of `_plugins/package_template/`,
+its path included, replacing its ``{{name}}`` placeholders with the names of
+``monsession-hooks-<name>`` (import name ``monsession_hooks_<name>``, plugin
+``<name>``, as this project's own families have).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import importlib.resources
 import json
 import os
+import re
 import shlex
+import shutil
 import signal
 import sys
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from monsession import __version__
-from monsession._plugins import _new_package, _plugin_manager
-from monsession._plugins._families import plugin_infos
+from monsession._plugins import _plugin_manager
+from monsession._plugins._families import OWN_DISTRIBUTIONS, plugin_infos
 from monsession._plugins._plugin_types import (
     ENV_DISABLE_AUTOLOAD,
     ENV_DISABLED_PLUGINS,
@@ -30,7 +40,17 @@ from monsession._plugins._plugin_types import (
     PluginListing,
     PluginLoadError,
     PluginSource,
+    core_range,
+    normalize,
 )
+
+if TYPE_CHECKING:
+    from importlib.abc import Traversable
+
+PREFIX = "monsession-hooks-"
+_SUFFIX = re.compile(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*")
+_PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
+_TEMPLATE_SUFFIX = ".tmpl"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -53,9 +73,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Creates the folder NAME holding a ready hook package: its tests pass "
         "once it is installed (run `tox` in it).",
     )
-    new_package.add_argument(
-        "name", metavar="NAME", help=f"the distribution name, {_new_package.PREFIX}<name>"
-    )
+    new_package.add_argument("name", metavar="NAME", help=f"the distribution name, {PREFIX}<name>")
     new_package.add_argument(
         "--dir", default=".", help="the folder to create it in (default: the current one)"
     )
@@ -63,12 +81,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _source_json(source: PluginSource) -> dict[str, Any]:
-    return {
-        "name": source.name,
-        "distribution": source.distribution,
-        "version": source.version,
-        "entry_point": source.entry_point,
-    }
+    return {key: getattr(source, key) for key in ("name", "distribution", "version", "entry_point")}
 
 
 def listing_json(listing: PluginListing) -> dict[str, Any]:
@@ -125,17 +138,9 @@ def _requires(requirement: str | None) -> str:
 
 
 def listing_text(listing: PluginListing) -> str:
-    """Returns `listing` as an aligned table of hook classes, then the other
-    classes, plugins built for a newer or an older core, failures, blocked
-    plugins and whether autoloading is off."""
+    """`listing` as an aligned table of hook classes, then the other sections that apply."""
     lines = _hook_table(listing)
-    for section in (
-        _other_classes,
-        _other_cores,
-        _failures,
-        _blocked,
-        _autoload_off,
-    ):
+    for section in (_other_classes, _other_cores, _failures, _blocked, _autoload_off):
         lines += section(listing)
     return "\n".join(lines)
 
@@ -154,15 +159,14 @@ def _hook_table(listing: PluginListing) -> list[str]:
 
 def _hook_row(info: PluginInfo) -> tuple[str, str, str, str, str]:
     source = info.source
-    entry_point = source.entry_point or (
-        "(built in)" if source.name == _plugin_manager.CORE_PLUGIN_NAME else "-"
-    )
+    built_in = "(built in)" if source.name == _plugin_manager.CORE_PLUGIN_NAME else "-"
+    classes = ", ".join(info.hook_classes) or "-"
     return (
         source.name,
         source.distribution or "-",
         source.version or "-",
-        entry_point,
-        ", ".join(info.hook_classes) or "-",
+        source.entry_point or built_in,
+        classes,
     )
 
 
@@ -236,16 +240,12 @@ def _autoload_off(listing: PluginListing) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Runs the `monsession` command line.
-
-    Args:
-      argv: The arguments, without the program name; defaults to `sys.argv[1:]`.
+    """Runs the `monsession` command line on `argv` (default: `sys.argv[1:]`).
 
     Returns:
       The exit status: 0 on success, 1 when a plugin fails to load in strict
-      mode (`MONSESSION_STRICT_PLUGINS`), 2 for a usage error (a package
-      name or folder that `new-package` refuses), 141 when the reader of its output
-      closed the pipe early (as for a Unix tool killed by SIGPIPE).
+      mode (`MONSESSION_STRICT_PLUGINS`), 2 for a name or folder `new-package`
+      refuses, 141 when the reader closed the pipe early (as SIGPIPE would).
     """
     args = _parser().parse_args(argv)
     if args.command == "new-package":
@@ -264,8 +264,8 @@ def _new_package_command(name: str, parent: str) -> int:
     try:
         # The installed distribution's version: what an installer checks the range against.
         version = _plugin_manager.core_version() or __version__
-        target = _new_package.create_package(name, parent, version)
-    except _new_package.NewPackageError as error:
+        target = create_package(name, parent, version)
+    except NewPackageError as error:
         print(f"monsession new-package: error: {error}", file=sys.stderr)
         return 2
     print(f"Created {target}: the hook package {name}. Next: cd {shlex.quote(str(target))} && tox")
@@ -273,11 +273,10 @@ def _new_package_command(name: str, parent: str) -> int:
 
 
 def _write(text: str) -> int:
-    """Prints `text`; the exit status: 0, or 141 (SIGPIPE's) if the reader closed the pipe.
+    """Prints `text`; 0, or 141 if the reader closed the pipe (``monsession plugins | head``).
 
-    ``monsession plugins | head`` then ends quietly, as a Unix tool killed by
-    SIGPIPE does: no traceback, and no second error when Python flushes
-    stdout at exit (it is pointed at the null device).
+    It then ends quietly, as a Unix tool killed by SIGPIPE does: stdout is
+    pointed at the null device, so the flush at exit raises nothing either.
     """
     try:
         print(text, flush=True)
@@ -287,6 +286,114 @@ def _write(text: str) -> int:
         os.close(null)
         return 128 + signal.SIGPIPE
     return 0
+
+
+# --- new-package ---
+
+
+class NewPackageError(ValueError):
+    """A package that `new-package` refuses to create (the message says why)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PackageNames:
+    """The names a new hook package is made of, e.g. for ``monsession-hooks-my-metric``."""
+
+    distribution: str  # monsession-hooks-my-metric
+    import_name: str  # monsession_hooks_my_metric
+    module_name: str  # my_metric (test file names)
+    plugin_name: str  # my-metric (the entry point)
+    hook_class: str  # MyMetricHook
+    core_range: str  # >=1.0,<2
+
+
+def package_names(name: str, core_version: str) -> PackageNames:
+    """The names of the package `name`; `NewPackageError` unless it is a valid
+    ``monsession-hooks-<name>`` that is not one of monsession's own distributions."""
+    suffix = name.removeprefix(PREFIX)
+    if not name.startswith(PREFIX) or not _SUFFIX.fullmatch(suffix):
+        canonical = normalize(name.strip())
+        hint = ""
+        if canonical != name and canonical.startswith(PREFIX):
+            if _SUFFIX.fullmatch(canonical.removeprefix(PREFIX)):
+                hint = f" Did you mean {canonical!r}?"
+        raise NewPackageError(
+            f"{name!r} is not a valid hook package name: expected {PREFIX}<name>, where <name> "
+            "is lowercase letters, digits and single hyphens, starting with a letter (e.g. "
+            f"{PREFIX}demo). It gives the import name monsession_hooks_<name> and the plugin "
+            f"name <name>.{hint}"
+        )
+    if name in OWN_DISTRIBUTIONS:
+        raise NewPackageError(
+            f"{name!r} is a distribution of monsession itself: choose another name "
+            f"({PREFIX}<name>)."
+        )
+    try:
+        series = core_range(core_version)
+    except ValueError as error:
+        raise NewPackageError(str(error)) from None
+    module_name = suffix.replace("-", "_")
+    return PackageNames(
+        distribution=name,
+        import_name=f"monsession_hooks_{module_name}",
+        module_name=module_name,
+        plugin_name=suffix,
+        hook_class="".join(part.capitalize() for part in suffix.split("-")) + "Hook",
+        core_range=series,
+    )
+
+
+def _render(text: str, values: dict[str, str], where: str) -> str:
+    def replace(match: re.Match[str]) -> str:
+        key = match.group(1)
+        if key not in values:
+            raise KeyError(f"The package template's {where} uses an unknown placeholder {key!r}.")
+        return values[key]
+
+    return _PLACEHOLDER.sub(replace, text)
+
+
+def _template_files(folder: Traversable, prefix: str = "") -> Iterator[tuple[str, Traversable]]:
+    """Every ``*.tmpl`` file under `folder`, with its path relative to it, in name order."""
+    for entry in sorted(folder.iterdir(), key=lambda entry: entry.name):
+        path = f"{prefix}{entry.name}"
+        if entry.is_dir():
+            yield from _template_files(entry, f"{path}/")
+        elif entry.name.endswith(_TEMPLATE_SUFFIX):
+            yield path.removesuffix(_TEMPLATE_SUFFIX), entry
+
+
+def template() -> Traversable:
+    """The folder of the package template, shipped with core."""
+    return importlib.resources.files("monsession._plugins") / "package_template"
+
+
+def create_package(name: str, parent: str | os.PathLike[str], core_version: str) -> Path:
+    """Creates the hook package `name` for monsession-core `core_version` in a new folder
+    `parent/name`, and returns it. `NewPackageError` if `name` is refused (`package_names`),
+    `parent` is not a folder or `parent/name` exists: nothing is overwritten."""
+    names = package_names(name, core_version)
+    parent = Path(parent)
+    if not parent.is_dir():
+        raise NewPackageError(f"--dir {str(parent)!r} is not an existing folder.")
+    target = parent / name
+    try:
+        target.mkdir()  # Atomic: never into an existing folder.
+    except FileExistsError:
+        raise NewPackageError(
+            f"{str(target)!r} already exists; new-package never overwrites it. Remove it or "
+            "create the package elsewhere (--dir)."
+        ) from None
+    values = dataclasses.asdict(names)
+    try:
+        for relative, source in _template_files(template()):
+            path = target / _render(relative, values, f"path {relative!r}")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(_render(source.read_text("utf-8"), values, relative), "utf-8")
+    except BaseException:
+        shutil.rmtree(target, ignore_errors=True)  # Ours: made above.
+        raise
+    return target
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ naming the distribution to install; an unknown name raises an
 every available hook class.
 """
 
-from monsession._plugins import _families, _plugin_manager
+from monsession._plugins import _families
 
 _resolved: set[str] = set()
 
@@ -35,4 +35,4 @@ def _forget_resolved() -> None:
     _resolved.clear()
 
 
-_plugin_manager.on_reset(_forget_resolved)
+_families.on_reset(_forget_resolved)

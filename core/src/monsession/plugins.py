@@ -53,131 +53,63 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from monsession._lazy import lazy_attributes
+from monsession._attributes import lazy_attributes
 
-_MANAGER = "monsession._plugins._plugin_manager"
-_TYPES = "monsession._plugins._plugin_types"
-_FAMILIES = "monsession._plugins._families"
-_HOOKSPECS = "monsession._plugins._hookspecs"
-_ARGUMENTS = "monsession._api._arguments"
-_HOOK_API = "monsession._api._hook_api"
-_RUN_CONTEXT = "monsession._api._run_context"
-_GLOBAL_STEP = "monsession._api._global_step"
-_FETCHES = "monsession._backends._fetches"
-_HOOK_STATE = "monsession._durability._hook_state"
-_WRITERS = "monsession._durability._checkpoint_writers"
-
-_NAMES = {
-    **dict.fromkeys(
-        (
-            "ENV_DISABLE_AUTOLOAD",
-            "ENV_DISABLED_PLUGINS",
-            "ENV_STRICT",
-            "PluginCallError",
-            "PluginCallFailure",
-            "PluginFailure",
-            "PluginForNewerCore",
-            "PluginForOlderCore",
-            "PluginInfo",
-            "PluginListing",
-            "PluginLoadError",
-            "PluginSource",
-            "UnknownHookError",
-        ),
-        _TYPES,
-    ),
-    **dict.fromkeys(("get_plugin_manager", "reset_plugin_manager"), _MANAGER),
-    **dict.fromkeys(
-        (
-            "KNOWN_ARGUMENT_FAMILIES",
-            "KNOWN_HOOK_FAMILIES",
-            "HookClassEntry",
-            "default_hooks",
-            "hook_class_entries",
-            "plugin_infos",
-            "training_argument_owners",
-        ),
-        _FAMILIES,
-    ),
-    **dict.fromkeys(
-        (
-            "ORDER_CHECKPOINT_SAVER",
-            "ORDER_OTHER",
-            "ORDER_STEP_COUNTER",
-            "ORDER_SUMMARY_SAVER",
-            "DefaultHook",
-            "TrainingSettings",
-        ),
-        _HOOKSPECS,
-    ),
-    **dict.fromkeys(
-        ("check_directory", "check_flag", "check_interval", "check_schedule"), _ARGUMENTS
-    ),
-    **dict.fromkeys(("HOOK_METHOD_NAMES", "TF_HOOK_METHOD_NAMES", "hook_overrides"), _HOOK_API),
-    "as_run_context": _RUN_CONTEXT,
-    "HookDispatcher": "monsession._api._dispatcher",
-    "HookLifecycle": "monsession._session._hook_lifecycle",
-    "fused_target": "monsession._fusion._loop",
-    "Traces": "monsession._backends._traces",
-    "steps_called": "monsession._backends._eager",
-    **dict.fromkeys(("read_global_step", "require_global_step"), _GLOBAL_STEP),
-    **dict.fromkeys(("TensorNotFoundError", "check_scalar"), _FETCHES),
-    "in_eager_mode": "monsession._api._types",
-    "resolve_fetch": "monsession._backends._current_mode",
-    **dict.fromkeys(
-        ("attach_hook_state", "load_hook_state", "prune_hook_state", "save_hook_state"),
-        _HOOK_STATE,
-    ),
-    **dict.fromkeys(
-        (
-            "DirectoryLockHandle",
-            "DirectoryLockedError",
-            "lock_checkpoint_dir",
-            "register_writer",
-            "unregister_writer",
-            "wait_for_writes",
-        ),
-        _WRITERS,
-    ),
-    "event_file_writer": "monsession._durability._event_files",
-    "settle": "monsession._backends._pending",
-    "replica_value": "monsession._backends._per_replica",
-    "error_cause": "monsession._durability._file_errors",
-    "lazy_attributes": "monsession._lazy",
-    "worker_output_dir": "monsession._distribution._distributed",
+# Each module, and the names this module takes from it on first use.
+_FROM = {
+    "monsession._plugins._plugin_types": "ENV_DISABLE_AUTOLOAD ENV_DISABLED_PLUGINS ENV_STRICT "
+    "PluginCallError PluginCallFailure PluginFailure PluginForNewerCore PluginForOlderCore "
+    "PluginInfo PluginListing PluginLoadError PluginSource UnknownHookError",
+    "monsession._plugins._plugin_manager": "get_plugin_manager",
+    "monsession._plugins._families": "KNOWN_ARGUMENT_FAMILIES KNOWN_HOOK_FAMILIES HookClassEntry "
+    "default_hooks hook_class_entries plugin_infos reset_plugin_manager "
+    "training_argument_owners",
+    "monsession._plugins._hookspecs": "ORDER_CHECKPOINT_SAVER ORDER_OTHER ORDER_STEP_COUNTER "
+    "ORDER_SUMMARY_SAVER DefaultHook TrainingSettings",
+    "monsession._api._types": "check_directory check_flag check_interval check_schedule "
+    "in_eager_mode",
+    "monsession._api._hook_api": "HOOK_METHOD_NAMES TF_HOOK_METHOD_NAMES hook_overrides",
+    "monsession._api._run_context": "as_run_context",
+    "monsession._api._dispatcher": "HookDispatcher",
+    "monsession._api._global_step": "read_global_step require_global_step",
+    "monsession._session._hook_lifecycle": "HookLifecycle",
+    "monsession._fusion._loop": "fused_target",
+    "monsession._backends._traces": "Traces",
+    "monsession._backends._eager": "steps_called",
+    "monsession._backends._fetches": "TensorNotFoundError check_scalar",
+    "monsession._backends._current_mode": "resolve_fetch",
+    "monsession._backends._pending": "settle",
+    "monsession._backends._per_replica": "replica_value",
+    "monsession._durability._hook_state": "attach_hook_state load_hook_state prune_hook_state "
+    "save_hook_state",
+    "monsession._durability._checkpoint_writers": "DirectoryLockHandle DirectoryLockedError "
+    "lock_checkpoint_dir register_writer unregister_writer wait_for_writes",
+    "monsession._durability._event_files": "event_file_writer",
+    "monsession._durability._file_errors": "error_cause",
+    "monsession._distribution._distributed": "worker_output_dir",
+    "monsession._attributes": "lazy_attributes",
 }
+_NAMES = {name: module for module, names in _FROM.items() for name in names.split()}
 
 if TYPE_CHECKING:
-    from monsession._api._arguments import (
+    from monsession._api._dispatcher import HookDispatcher
+    from monsession._api._global_step import read_global_step, require_global_step
+    from monsession._api._hook_api import HOOK_METHOD_NAMES, TF_HOOK_METHOD_NAMES, hook_overrides
+    from monsession._api._run_context import as_run_context
+    from monsession._api._types import (
         check_directory,
         check_flag,
         check_interval,
         check_schedule,
+        in_eager_mode,
     )
-    from monsession._api._dispatcher import HookDispatcher
-    from monsession._api._global_step import (
-        read_global_step,
-        require_global_step,
-    )
-    from monsession._api._hook_api import HOOK_METHOD_NAMES, TF_HOOK_METHOD_NAMES, hook_overrides
-    from monsession._api._run_context import as_run_context
-    from monsession._api._types import in_eager_mode
     from monsession._backends._current_mode import resolve_fetch
     from monsession._backends._eager import steps_called
-    from monsession._backends._fetches import (
-        TensorNotFoundError,
-        check_scalar,
-    )
-    from monsession._backends._pending import (
-        settle,
-    )
-    from monsession._backends._per_replica import (
-        replica_value,
-    )
+    from monsession._backends._fetches import TensorNotFoundError, check_scalar
+    from monsession._backends._pending import settle
+    from monsession._backends._per_replica import replica_value
     from monsession._backends._traces import Traces
-    from monsession._distribution._distributed import (
-        worker_output_dir,
-    )
+    from monsession._distribution._distributed import worker_output_dir
     from monsession._durability._checkpoint_writers import (
         DirectoryLockedError,
         DirectoryLockHandle,
@@ -186,9 +118,7 @@ if TYPE_CHECKING:
         unregister_writer,
         wait_for_writes,
     )
-    from monsession._durability._event_files import (
-        event_file_writer,
-    )
+    from monsession._durability._event_files import event_file_writer
     from monsession._durability._file_errors import error_cause
     from monsession._durability._hook_state import (
         attach_hook_state,
@@ -204,6 +134,7 @@ if TYPE_CHECKING:
         default_hooks,
         hook_class_entries,
         plugin_infos,
+        reset_plugin_manager,
         training_argument_owners,
     )
     from monsession._plugins._hookspecs import (
@@ -214,7 +145,7 @@ if TYPE_CHECKING:
         DefaultHook,
         TrainingSettings,
     )
-    from monsession._plugins._plugin_manager import get_plugin_manager, reset_plugin_manager
+    from monsession._plugins._plugin_manager import get_plugin_manager
     from monsession._plugins._plugin_types import (
         ENV_DISABLE_AUTOLOAD,
         ENV_DISABLED_PLUGINS,

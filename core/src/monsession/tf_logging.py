@@ -1,14 +1,11 @@
 """Hook output through TensorFlow's logger, as `tf.compat.v1.train`'s hooks log.
 
-monsession's rule, in both modes: what a *hook* logs (its values, rates,
-saves, warnings) goes to TensorFlow's logger (``tf.get_logger()``, the
-Python logger ``"tensorflow"``), exactly where `tf.compat.v1.train`'s hooks
-write; what the *session and the plugin machinery* log about themselves
-goes to the Python logger ``"monsession"`` (and ``"monsession.<family>"``).
-So ``tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.INFO)`` alone
-shows the hooks' lines, and tests that patch
-`tensorflow.python.platform.tf_logging` (as TensorFlow's own hook tests do)
-see them.
+What a *hook* logs (its values, rates, saves, warnings) goes to TensorFlow's
+logger (``tf.get_logger()``, the Python logger ``"tensorflow"``), where
+`tf.compat.v1.train`'s hooks write, in both modes; what the *session and the
+plugin machinery* log about themselves goes to the Python logger
+``"monsession"``. So ``tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.INFO)``
+alone shows the hooks' lines.
 
 ```python
 from monsession import tf_logging
@@ -17,14 +14,11 @@ tf_logging.info("%s: %g", "global_step/sec", 12.5)
 tf_logging.log_first_n(tf_logging.WARN, "The step did not move: %s.", 5, 7)
 ```
 
-Each function is TensorFlow's own (`tf_logging.info`, ...), looked up
-every time it is reached as an attribute of this module: call it as
-``tf_logging.info(...)`` (not ``from monsession.tf_logging import info``)
-so that a patch applied later is seen. Since TensorFlow's function is
-called directly from your code, records carry your file and line, and
-`log_first_n` counts exactly as it does for TensorFlow's hooks (TensorFlow
-keys the count on the first calling frame outside the calling file).
-Importing this module does not import TensorFlow; the first call does.
+Each function is TensorFlow's own, looked up at each attribute access: call
+``tf_logging.info(...)`` (not ``from monsession.tf_logging import info``) so
+that a patch of `tensorflow.python.platform.tf_logging` applied later is
+seen. Records carry your file and line, and `log_first_n` counts as it does
+for TensorFlow's hooks. Importing this module does not import TensorFlow.
 """
 
 from __future__ import annotations

@@ -7,7 +7,6 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from monsession import tf_logging
-from monsession._api._arguments import check_interval
 from monsession._api._hook_api import NextAction, SessionRunHook
 from monsession._api._run_context import (
     SessionRunArgs,
@@ -15,7 +14,7 @@ from monsession._api._run_context import (
     SessionRunValues,
     as_run_context,
 )
-from monsession._api._types import Fetches, SessionLike, Unchecked
+from monsession._api._types import Fetches, SessionLike, Unchecked, check_interval
 
 if TYPE_CHECKING:
     import tensorflow as tf

@@ -1,16 +1,15 @@
-"""The hook API: `SessionRunHook`, what it plans (`NextAction`) and what it overrides.
+"""The hook API: `SessionRunHook`, what it plans (`NextAction`), overrides, and lists of hooks.
 
-The values passed to its methods are in `_run_context`.
-
-Nothing here imports TensorFlow, so hook classes can be defined and listed
-without paying for it.
+The values passed to its methods are in `_run_context`. Nothing here imports
+TensorFlow, so hook classes can be defined and listed without paying for it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
 
-from monsession._api._types import HookState, SessionLike
+from monsession._api._types import HookState, SessionLike, Unchecked
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -33,24 +32,14 @@ class SessionRunHook:
     * `end(session)`: once, when the monitored session closes after a clean
       exit. Not called when the `with` block raises an error.
     * `next_action(global_step)` (monsession only): before a call of `run()`
-      in eager mode: when the hook next acts. The session runs the steps
-      before that without calling the hook (fused into one `tf.function`
-      with `steps_per_execution` other than 1, else one per call). A hook
-      that overrides `before_run` or `after_run` but not this method acts on
-      every step, and the session then calls the hooks on every step.
+      in eager mode: when the hook next acts; the steps before that run
+      without calling the hook (fused with `steps_per_execution` other than 1).
     * `on_failure(session, error)` (monsession only): once, when the `with`
-      block exits with an error, instead of `end()`. The hooks are called in
-      list order, after the error, before the session closes. What one
-      raises is logged, and the next hook is called: the session's own error
-      propagates unchanged. Not called after a clean exit, nor for the ends
-      of data (`OutOfRangeError`, `StopIteration`) that close cleanly.
+      block exits with an error, instead of `end()`.
     * `state_dict()` / `load_state_dict(state)` (monsession only, see
-      `StatefulHook`): a hook that overrides both has its state saved beside
-      every checkpoint a `CheckpointSaverHook` writes, and loaded back when
-      the session is created from that checkpoint (a restart, a recovery
-      after a preemption, an older checkpoint when the newest is damaged),
-      before `after_create_session`. `SecondOrStepTimer` has both, for hooks
-      whose state is their timer.
+      `StatefulHook`): the hook's state, saved beside every checkpoint and
+      loaded back, before `after_create_session`, when the session is
+      created from that checkpoint.
     * `epoch_begin(epoch)` / `epoch_end(epoch)` (monsession only): at the
       boundaries of the epochs of `monsession.Epochs.run`; an `epoch_end`
       that returns True ends the loop after that epoch.
@@ -352,3 +341,57 @@ TF_HOOK_METHOD_NAMES = ("begin", "after_create_session", "before_run", "after_ru
 Every hook has them: a hook list may hold any object that does (the others
 of `HOOK_METHOD_NAMES` are optional).
 """
+
+
+def _describe(value: Unchecked) -> str:
+    if value is None:
+        return "None"
+    if isinstance(value, type):
+        return f"the class {value.__name__}"
+    return f"{value!r} of type {type(value).__name__}"
+
+
+def check_hooks(owner: str, name: str, hooks: Unchecked) -> list[SessionRunHook]:
+    """`hooks` (an iterable, or `None`) as a list, each item checked to be a hook instance.
+
+    A hook is any object with the five methods of `TF_HOOK_METHOD_NAMES`, which
+    the session calls. `TypeError`, naming `owner`, `name` and the index, for a
+    single hook, a string, a mapping, `None`, a class or an object lacking one.
+    """
+    if hooks is None:
+        return []
+    if isinstance(hooks, (str, bytes, Mapping)) or not isinstance(hooks, Iterable):
+        hint = "." if _missing(hooks) else f"; did you mean {name}=[{type(hooks).__name__}(...)]?"
+        raise TypeError(
+            f"{owner}: {name} must be a list of SessionRunHook instances, got "
+            f"{_describe(hooks)}{hint}"
+        )
+    checked = list(hooks)
+    for index, hook in enumerate(checked):
+        _check_hook(f"{owner}: {name}[{index}] is", hook)
+    return checked
+
+
+def _missing(hook: Unchecked) -> list[str]:
+    """The methods of TensorFlow's hook that `hook` lacks (or has but cannot call)."""
+    return [method for method in TF_HOOK_METHOD_NAMES if not callable(getattr(hook, method, None))]
+
+
+def _check_hook(where: str, hook: Unchecked) -> None:
+    """Raises the `TypeError` of `check_hooks` for an item that is not a hook instance."""
+    if isinstance(hook, type) and not _missing(hook):
+        raise TypeError(
+            f"{where} the class {hook.__name__}, not an instance; did you mean "
+            f"{hook.__name__}(...)?"
+        )
+    if hook is None or isinstance(hook, type):
+        lacks = ""
+    else:
+        missing = _missing(hook)
+        if not missing:
+            return
+        lacks = f", which lacks {', '.join(missing)}"
+    raise TypeError(
+        f"{where} {_describe(hook)}{lacks}; expected a SessionRunHook instance (or an "
+        f"object with the methods {', '.join(TF_HOOK_METHOD_NAMES)})."
+    )

@@ -10,9 +10,8 @@ import time
 from collections.abc import Mapping
 from typing import Any, TypeGuard
 
-from monsession._api._arguments import check_schedule
 from monsession._api._hook_api import NextAction, SessionRunHook
-from monsession._api._types import Unchecked
+from monsession._api._types import Unchecked, check_schedule
 
 
 class SecondOrStepTimer:

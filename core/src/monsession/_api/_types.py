@@ -1,15 +1,24 @@
-"""The values that cross core's seams, named once for every module, and `SessionLike`.
+"""The values that cross core's seams, the session a hook is given, and argument checks.
 
 TensorFlow has no type stubs, so its tensors and functions are `Any` to the
 type checker. The values below are open by nature (a user's nested fetches,
 a hook's saved state): each alias is `object`, which the checker makes every
-use narrow, and its name says what the value is. Nothing here imports
-TensorFlow until `in_eager_mode` is called.
+use narrow, and its name says what the value is.
+
+An `Unchecked` value becomes a typed one through the checks every hook and
+session shares, whose errors name the owner and the argument: a schedule is
+a positive number of steps or of seconds (exactly one of the two where one
+is needed), a flag is a bool, a directory to write to is one this process
+can write to. Nothing here imports TensorFlow until `in_eager_mode` is called.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol, TypeAlias
+import math
+import numbers
+import os
+import tempfile
+from typing import Any, Literal, Protocol, TypeAlias
 
 Fetches: TypeAlias = object
 """What a run fetches.
@@ -76,3 +85,213 @@ def in_eager_mode(session: SessionLike | None = None) -> bool:
         return False
     with tf.init_scope():  # Out of every function being traced: the program's own mode.
         return bool(tf.executing_eagerly())
+
+
+_UNITS = {"steps": "int number of steps", "secs": "number of seconds"}
+
+
+def _expected(unit: Literal["steps", "secs"], allow_zero: bool) -> str:
+    return f"a {'non-negative' if allow_zero else 'positive'} {_UNITS[unit]}"
+
+
+def check_interval(
+    owner: str,
+    name: str,
+    value: Unchecked,
+    unit: Literal["steps", "secs"],
+    *,
+    allow_zero: bool = False,
+    expected: str | None = None,
+) -> None:
+    """Checks one interval of a schedule: a number of steps or of seconds.
+
+    Steps must be an int (a NumPy integer too), seconds any real number;
+    `bool` and strings are refused, and so is NaN.
+
+    ```python
+    monsession.plugins.check_interval("MyHook", "every_n_steps", every_n_steps, "steps")
+    ```
+
+    Args:
+      owner: Who checks, first in the message (e.g. ``"CheckpointSaverHook"``).
+      name: The argument's name.
+      value: The argument's value (not `None`: leave optional ones out).
+      unit: ``"steps"`` or ``"secs"``.
+      allow_zero: Whether 0 is accepted.
+      expected: What to say was expected, instead of the default
+        ``"a positive int number of steps"`` (or seconds).
+
+    Raises:
+      TypeError: If `value` is not a number of the unit's type.
+      ValueError: If `value` is negative, NaN, or 0 without `allow_zero`.
+    """
+    wanted = expected or _expected(unit, allow_zero)
+    kind = numbers.Integral if unit == "steps" else numbers.Real
+    if isinstance(value, bool) or not isinstance(value, kind):
+        raise TypeError(
+            f"{owner}: invalid {name}={value!r} of type {type(value).__name__}; expected {wanted}."
+        )
+    if math.isnan(value) or value < 0 or (value == 0 and not allow_zero):
+        raise ValueError(f"{owner}: invalid {name}={value!r}; expected {wanted}.")
+
+
+def check_schedule(
+    owner: str,
+    steps_name: str,
+    steps: Unchecked,
+    secs_name: str,
+    secs: Unchecked,
+    *,
+    allow_neither: bool = False,
+    allow_zero: bool = False,
+) -> None:
+    """Checks a "every N steps or every N seconds" pair of arguments.
+
+    Exactly one of the two must be given (at most one with `allow_neither`),
+    and the given one must pass `check_interval`. `SecondOrStepTimer` checks
+    its arguments with it; a hook that names its arguments differently calls
+    it first, so that the error names the hook's own arguments:
+
+    ```python
+    monsession.plugins.check_schedule("MyHook", "save_steps", save_steps, "save_secs", save_secs)
+    self._timer = monsession.SecondOrStepTimer(every_secs=save_secs, every_steps=save_steps)
+    ```
+
+    Args:
+      owner: Who checks, first in the message.
+      steps_name: The name of the steps argument.
+      steps: Its value, or `None`.
+      secs_name: The name of the seconds argument.
+      secs: Its value, or `None`.
+      allow_neither: Whether both may be `None`.
+      allow_zero: Whether 0 is accepted (`SecondOrStepTimer` accepts it, as
+        TensorFlow's does: it then triggers on every new step).
+
+    Raises:
+      ValueError: If both are given, or neither without `allow_neither`, or
+        the given one is out of range.
+      TypeError: If the given one has the wrong type.
+    """
+    got = f"got {steps_name}={steps!r} and {secs_name}={secs!r}"
+    if steps is not None and secs is not None:
+        rule = (
+            "at most one of {} and {} may be given"
+            if allow_neither
+            else ("exactly one of {} and {} must be given, not both")
+        )
+        raise ValueError(f"{owner}: {rule.format(steps_name, secs_name)}; {got}.")
+    if steps is None and secs is None:
+        if allow_neither:
+            return
+        raise ValueError(
+            f"{owner}: exactly one of {steps_name} and {secs_name} must be given; {got}."
+        )
+    if steps is not None:
+        check_interval(owner, steps_name, steps, "steps", allow_zero=allow_zero)
+    else:
+        check_interval(owner, secs_name, secs, "secs", allow_zero=allow_zero)
+
+
+def check_flag(owner: str, name: str, value: Unchecked) -> None:
+    """Checks a yes/no argument: a `bool` (a NumPy bool, 0 or 1 too).
+
+    A string is refused: ``"False"`` is true.
+
+    ```python
+    monsession.plugins.check_flag("MyHook", "at_end", at_end)
+    ```
+
+    Args:
+      owner: Who checks, first in the message.
+      name: The argument's name.
+      value: The argument's value.
+
+    Raises:
+      TypeError: If `value` is not a bool, NumPy bool, 0 or 1.
+    """
+    kind = type(value)
+    if isinstance(value, bool) or (
+        kind.__module__ == "numpy" and kind.__name__ in ("bool", "bool_")
+    ):
+        return
+    if isinstance(value, numbers.Integral) and value in (0, 1):
+        return
+    raise TypeError(
+        f"{owner}: {name} must be a bool, got {value!r} of type {type(value).__name__}."
+    )
+
+
+class UnwritableDirectoryError(PermissionError, ValueError):
+    """A directory argument this process cannot create or write to.
+
+    A `PermissionError`, and a `ValueError` too because it is a bad value of
+    an argument: raised by a family's default hook, it reaches the user of
+    `MonitoredTrainingSession` as it is (see `monsession_default_hooks`).
+    """
+
+
+def _is_remote(path: str) -> bool:
+    return "://" in path
+
+
+def check_directory(owner: str, name: str, path: Unchecked, *, writable: bool = True) -> None:
+    """Checks a directory argument before anything is written to it (or read from it).
+
+    Call it in the constructor: a path that is a file, lies under a file,
+    or (with `writable`) cannot be created or written to fails at once,
+    before TensorFlow touches it. Nothing is created: a missing directory
+    passes when its nearest existing parent is a writable directory (probed
+    by creating and deleting a temporary file there, which also works for
+    root, for whom permission bits say nothing). Remote paths (``gs://``,
+    ``s3://``, ...) are not checked.
+
+    Args:
+      owner: Who checks, first in the message (e.g. ``"SummarySaverHook"``).
+      name: The argument's name (e.g. ``"output_dir"``).
+      path: The directory, a `str` or `os.PathLike`.
+      writable: Whether this process must be able to write there.
+
+    Raises:
+      TypeError: If `path` is not a `str` or `os.PathLike`.
+      ValueError: If `path` is empty, is a file or lies under a file.
+      PermissionError: With `writable`, if the directory cannot be created or
+        written to (an `UnwritableDirectoryError`, also a `ValueError`).
+    """
+    directory = _directory_path(owner, name, path)
+    if _is_remote(directory):
+        return
+    existing = os.path.abspath(directory)
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    is_target = existing == os.path.abspath(directory)
+    if not os.path.isdir(existing):
+        where = "is a file" if is_target else f"lies under the file {existing!r}"
+        raise ValueError(f"{owner}: {name} {directory!r} {where}; expected a directory.")
+    if writable:
+        _check_writable(owner, name, directory, existing, is_target)
+
+
+def _directory_path(owner: str, name: str, path: Unchecked) -> str:
+    """`path` as a non-empty `str`, or the `TypeError`/`ValueError` of `check_directory`."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"{owner}: {name} must be a directory path, got {path!r}.")
+    directory = os.fspath(path)
+    if not isinstance(directory, str) or not directory:
+        raise ValueError(f"{owner}: {name} must be a directory path, got {path!r}.")
+    return directory
+
+
+def _check_writable(owner: str, name: str, directory: str, existing: str, is_target: bool) -> None:
+    """Probes `existing` (the directory or its nearest existing parent) with a temporary file."""
+    try:
+        with tempfile.TemporaryFile(dir=existing, prefix=".monsession-write-check-"):
+            pass
+    except OSError as error:
+        reason = error.strerror or str(error)
+        if is_target:
+            problem = f"cannot write to {name} {directory!r}: {reason}"
+        else:
+            problem = f"cannot create {name} {directory!r}: cannot write to {existing!r}: {reason}"
+        raise UnwritableDirectoryError(
+            f"{owner}: {problem}. Pass a directory this process can write to."
+        ) from error

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from monsession._api._arguments import check_directory, check_flag, check_hooks, check_interval
-from monsession._api._hook_api import SessionRunHook
-from monsession._api._types import Unchecked
+from monsession._api._hook_api import SessionRunHook, check_hooks
+from monsession._api._types import Unchecked, check_directory, check_flag, check_interval
 from monsession._backends._current_mode import current_mode
 from monsession._factory._settings import USE_DEFAULT
 from monsession._fusion._plan import check_steps_per_execution

@@ -20,6 +20,7 @@ import dataclasses
 import functools
 import importlib
 import importlib.metadata
+from collections.abc import Callable
 from typing import Any, Literal
 
 from monsession._plugins._hookspecs import (
@@ -220,6 +221,25 @@ class HookClassEntry:
                 "'package.module:ClassName' string."
             )
         return obj
+
+
+_ON_RESET: list[Callable[[], None]] = []
+
+
+def on_reset(callback: Callable[[], None]) -> None:
+    """Calls `callback()` at each `reset_plugin_manager()` (`monsession.hooks` forgets classes)."""
+    _ON_RESET.append(callback)
+
+
+def reset_plugin_manager() -> None:
+    """Forgets the plugin manager, and the classes `monsession.hooks` resolved.
+
+    The next call rebuilds it, reading the environment variables again. For
+    tests.
+    """
+    discovery.cache_clear()
+    for callback in _ON_RESET:
+        callback()
 
 
 def hook_class_entries() -> dict[str, HookClassEntry]:

@@ -1,30 +1,19 @@
 """The plugin manager: built once per process from core's plugin and the entry points.
 
 Core registers its own plugin (`CorePlugin`) directly, then loads the entry
-points of the ``monsession`` group, in reverse name order so that pluggy
-calls plugins by name (tryfirst/trylast and wrappers still apply: pluggy does
-every call). Environment variables, read when the manager is built:
+points of the ``monsession`` group in reverse name order, so that pluggy
+calls plugins by name. The ``ENV_*`` variables are read when it is built.
 
-* ``MONSESSION_DISABLE_PLUGIN_AUTOLOAD``: load no entry point at all.
-* ``MONSESSION_DISABLED_PLUGINS``: comma-separated entry-point or
-  distribution names to skip, before they are imported.
-* ``MONSESSION_STRICT_PLUGINS``: a plugin that fails is fatal.
+One policy for a plugin that fails (raises, or answers with the wrong type),
+at load time and when called: it is reported with its name, distribution and
+version (WARNING, once) and left out; in strict mode `PluginLoadError`
+(loading) or `PluginCallError` (calling) is raised instead. A plugin built
+for a newer or an older core is named with the versions and the fix (or
+raises `PluginLoadError` in strict mode), and stays loaded.
 
-One policy for a plugin that fails, at load time and when called: it is
-reported with its name, distribution and version (WARNING, once) and left
-out; in strict mode `PluginLoadError` (loading) or `PluginCallError`
-(calling) is raised instead. A load fails when the plugin raises or a
-registration hook answers with the wrong type; a call fails when an
-implementation raises or answers with the wrong type. A plugin that loads
-but implements a hookspec this core does not declare (built for a newer
-core), or whose distribution's monsession-core range ends below this core
-(built for an older core), is named with the versions and the fix at
-WARNING, or raises `PluginLoadError` in strict mode; it stays loaded, and
-its known hookimpls are called.
-
-pluggy's own ``load_setuptools_entrypoints`` is not used: it stops at the
-first plugin that raises, cannot skip a distribution before importing it and
-loads in distribution order. Nothing here imports TensorFlow.
+pluggy's ``load_setuptools_entrypoints`` is not used: it stops at the first
+plugin that raises, cannot skip a distribution before importing it and loads
+in distribution order. Nothing here imports TensorFlow.
 """
 
 from __future__ import annotations
@@ -88,7 +77,7 @@ class CorePlugin:
 
 @dataclasses.dataclass
 class Discovery:
-    """The manager and what building it found; cached until `reset_plugin_manager`."""
+    """The manager and what building it found; cached until `_families.reset_plugin_manager`."""
 
     manager: pluggy.PluginManager
     sources: dict[str, PluginSource]
@@ -113,10 +102,7 @@ class Discovery:
 
 
 def env_flag(name: str) -> bool:
-    """Returns whether environment variable `name` is set to a true value.
-
-    Any non-empty value other than ``0`` or ``false`` (any case) is true.
-    """
+    """Whether environment variable `name` is set: any value but empty, ``0`` or ``false``."""
     value = os.environ.get(name, "").strip().lower()
     return value not in ("", "0", "false")
 
@@ -257,34 +243,10 @@ def get_plugin_manager() -> pluggy.PluginManager:
     return discovery().manager
 
 
-_ON_RESET: list[Callable[[], None]] = []
-
-
-def on_reset(callback: Callable[[], None]) -> None:
-    """Calls `callback()` at each `reset_plugin_manager()` (`monsession.hooks` forgets classes)."""
-    _ON_RESET.append(callback)
-
-
-def reset_plugin_manager() -> None:
-    """Forgets the plugin manager, and the classes `monsession.hooks` resolved.
-
-    The next call rebuilds it, reading the environment variables again. For
-    tests.
-    """
-    discovery.cache_clear()
-    for callback in _ON_RESET:
-        callback()
-
-
 def warn_once(message: str, key: str | None = None) -> None:
-    """Logs `message` at WARNING on the ``monsession`` logger, once per process.
+    """Logs `message` at WARNING on the ``monsession`` logger once per plugin manager.
 
-    Once per plugin manager, in fact: `reset_plugin_manager` (tests) forgets
-    what was said.
-
-    Args:
-      message: The warning.
-      key: What makes two warnings the same one; `message` by default.
+    `key` (default: `message`) is what makes two warnings the same one.
     """
     discovery().warn_once(message, key)
 

@@ -1,21 +1,12 @@
-"""The plugin system's value types, and which monsession-core a plugin was built for.
+"""The plugin system's value types (where a plugin comes from, what it gives, what failed),
+and which monsession-core a plugin was built for.
 
-The types say where a plugin comes from, what it gives and what failed.
-
-A family built against a later core may implement a hookspec that this core
-does not declare yet: pluggy accepts the implementation and never calls it
-(`unknown_hookspecs`). A package made from an older template
-(``monsession-core>=0.1,<0.2``) or pinned to an older series still installs
-beside a newer core when pip is told not to check (``--no-deps``, a lock
-file): its range ends below the installed core (`ends_below`). Discovery
-names both kinds (WARNING, or an error in strict mode) with the versions and
-the fix, rather than letting them half-work without their names.
-`core_range` is the range a new package requires (`monsession new-package`
-writes it). Versions compare by their release numbers (``1.0.0rc1`` as
-``1.0.0``).
-
-Nothing here imports TensorFlow. (`HookClassEntry`, which loads a class, is
-in `_families`.)
+A family built for a later core may implement a hookspec this core does not
+declare: pluggy never calls it (`unknown_hookspecs`). A package pinned to an
+older series still installs beside a newer core when pip does not check
+(``--no-deps``, a lock file): its range ends below the core (`ends_below`).
+Discovery names both, with the versions and the fix. Versions compare by
+their release numbers (``1.0.0rc1`` as ``1.0.0``). Nothing here imports TensorFlow.
 """
 
 from __future__ import annotations
@@ -228,12 +219,8 @@ def unknown_hookspecs(manager: pluggy.PluginManager, plugin: Plugin) -> tuple[st
 
 
 def core_requirement(dist: importlib.metadata.Distribution | None) -> str | None:
-    """The monsession-core range that `dist` requires, e.g. ``">=0.1,<0.2"``.
-
-    Returns:
-      The range as the metadata spells it (``""`` for any version), or `None`
-      when the distribution is unknown or does not require monsession-core.
-    """
+    """The monsession-core range `dist` requires (e.g. ``">=0.1,<0.2"``, ``""`` for any
+    version), or `None` when the distribution is unknown or does not require it."""
     for requirement in (dist.requires or []) if dist is not None else []:
         match = _CORE_REQUIREMENT.match(requirement.strip())
         if match:
@@ -244,14 +231,10 @@ def core_requirement(dist: importlib.metadata.Distribution | None) -> str | None
 def core_range(version: str) -> str:
     """The `monsession-core` requirement for packages made with core `version`: its major series.
 
-    ``1.0.0`` gives ``>=1.0,<2`` (the stability policy keeps a major series
-    compatible, so the package survives minor releases); a pre-release or
-    development version is the lower bound itself (``2.0.0rc1`` gives
-    ``>=2.0.0rc1,<3``), so that the core that made the package satisfies it.
-    A 0.x core keeps its minor series (``0.1.0`` gives ``>=0.1,<0.2``).
-
-    Raises:
-      ValueError: If `version` does not start with ``MAJOR.MINOR``.
+    ``1.0.0`` gives ``>=1.0,<2``; a pre-release is the lower bound itself
+    (``2.0.0rc1`` gives ``>=2.0.0rc1,<3``), so the core that made the package
+    satisfies it; a 0.x core keeps its minor series (``>=0.1,<0.2``).
+    `ValueError` if `version` does not start with ``MAJOR.MINOR``.
     """
     match = re.match(r"(\d+)\.(\d+)(\.\d+)*(.*)$", version)
     if match is None:
@@ -289,13 +272,8 @@ def _above(core: tuple[int, ...], operator: str, bound: tuple[int, ...], wildcar
 
 
 def ends_below(requirement: str | None, core_version: str | None) -> bool:
-    """Whether the range `requirement` (e.g. ``">=0.1,<0.2"``) ends below `core_version`.
-
-    Returns:
-      True when some clause bounds the range from above below the core
-      (``<0.2``, ``<=0.9``, ``==0.1.*``, ``~=0.1``); false when the range
-      admits the core, ends above it, or either is unknown.
-    """
+    """Whether some clause of `requirement` (``<0.2``, ``<=0.9``, ``==0.1.*``, ``~=0.1``)
+    bounds it from above below `core_version`; false when either is unknown."""
     if not requirement or core_version is None:
         return False
     match = re.match(r"\d+(?:\.\d+)*", core_version)

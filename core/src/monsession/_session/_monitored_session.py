@@ -8,9 +8,8 @@ from typing import ParamSpec, TypeVar
 
 import tensorflow as tf
 
-from monsession._api._arguments import check_hooks
 from monsession._api._dispatcher import HookDispatcher
-from monsession._api._hook_api import SessionRunHook
+from monsession._api._hook_api import SessionRunHook, check_hooks
 from monsession._backends._current_mode import current_mode
 from monsession._backends._mode import Session
 from monsession._fusion._fusion import StepVotes

@@ -5,9 +5,8 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 
-from monsession._api._arguments import check_interval
 from monsession._api._step_context import StepContext
-from monsession._api._types import Results, Unchecked
+from monsession._api._types import Results, Unchecked, check_interval
 
 
 def check_step_fn(step_fn: Callable[[StepContext], Results]) -> None:

@@ -8,8 +8,7 @@ import os
 
 import tensorflow as tf
 
-from monsession._api._arguments import check_directory, check_interval
-from monsession._api._types import Unchecked
+from monsession._api._types import Unchecked, check_directory, check_interval
 from monsession._backends._current_mode import current_mode
 from monsession._backends._mode import ChiefRestore, CreatedSession, Session, WorkerRestore
 from monsession._durability._retry import RetryPolicy

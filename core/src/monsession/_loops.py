@@ -1,9 +1,11 @@
-"""`Epochs`: a `tf.data` dataset looped over in epochs, resumable at the exact batch."""
+"""Loops that drive a session: `Epochs` (a `tf.data` dataset looped over in epochs,
+resumable at the exact batch) and `basic_train_loop`."""
 
 from __future__ import annotations
 
+import logging
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 import tensorflow as tf
@@ -15,6 +17,7 @@ from monsession._backends._eager import BoundStep
 from monsession._fusion._loop import FUSED_STEP_ATTRIBUTE, fused_target
 
 _OWNER = "Epochs"
+_logger = logging.getLogger("monsession")
 
 
 class LoopSession(SessionLike, Protocol):
@@ -131,25 +134,18 @@ class Epochs(tf.Module):
         With the session's `steps_per_execution` (`"auto"` or N) and a
         `tf.function` step (or a wrapper naming one in its
         `monsession_fused_step` attribute, as `NanTensorHook.watch` does),
-        the steps before the next one at which a hook acts run inside one
-        `tf.function` that pulls their batches from this object's iterator
-        itself; each step at which a hook acts runs with the hooks (a
-        wrapper's step with the hooks calls the wrapper, with a batch pulled
-        on the host), and so does an epoch's last batch when a hook has an
-        `epoch_end` method (it may read that step's outputs). Epoch boundaries, the
-        hooks' steps, checkpoints (position included) and the batches
-        trained on are those of single steps. A step that is not a
-        `tf.function` runs one step per batch (its Python runs every step),
-        and the session says so once.
+        the steps before the next one at which a hook acts (or an epoch's
+        last batch, when a hook has an `epoch_end` method) run inside one
+        `tf.function` that pulls their batches itself. Epoch boundaries, the
+        hooks' steps, checkpoints and the batches trained on are those of
+        single steps. Any other step runs once per batch, and the session
+        says so once.
 
-        A preemption error (`AbortedError`, `UnavailableError`) re-creates
-        the session, which restores the latest checkpoint, this object's
-        position included; the loop then goes on at the restored position,
-        not with the batch the failed step had taken, so it trains on the
-        batches of an uninterrupted run. Steps since the checkpoint run
-        again, with the hooks, but each epoch begins, ends and is yielded
-        once per `run`, also when the restore goes back across an epoch's
-        end; an epoch whose end was saved in the failed step ends then.
+        After a preemption error (`AbortedError`, `UnavailableError`) the
+        session restores the latest checkpoint, this object's position
+        included, and the loop goes on there: it trains on the batches of an
+        uninterrupted run, and each epoch begins, ends and is yielded once
+        per `run`, also when the restore goes back across an epoch's end.
 
         Args:
           session: The monitored session (eager mode).
@@ -216,9 +212,6 @@ class Epochs(tf.Module):
         progress.next_index = 0 if last else index + 1
         if not last:
             return None
-        # Counted with its last batch, before that step runs: a checkpoint
-        # taken in the step (its hooks) holds the counter of the epoch the
-        # iterator is at.
         self.epoch.assign_add(1)
         return progress.epoch
 
@@ -261,18 +254,12 @@ def _arguments(batch: FeedValue) -> tuple[FeedValue, ...]:
 class _EpochStep(StepSource):
     """One call of an `Epochs` loop: silent steps inside the epoch, then one with the hooks.
 
-    `fuses`: whether the session fuses steps (`steps_per_execution` other
-    than 1); if not, each step is a call of `step` with its batch.
-
     Silent steps take an epoch's last batch only when no hook acts at the
-    epoch's end (`ends_silently`); the host then counts the epoch after
-    them, and the run has no step with the hooks. Else the step with the
-    hooks takes it, and the host counts the epoch before it runs. When
-    fusing, the step with the hooks pulls its batch inside the fused
-    `tf.function` when the host knows the batch's index (it counts the
-    batches since the epoch's first), else on the host (the first step of
-    a `run`, after a recovery, and every step with the hooks of a wrapped
-    step, whose wrapper runs as written), which reads the index.
+    epoch's end (`ends_silently`); else the step with the hooks takes it.
+    When fusing, the step with the hooks pulls its batch inside the fused
+    `tf.function` when the host knows the batch's index, else on the host
+    (the first step of a `run`, after a recovery, and each hooked step of a
+    wrapper, which runs as written), which reads the index.
     """
 
     def __init__(
@@ -308,8 +295,7 @@ class _EpochStep(StepSource):
                 self.ended = self._epochs._count(progress.next_index - 1, progress)
                 return None
         if self._pulls_inside and progress.next_index is not None:
-            # The host knows which batch comes: the step pulls it itself, in
-            # one call, and the host neither takes it nor reads its index.
+            # The host knows which batch comes: the fused step pulls it itself.
             self.ended = self._epochs._count(progress.next_index, progress)
             assert self._fused_step is not None  # `_pulls_inside` says so.
             return BoundStep(self._fused_step, (), _NO_KEYWORDS, retry=False)
@@ -322,10 +308,8 @@ class _EpochStep(StepSource):
 class _Progress:
     """Where one `Epochs.run` is: the next batch's epoch and index, and what was notified.
 
-    `epoch` is the counter as the host knows it: read when the run starts
-    and after a recovery, counted on the host in between (only the loop
-    advances it). Epochs below it that this run has not ended yet end next
-    (`completed`); an epoch begins once, at its first batch.
+    `epoch` is the counter as the host knows it: read at the start and after
+    a recovery, counted on the host in between (only the loop advances it).
     """
 
     def __init__(self, counter: tf.Variable, session: LoopSession) -> None:
@@ -358,3 +342,57 @@ class _Progress:
         done = range(self._ended + 1, self.epoch)
         self._ended = max(self._ended, self.epoch - 1)
         return done
+
+
+def _check(supervisor: Any, train_step_fn: Any) -> None:
+    for method in ("managed_session", "should_stop"):
+        if not callable(getattr(supervisor, method, None)):
+            raise TypeError(
+                f"basic_train_loop: supervisor must have a {method}() method (as "
+                "tf.compat.v1.train.Supervisor has); got "
+                f"{type(supervisor).__name__}, which has none."
+            )
+    if not callable(train_step_fn):
+        raise TypeError(
+            "basic_train_loop: train_step_fn must be callable as "
+            f"train_step_fn(session, *args, **kwargs); got {type(train_step_fn).__name__}."
+        )
+
+
+def basic_train_loop(
+    supervisor: Any,
+    train_step_fn: Callable[..., Any],
+    args: Sequence[Any] | None = None,
+    kwargs: Mapping[str, Any] | None = None,
+    master: str = "",
+) -> None:
+    """Calls ``train_step_fn(session, *args, **kwargs)`` until the supervisor says stop.
+
+    As `tf.compat.v1.train.basic_train_loop`: the session comes from
+    ``supervisor.managed_session(master)``, the loop ends when
+    ``supervisor.should_stop()`` is true, and an `AbortedError` opens a new
+    managed session, each time logged at WARNING on the `monsession` logger.
+
+    Args:
+      supervisor: A `tf.compat.v1.train.Supervisor`, or in eager mode any
+        object with the same two methods: ``managed_session(master)``, a
+        context manager giving the session, and ``should_stop()``.
+      train_step_fn: Runs one step; called as
+        ``train_step_fn(session, *args, **kwargs)``.
+      args: Positional arguments for `train_step_fn`.
+      kwargs: Keyword arguments for `train_step_fn`.
+      master: The master the session connects to (``""``: in process).
+
+    Raises:
+      TypeError: If `supervisor` lacks a method, or `train_step_fn` is not callable.
+    """
+    _check(supervisor, train_step_fn)
+    positional, keywords = list(args or ()), dict(kwargs or {})
+    while True:
+        try:
+            with supervisor.managed_session(master) as session:
+                while not supervisor.should_stop():
+                    train_step_fn(session, *positional, **keywords)
+            return
+        except tf.errors.AbortedError as error:
+            _logger.warning("basic_train_loop: %s; opening a new session.", error.message)

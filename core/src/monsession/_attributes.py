@@ -1,10 +1,13 @@
-"""Deprecations: warning classes that name the removing release, and their registry.
+"""The public modules' attributes that are not plain ones: lazy names and deprecated names.
 
-The stability policy (docs/stability.md): nothing public is removed or
-changed incompatibly before a major release, and only after at least two
-minor releases of warnings. Every deprecation is one `Deprecated` entry of
-`DEPRECATED`. The code that keeps the old spelling working warns through
-`Deprecated.warn` (with the class of its removing release, e.g.
+`lazy_attributes` makes a module's names load on first use, so that
+importing it never imports TensorFlow.
+
+Deprecations follow the stability policy (docs/stability.md): nothing public
+is removed or changed incompatibly before a major release, and only after at
+least two minor releases of warnings. Every deprecation is one `Deprecated`
+entry of `DEPRECATED`; the code that keeps the old spelling working warns
+through `Deprecated.warn` (with the class of its removing release, e.g.
 `RemovedIn2Warning`), and the API check (`tools/api_manifest.py`) reads the
 same registry: it lets a public name disappear only once it is listed here
 and the release removing it is reached.
@@ -15,8 +18,12 @@ Stdlib only: the API check loads this file without installing monsession.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import re
+import sys
 import warnings
+from collections.abc import Callable, Mapping
+from typing import TypeAlias
 
 
 class MonsessionDeprecationWarning(DeprecationWarning):
@@ -87,36 +94,14 @@ def _moved_to_plugins(name: str) -> Deprecated:
 DEPRECATED: tuple[Deprecated, ...] = tuple(
     _moved_to_plugins(name)
     for name in (
-        "HOOK_METHOD_NAMES",
-        "ORDER_CHECKPOINT_SAVER",
-        "ORDER_OTHER",
-        "ORDER_STEP_COUNTER",
-        "ORDER_SUMMARY_SAVER",
-        "DefaultHook",
-        "DirectoryLockHandle",
-        "DirectoryLockedError",
-        "TensorNotFoundError",
-        "TrainingSettings",
-        "as_run_context",
-        "attach_hook_state",
-        "check_directory",
-        "check_flag",
-        "check_interval",
-        "check_scalar",
-        "check_schedule",
-        "error_cause",
-        "event_file_writer",
-        "hook_overrides",
-        "lazy_attributes",
-        "load_hook_state",
-        "lock_checkpoint_dir",
-        "prune_hook_state",
-        "read_global_step",
-        "require_global_step",
-        "resolve_fetch",
-        "save_hook_state",
-        "settle",
-    )
+        "HOOK_METHOD_NAMES ORDER_CHECKPOINT_SAVER ORDER_OTHER ORDER_STEP_COUNTER "
+        "ORDER_SUMMARY_SAVER DefaultHook DirectoryLockHandle DirectoryLockedError "
+        "TensorNotFoundError TrainingSettings as_run_context attach_hook_state "
+        "check_directory check_flag check_interval check_scalar check_schedule error_cause "
+        "event_file_writer hook_overrides lazy_attributes load_hook_state lock_checkpoint_dir "
+        "prune_hook_state read_global_step require_global_step resolve_fetch save_hook_state "
+        "settle"
+    ).split()
 )
 
 _BY_NAME = {entry.name: entry for entry in DEPRECATED}
@@ -138,3 +123,39 @@ def removable(name: str, version: str) -> Deprecated | None:
     if entry is None or _release(version) < _release(entry.removed_in):
         return None
     return entry
+
+
+# --- lazily loaded names ---
+
+Loaded: TypeAlias = object
+"""A lazily loaded attribute: a class, a function or a module."""
+
+
+def lazy_attributes(
+    module_name: str, targets: Mapping[str, str]
+) -> tuple[Callable[[str], Loaded], Callable[[], list[str]]]:
+    """Returns a module's `__getattr__` and `__dir__` for lazily loaded names.
+
+    Args:
+      module_name: The `__name__` of the module getting the attributes.
+      targets: Each attribute name mapped to the module that defines it. A
+        target equal to ``f"{module_name}.{name}"`` is that submodule itself.
+
+    Returns:
+      `(__getattr__, __dir__)`; assign both at module level. A loaded name is
+      stored in the module, so later lookups cost nothing.
+    """
+
+    def module_getattr(name: str) -> Loaded:
+        target = targets.get(name)
+        if target is None:
+            raise AttributeError(f"module {module_name!r} has no attribute {name!r}")
+        loaded = importlib.import_module(target)
+        value = loaded if target == f"{module_name}.{name}" else getattr(loaded, name)
+        setattr(sys.modules[module_name], name, value)
+        return value
+
+    def module_dir() -> list[str]:
+        return sorted({*vars(sys.modules[module_name]), *targets})
+
+    return module_getattr, module_dir

@@ -1,1 +1,0 @@
-"""Loops that drive a monitored session: `Epochs`."""
