@@ -118,9 +118,7 @@ KNOWN_ARGUMENT_FAMILIES: dict[str, str] = {
 }
 """{`MonitoredTrainingSession` argument: distribution} of this project's families."""
 
-# This repository's distributions (`new-package` refuses their names): their
-# folder in a checkout is the name without "monsession-" (install hints give
-# that form too).
+# This repository's distributions: `new-package` refuses their names.
 OWN_DISTRIBUTIONS = frozenset(
     {CORE_DISTRIBUTION, *KNOWN_HOOK_FAMILIES.values(), *KNOWN_ARGUMENT_FAMILIES.values()}
 )
@@ -138,12 +136,8 @@ def install_commands(distribution: str, upgrade: bool = False) -> str:
 
 
 def missing_family_message(what: str, distribution: str) -> str:
-    """Returns why `distribution`, which provides `what`, is unavailable, and the fix.
-
-    Args:
-      what: What the user asked for, e.g. ``"SummarySaverHook"``.
-      distribution: The distribution that provides it.
-    """
+    """Why `distribution`, which provides `what` (e.g. ``"SummarySaverHook"``), is
+    unavailable, and the fix."""
     found = discovery()
     wanted = normalize(distribution)
     provided = f"{what} is provided by the distribution '{distribution}'"
@@ -234,8 +228,7 @@ def on_reset(callback: Callable[[], None]) -> None:
 def reset_plugin_manager() -> None:
     """Forgets the plugin manager, and the classes `monsession.hooks` resolved.
 
-    The next call rebuilds it, reading the environment variables again. For
-    tests.
+    The next call rebuilds it, reading the environment variables again (for tests).
     """
     discovery.cache_clear()
     for callback in _ON_RESET:
@@ -243,13 +236,10 @@ def reset_plugin_manager() -> None:
 
 
 def hook_class_entries() -> dict[str, HookClassEntry]:
-    """Returns every hook class the registered plugins provide, by name.
+    """Returns every hook class the registered plugins provide: {class name: `HookClassEntry`}.
 
     When two plugins provide the same name, core's wins, then the plugin whose
     name sorts first; a warning names both.
-
-    Returns:
-      A dict from class name to `HookClassEntry`.
     """
     found = discovery()
     entries: dict[str, HookClassEntry] = {}
