@@ -27,44 +27,30 @@ from monsession._plugins._hookspecs import hookimpl
 
 __version__ = "1.0.0"
 
-_LAZY = {
-    "MonitoredSession": "monsession._session._monitored_session",
-    "SingularMonitoredSession": "monsession._session._monitored_session",
-    "MonitoredTrainingSession": "monsession._factory._training_session",
-    "USE_DEFAULT": "monsession._factory._training_session",
-    "Scaffold": "monsession._session._scaffold",
-    "SessionCreator": "monsession._session._session_creators",
-    "ChiefSessionCreator": "monsession._session._session_creators",
-    "WorkerSessionCreator": "monsession._session._session_creators",
-    "EagerSession": "monsession._backends._eager",
-    "Epochs": "monsession._loops",
-    "get_or_create_global_step": "monsession._api._global_step",
-    "get_global_step": "monsession._api._global_step",
-    "create_global_step": "monsession._api._global_step",
-    "assert_global_step": "monsession._api._global_step",
-    "global_step": "monsession._api._global_step",
-    "basic_train_loop": "monsession._loops",
-    "testing": "monsession.testing",
-    "tf_logging": "monsession.tf_logging",
-    "plugins": "monsession.plugins",
-    "is_chief": "monsession._distribution._distributed",
-    "hooks": "monsession.hooks",
-    "DamagedCheckpointError": "monsession._durability._checkpoint_files",
+# Each module, and the names taken from it on first use (they need TensorFlow).
+_FROM = {
+    "monsession._session._monitored_session": "MonitoredSession SingularMonitoredSession",
+    "monsession._factory._training_session": "MonitoredTrainingSession USE_DEFAULT",
+    "monsession._session._scaffold": "Scaffold",
+    "monsession._session._session_creators": "SessionCreator ChiefSessionCreator "
+    "WorkerSessionCreator",
+    "monsession._backends._eager": "EagerSession",
+    "monsession._loops": "Epochs basic_train_loop",
+    "monsession._api._global_step": "get_or_create_global_step get_global_step "
+    "create_global_step assert_global_step global_step",
+    "monsession._distribution._distributed": "is_chief",
+    "monsession._durability._checkpoint_files": "DamagedCheckpointError",
 }
+_LAZY = {name: module for module, names in _FROM.items() for name in names.split()}
+_LAZY.update({name: f"monsession.{name}" for name in ("hooks", "plugins", "testing", "tf_logging")})
 
 # The names of `tf.compat.v1.train` whose classes live in hook families.
 # `monsession.NAME` resolves them through `monsession.hooks` on first use,
 # so nothing is imported until then; without the family it raises an
 # `ImportError` naming the distribution to install.
-_TF_FAMILY_NAMES = (
-    "CheckpointSaverHook",
-    "CheckpointSaverListener",
-    "LoggingTensorHook",
-    "NanLossDuringTrainingError",
-    "NanTensorHook",
-    "ProfilerHook",
-    "StepCounterHook",
-    "SummarySaverHook",
+_TF_FAMILY_NAMES = tuple(
+    "CheckpointSaverHook CheckpointSaverListener LoggingTensorHook NanLossDuringTrainingError "
+    "NanTensorHook ProfilerHook StepCounterHook SummarySaverHook".split()
 )
 
 if TYPE_CHECKING:

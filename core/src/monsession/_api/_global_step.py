@@ -15,15 +15,9 @@ _NAME = "global_step"  # The variable's name and its collection's key (tf.compat
 def global_step(sess: SessionLike | None, global_step_tensor: Any) -> int:
     """Returns the value of `global_step_tensor` as a Python `int`.
 
-    As `tf.compat.v1.train.global_step`: in graph mode the value is read
-    with ``sess.run``; in eager mode from the variable itself (`sess` is
-    then not used).
-
-    Args:
-      sess: The session to read through (a `tf.compat.v1.Session` or a
-        monsession session).
-      global_step_tensor: The global step `Variable` or `Tensor`, or the
-        name of its tensor (graph mode).
+    As `tf.compat.v1.train.global_step`: read with ``sess.run`` in graph mode
+    (`global_step_tensor` may then name the tensor), from the variable itself
+    in eager mode (`sess` is then not used).
     """
     if in_eager_mode(sess):
         return int(global_step_tensor.numpy())
@@ -115,12 +109,11 @@ def create_global_step(graph: tf.Graph | None = None) -> tf.Variable:
 
 
 def get_or_create_global_step(graph: tf.Graph | None = None) -> tf.Variable:
-    """Returns the global step variable, creating it if needed.
+    """Returns the global step variable (in `graph` or the default graph), creating it if needed.
 
-    The same `int64` variable in graph mode (in `graph` or the default graph)
-    and in eager mode. In eager mode the step function increments it, e.g.
-    ``global_step.assign_add(1)``, and the `tf.train.Checkpoint` holds it so
-    that a restart resumes at the saved step.
+    The same `int64` variable in both modes. In eager mode the step function
+    increments it (``global_step.assign_add(1)``), and the `tf.train.Checkpoint`
+    holds it so that a restart resumes at the saved step.
     """
     graph = graph or tf.compat.v1.get_default_graph()
     variable = get_global_step(graph)
@@ -135,16 +128,10 @@ def _missing(user: str) -> RuntimeError:
 
 
 def require_global_step(user: str) -> tf.Variable:
-    """Returns the global step variable; raises if there is none.
+    """Returns the global step variable, or a `RuntimeError` naming `user` (a hook) if none.
 
     Hooks that follow the global step call it in `begin()`, so a missing
     global step is reported before the session exists.
-
-    Args:
-      user: The hook's name, for the message.
-
-    Raises:
-      RuntimeError: If there is no global step.
     """
     variable = get_global_step()
     if variable is None:
@@ -153,16 +140,11 @@ def require_global_step(user: str) -> tf.Variable:
 
 
 def read_global_step(session: SessionLike) -> int:
-    """Reads the current global step through `session`, as a host integer.
+    """Reads the current global step through `session` (a hook's), as a host integer.
 
     For `after_create_session()` and `end()`, where no run context exists;
     during a run use `SessionRunContext.global_step`, which costs no read.
-
-    Args:
-      session: The session a hook was given (graph or eager mode).
-
-    Raises:
-      RuntimeError: If there is no global step.
+    `RuntimeError` if there is no global step.
     """
     graph = getattr(session, "graph", None)
     fetch = None if graph is None else _tf_compat.global_step_read_tensor(graph, create=False)

@@ -26,12 +26,8 @@ class SecondOrStepTimer:
     want a positive interval check it with `monsession.plugins.check_schedule` first.
 
     Its state can be saved with `state_dict()` and put back with
-    `load_state_dict()`, in another process: a hook saves it with each
-    checkpoint. The last trigger's step is kept, so a step-based schedule
-    continues exactly; times are kept only as the seconds since the last
-    trigger when the state was taken, so the time between two processes
-    counts for nothing: the first trigger after a load returns the seconds
-    run before the save plus those run since the load.
+    `load_state_dict()` in another process: a step-based schedule continues
+    exactly, and the time between the two processes counts for nothing.
 
     Raises:
       ValueError: If both or neither of `every_secs` and `every_steps` are
@@ -166,10 +162,7 @@ class SecondOrStepTimer:
 
 
 def _checked_state(state: Mapping[str, Unchecked]) -> tuple[int | None, float | None]:
-    """The last trigger's step and seconds since it, from a `state_dict()`.
-
-    Raises the `ValueError` that `SecondOrStepTimer.load_state_dict` documents.
-    """
+    """The last trigger's step and seconds since it, from a `state_dict()`; else `ValueError`."""
     if not isinstance(state, Mapping):
         raise ValueError(f"SecondOrStepTimer state must be a mapping, got {state!r}.")
     step = state.get("last_triggered_step")

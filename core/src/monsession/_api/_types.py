@@ -230,10 +230,6 @@ class UnwritableDirectoryError(PermissionError, ValueError):
     """
 
 
-def _is_remote(path: str) -> bool:
-    return "://" in path
-
-
 def check_directory(owner: str, name: str, path: Unchecked, *, writable: bool = True) -> None:
     """Checks a directory argument before anything is written to it (or read from it).
 
@@ -258,7 +254,7 @@ def check_directory(owner: str, name: str, path: Unchecked, *, writable: bool = 
         written to (an `UnwritableDirectoryError`, also a `ValueError`).
     """
     directory = _directory_path(owner, name, path)
-    if _is_remote(directory):
+    if "://" in directory:  # Remote (gs://, s3://, ...): not checked.
         return
     existing = os.path.abspath(directory)
     while not os.path.exists(existing):

@@ -1,18 +1,12 @@
-"""The pluggy hook specifications that hook families implement.
+"""The pluggy hook specifications that hook families implement, and the checks of their answers.
 
 A hook family is a distribution with an entry point in the ``monsession``
-group. The entry point names a module (or object) holding implementations of
-the specifications below, marked with `monsession.hookimpl`. Each docstring
-here is the reference documentation of its hook.
-
-pluggy is used to discover and assemble hooks, never inside the training
-loop: `before_run`/`after_run` are called by a plain loop.
-
-What an implementation answers is checked below the specifications: each
-check returns the answer in a checked form or raises `TypeError` naming the
-hook and what was expected, and the caller decides what a bad answer costs
-(`_plugin_manager`: when loading, or when called). Nothing here imports
-TensorFlow.
+group naming a module (or object) that implements the specifications below,
+marked with `monsession.hookimpl`; each docstring is its hook's reference
+documentation. pluggy discovers and assembles hooks, never runs the training
+loop. Each check of an answer returns it checked or raises `TypeError` naming
+the hook and what was expected; `_plugin_manager` decides what a bad answer
+costs. Nothing here imports TensorFlow.
 """
 
 from __future__ import annotations

@@ -60,6 +60,7 @@ _CONTROL_HOOKS = ("StopAtStepHook", "FeedFnHook", "FinalOpsHook", "GlobalStepWai
 
 logger = logging.getLogger(PROJECT_NAME)
 T = TypeVar("T")
+_P = TypeVar("_P", PluginFailure, PluginForNewerCore, PluginForOlderCore)
 
 
 class CorePlugin:
@@ -161,8 +162,7 @@ def _load_entry_points(found: Discovery) -> None:
             _failed_to_load(found, source, registered, error)
             continue
         found.sources[source.name] = source
-        _check_hookspecs(found, plugin, source, dist)
-        _check_core_range(found, source, dist)
+        _check_cores(found, plugin, source, dist)
 
 
 def _disabled_names() -> set[str]:
@@ -188,45 +188,37 @@ def _source(
 def _failed_to_load(
     found: Discovery, source: PluginSource, registered: str | None, error: Exception
 ) -> None:
-    """Unregisters a plugin that failed: WARNING, or `PluginLoadError` if strict."""
+    """Unregisters a plugin that failed to load, and reports it."""
     if registered is not None:
         found.manager.unregister(name=registered)
-    failure = PluginFailure(source, error)
-    if found.strict:
-        raise PluginLoadError(failure.message, name=source.name) from error
-    found.failures.append(failure)
-    logger.warning(failure.message)
+    _report_load(found, PluginFailure(source, error), found.failures, error)
 
 
-def _check_hookspecs(
+def _check_cores(
     found: Discovery,
     plugin: Plugin,
     source: PluginSource,
     dist: importlib.metadata.Distribution | None,
 ) -> None:
-    """Names a loaded plugin built for a newer core: WARNING, or `PluginLoadError` if strict."""
+    """Reports a loaded plugin built for a newer core, or for an older one."""
     unknown = unknown_hookspecs(found.manager, plugin)
-    if not unknown:
-        return
-    newer = PluginForNewerCore(source, unknown, core_version(), core_requirement(dist))
-    if found.strict:
-        raise PluginLoadError(newer.message, name=source.name)
-    found.newer_core.append(newer)
-    logger.warning(newer.message)
+    version, requirement = core_version(), core_requirement(dist)
+    if unknown:
+        newer = PluginForNewerCore(source, unknown, version, requirement)
+        _report_load(found, newer, found.newer_core)
+    if requirement and version is not None and ends_below(requirement, version):
+        older = PluginForOlderCore(source, version, requirement, core_range(version))
+        _report_load(found, older, found.older_core)
 
 
-def _check_core_range(
-    found: Discovery, source: PluginSource, dist: importlib.metadata.Distribution | None
+def _report_load(
+    found: Discovery, problem: _P, kept: list[_P], error: Exception | None = None
 ) -> None:
-    """Names a loaded plugin built for an older core: WARNING, or `PluginLoadError` if strict."""
-    requirement, version = core_requirement(dist), core_version()
-    if not requirement or version is None or not ends_below(requirement, version):
-        return
-    older = PluginForOlderCore(source, version, requirement, core_range(version))
+    """Logs `problem` at WARNING and keeps it, or raises `PluginLoadError` in strict mode."""
     if found.strict:
-        raise PluginLoadError(older.message, name=source.name)
-    found.older_core.append(older)
-    logger.warning(older.message)
+        raise PluginLoadError(problem.message, name=problem.source.name) from error
+    kept.append(problem)
+    logger.warning(problem.message)
 
 
 def get_plugin_manager() -> pluggy.PluginManager:
