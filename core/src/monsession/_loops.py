@@ -191,11 +191,7 @@ class Epochs(tf.Module):
             progress.epoch = pulled.ended + 1
 
     def _pull(self, hooks: HookDispatcher, progress: _Progress) -> tuple[FeedValue, int | None]:
-        """Takes the next batch on the host.
-
-        Returns:
-          The batch, and the epoch it ends if it is the epoch's last, else `None`.
-        """
+        """Takes the next batch on the host: the batch, and the epoch it ends (or `None`)."""
         position, batch = next(self.iterator)
         index = int(position)  # One host read: where the epochs end.
         if index == 0 and progress.next_index != 0:
@@ -203,11 +199,7 @@ class Epochs(tf.Module):
         return batch, self._count(index, progress)
 
     def _count(self, index: int, progress: _Progress) -> int | None:
-        """Moves `progress` past the batch at `index`; counts the epoch it ends, if any.
-
-        Returns:
-          The epoch the batch ends if it is the epoch's last, else `None`.
-        """
+        """Moves `progress` past the batch at `index`; counts and returns the epoch it ends."""
         last = index == self._length - 1
         progress.next_index = 0 if last else index + 1
         if not last:

@@ -263,20 +263,13 @@ def hook_class_entries() -> dict[str, HookClassEntry]:
 
 
 def resolve_hook_class(name: str) -> type:
-    """Returns the hook class called `name`, whichever plugin provides it.
-
-    Args:
-      name: A hook class name, e.g. ``"SummarySaverHook"``.
-
-    Returns:
-      The class, imported if its plugin gave a lazy reference.
+    """Returns the hook class called `name` (e.g. ``"SummarySaverHook"``), imported if lazy.
 
     Raises:
       ImportError: If a known family provides `name` but is not installed or
-        not loaded, or `name` is one of this project's classes that is not a
-        hook (`HooksCallback`), or no loaded plugin provides `name` while
-        `MONSESSION_DISABLED_PLUGINS` blocks some (which may); the message
-        says what to install, change or import instead.
+        not loaded, `name` is `HooksCallback` (not a hook), or no loaded
+        plugin provides it while `MONSESSION_DISABLED_PLUGINS` blocks some;
+        the message says what to install, change or import instead.
       UnknownHookError: (an `AttributeError`) If no plugin provides `name`;
         the message lists the available names.
     """
