@@ -24,7 +24,7 @@ import pytest
 import tensorflow as tf
 
 import monsession
-from monsession._durability import _lost_tasks, _preemption_errors
+from monsession._durability import _lost_tasks, _retry
 from monsession._durability._lost_tasks import close_within
 from monsession._durability._retry import RetryBudget, RetryPolicy
 
@@ -282,8 +282,8 @@ def test_waiting_for_closures_ends_naming_a_parameter_server_that_is_gone() -> N
         _lost_tasks.join_unless_lost(never_done, {task: address})
     assert f"parameter server {task}" in str(raised.value)
     assert "refuses connections" in str(raised.value)
-    assert _preemption_errors.lost_parameter_servers(raised.value) == [task]
-    assert _preemption_errors.why_not_retried(raised.value) is not None
+    assert _retry.lost_parameter_servers(raised.value) == [task]
+    assert _retry.why_not_retried(raised.value) is not None
     assert sum(waited) >= _lost_tasks.PS_REFUSED_SECS
 
 

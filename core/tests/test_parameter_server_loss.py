@@ -17,8 +17,12 @@ import tensorflow as tf
 
 import monsession
 from monsession import _tf_compat
-from monsession._durability._preemption_errors import lost_parameter_servers, why_not_retried
-from monsession._durability._retry import RetryPolicy, in_current_strategy
+from monsession._durability._retry import (
+    RetryPolicy,
+    in_current_strategy,
+    lost_parameter_servers,
+    why_not_retried,
+)
 
 # A closure that failed on a worker because parameter server 0 was gone.
 CLOSURE_FAILED = (
@@ -88,8 +92,7 @@ def test_inside_parameter_server_strategy_every_creators_policy_gets_the_rule():
         import socket
         import tensorflow as tf
         import monsession
-        from monsession._durability._preemption_errors import why_not_retried
-        from monsession._durability._retry import RetryPolicy
+        from monsession._durability._retry import RetryPolicy, why_not_retried
         from monsession._durability._retry import retry_policy_of as policy_for
 
         def free_port():

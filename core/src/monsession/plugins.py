@@ -84,8 +84,7 @@ _FROM = {
     "save_hook_state",
     "monsession._durability._checkpoint_writers": "DirectoryLockHandle DirectoryLockedError "
     "lock_checkpoint_dir register_writer unregister_writer wait_for_writes",
-    "monsession._durability._event_files": "event_file_writer",
-    "monsession._durability._file_errors": "error_cause",
+    "monsession._durability._files": "error_cause event_file_writer",
     "monsession._distribution._distributed": "worker_output_dir",
     "monsession._attributes": "lazy_attributes",
 }
@@ -118,8 +117,7 @@ if TYPE_CHECKING:
         unregister_writer,
         wait_for_writes,
     )
-    from monsession._durability._event_files import event_file_writer
-    from monsession._durability._file_errors import error_cause
+    from monsession._durability._files import error_cause, event_file_writer
     from monsession._durability._hook_state import (
         attach_hook_state,
         load_hook_state,

@@ -16,25 +16,86 @@ error, spent waiting for the ps to answer (`_lost_tasks.answers_within`).
 A ps restarted at once answers, and the session is created again from
 the latest checkpoint; one that stays dead ends the job with an error
 naming it, well within 30 s of its death.
+
+Under `ParameterServerStrategy` a lost parameter server cannot be cured so:
+its variables die with it and TensorFlow cannot reconnect the coordinator
+(its documentation says to restart the whole job), so such an error raises at
+once, naming the server. A dead worker's closures run on the other workers
+and never reach the session.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 import time
 from collections.abc import Callable
 from typing import NoReturn, Protocol, runtime_checkable
 
 import tensorflow as tf
 
-from monsession._durability._preemption_errors import (
-    lost_parameter_servers,
-    why_lost_server_not_retried,
-    why_not_retried,
-)
+from monsession._tf_compat import parameter_server_unavailable_error
 
 logger = logging.getLogger("monsession")
+
+# What `_RecoverableSession` catches to re-create the session, as in TensorFlow.
+PREEMPTION_ERRORS = (tf.errors.AbortedError, tf.errors.UnavailableError)
+
+# gRPC adds this line to an error for each remote task that did not answer.
+# TensorFlow gives the failed task in no structured field: its own
+# `ClusterCoordinator` tells parameter server failures from worker failures
+# by this same text. The multi-process test of examples/distributed kills a
+# parameter server and checks that its name is found here.
+_FROM_PARAMETER_SERVER = re.compile(
+    r"GRPC error information from remote target (/job:ps/replica:\d+/task:\d+)"
+)
+
+# A parameter server task named in the text of a `PSUnavailableError`.
+_PARAMETER_SERVER_TASK = re.compile(r"/job:ps/replica:\d+/task:\d+")
+
+
+def lost_parameter_servers(error: Exception) -> list[str]:
+    """The parameter server tasks that a preemption error says did not answer.
+
+    Args:
+      error: Any exception.
+
+    Returns:
+      Sorted task names such as ``"/job:ps/replica:0/task:0"``; the job,
+      ``"/job:ps"``, when a `PSUnavailableError` names no task (TensorFlow's
+      coordination service reports a parameter server failure so); empty
+      for any other error.
+    """
+    if not isinstance(error, PREEMPTION_ERRORS):
+        return []
+    names = sorted(set(_FROM_PARAMETER_SERVER.findall(str(error))))
+    if not names and isinstance(error, parameter_server_unavailable_error()):
+        return sorted(set(_PARAMETER_SERVER_TASK.findall(str(error)))) or ["/job:ps"]
+    return names
+
+
+def why_not_retried(error: Exception) -> str | None:
+    """Why re-creating the session cannot cure `error`: a parameter server is lost; else `None`."""
+    lost = lost_parameter_servers(error)
+    if not lost:
+        return None
+    return (
+        f"under ParameterServerStrategy it means that parameter server {', '.join(lost)} "
+        "was lost, and the variables it held with it; TensorFlow cannot reconnect this "
+        "coordinator to it. Restart the whole job (parameter servers, workers and this "
+        "coordinator): it resumes from the latest checkpoint"
+    )
+
+
+def why_lost_server_not_retried(lost: list[str], secs: float) -> str:
+    """Why the session is not created again after parameter servers `lost` stayed away `secs`."""
+    return (
+        f"parameter server {', '.join(lost)} was lost and did not answer again within "
+        f"{secs:g} s; the variables it held were lost with it. Restart the whole job "
+        "(parameter servers and workers): it resumes from the latest checkpoint"
+    )
+
 
 MAX_ATTEMPTS = 10
 INITIAL_BACKOFF_SECS = 1.0
@@ -274,7 +335,7 @@ def retry_policy_of(creator: RetriesUnder | tf.compat.v1.train.SessionCreator) -
     """The retry policy of `creator` (the default for TensorFlow's creators) created now.
 
     Inside the scope of a `ParameterServerStrategy` a lost parameter server
-    is not retried (see `_preemption_errors`).
+    is not retried (see `why_not_retried`).
     """
     policy = creator.retry_policy if isinstance(creator, RetriesUnder) else RetryPolicy()
     return in_current_strategy(policy)

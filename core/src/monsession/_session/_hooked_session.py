@@ -21,7 +21,7 @@ from monsession._api._types import FeedKey, Unchecked
 from monsession._backends._backend import Backend, HookResults, StepSource
 from monsession._backends._current_mode import current_mode
 from monsession._backends._mode import Mode, Session
-from monsession._durability._file_errors import file_error_behind
+from monsession._durability._files import file_error_behind
 from monsession._fusion._fusion import Fusion
 from monsession._session._hook_lifecycle import HookLifecycle
 from monsession._session._session_layers import Results, RunCall, _WrappedSession

@@ -16,11 +16,12 @@ from monsession._fusion._fusion import StepVotes
 from monsession._fusion._plan import check_steps_per_execution
 from monsession._session._hooked_session import HookSelection, _HookedSession
 from monsession._session._scaffold import Scaffold
-from monsession._session._session_arguments import check_session_arguments, check_step_fn
 from monsession._session._session_creators import (
     ChiefSessionCreator,
     SessionCreator,
     check_creator_arguments,
+    check_session_arguments,
+    check_step_fn,
 )
 from monsession._session._session_layers import (
     Feeds,

@@ -1,14 +1,17 @@
-"""Session creators: how the chief and the workers get a ready session."""
+"""Session creators (how the chief and the workers get a ready session), argument checks."""
 
 from __future__ import annotations
 
 import abc
+import inspect
 import logging
 import os
+from collections.abc import Callable
 
 import tensorflow as tf
 
-from monsession._api._types import Unchecked, check_directory, check_interval
+from monsession._api._step_context import StepContext
+from monsession._api._types import Results, Unchecked, check_directory, check_interval
 from monsession._backends._current_mode import current_mode
 from monsession._backends._mode import ChiefRestore, CreatedSession, Session, WorkerRestore
 from monsession._durability._retry import RetryPolicy
@@ -35,6 +38,46 @@ class SessionCreator(metaclass=abc.ABCMeta):
     def create_restored(self) -> CreatedSession:
         """A ready session and the checkpoint it was restored from (`None`: none)."""
         return CreatedSession(self.create_session(), None)
+
+
+def check_step_fn(step_fn: Callable[[StepContext], Results]) -> None:
+    """Checks that `run_step_fn` can call `step_fn(step_context)`."""
+    try:
+        names = tuple(inspect.signature(step_fn).parameters)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"`step_fn` must be a function; got {step_fn!r}.") from error
+    if names not in (("step_context",), ("self", "step_context")):
+        raise ValueError(
+            "`step_fn` may either have one `step_context` argument, or `self` and "
+            f"`step_context` arguments if it's an instance method. Got {names} instead."
+        )
+
+
+def check_session_arguments(
+    owner: str, session_creator: Unchecked, stop_grace_period_secs: Unchecked
+) -> None:
+    """Checks the session creator and grace period a monitored session is given.
+
+    Raises:
+      TypeError: If `session_creator` has no `create_session` method (a class
+        instead of an instance included), or `stop_grace_period_secs` is not
+        a number.
+      ValueError: If `stop_grace_period_secs` is negative or NaN.
+    """
+    if session_creator is not None and (
+        isinstance(session_creator, type)
+        or not callable(getattr(session_creator, "create_session", None))
+    ):
+        what = (
+            f"the class {session_creator.__name__}, not an instance"
+            if isinstance(session_creator, type)
+            else f"{session_creator!r} of type {type(session_creator).__name__}"
+        )
+        raise TypeError(
+            f"{owner}: session_creator must be a SessionCreator instance (e.g. "
+            f"ChiefSessionCreator(...)) or None, got {what}."
+        )
+    check_interval(owner, "stop_grace_period_secs", stop_grace_period_secs, "secs", allow_zero=True)
 
 
 def check_creator_arguments(

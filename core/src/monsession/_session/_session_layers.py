@@ -29,8 +29,12 @@ from monsession._backends._backend import FeedDict
 from monsession._backends._current_mode import current_mode
 from monsession._backends._mode import Mode, Session
 from monsession._durability._lost_tasks import answers_within, close_within
-from monsession._durability._preemption_errors import PREEMPTION_ERRORS
-from monsession._durability._retry import RetryBudget, RetryPolicy, retry_policy_of
+from monsession._durability._retry import (
+    PREEMPTION_ERRORS,
+    RetryBudget,
+    RetryPolicy,
+    retry_policy_of,
+)
 
 logger = logging.getLogger("monsession")
 
