@@ -22,6 +22,7 @@ OPTIONAL = (
     "on_failure",
     "state_dict",
     "load_state_dict",
+    "use_hook_state",
     "epoch_begin",
     "epoch_end",
 )
@@ -47,6 +48,7 @@ def test_the_base_declares_every_method_monsession_calls_with_no_op_defaults():
     assert hook.on_failure(None, ValueError()) is None
     assert hook.state_dict() is None
     assert hook.load_state_dict({"a": 1}) is None
+    assert hook.use_hook_state(None) is None
     assert hook.epoch_begin(0) is None
     assert hook.epoch_end(0) is None
     for name in monsession.plugins.HOOK_METHOD_NAMES:

@@ -1,4 +1,4 @@
-"""Hook state saved beside checkpoints (`monsession.plugins.save_hook_state`) and restored."""
+"""Hook state saved beside checkpoints (`SessionRunHook.use_hook_state`) and restored."""
 
 from __future__ import annotations
 
@@ -45,7 +45,16 @@ class Picky(Counter):
         self.seen = state["seen"]
 
 
-class SaveAt(monsession.SessionRunHook):
+class TakesHookState(monsession.SessionRunHook):
+    """Keeps the `HookStateWriter` the session hands it."""
+
+    hook_state = None
+
+    def use_hook_state(self, hook_state):
+        self.hook_state = hook_state
+
+
+class SaveAt(TakesHookState):
     """Writes a checkpoint after the runs that reach `steps`, hook state first."""
 
     def __init__(self, directory, steps, program, scaffold):
@@ -60,10 +69,7 @@ class SaveAt(monsession.SessionRunHook):
         if step not in self.steps:
             return
         prefix = os.path.join(self.directory, f"model.ckpt-{step}")
-        assert (
-            monsession.plugins.save_hook_state(run_context.session, prefix)
-            == prefix + ".hooks.json"
-        )
+        assert self.hook_state.save(prefix) == prefix + ".hooks.json"
         if self.program.mode == "graph":
             self.scaffold.saver.save(
                 run_context.session, os.path.join(self.directory, "model.ckpt"), global_step=step
@@ -292,12 +298,10 @@ def test_state_files_of_deleted_checkpoints_are_removed(graph, tmp_path):
     counter = Counter()
     directory = str(tmp_path)
 
-    class SaveEvery(monsession.SessionRunHook):
+    class SaveEvery(TakesHookState):
         def after_run(self, run_context, run_values):
             step = run_context.global_step_after()
-            monsession.plugins.save_hook_state(
-                run_context.session, f"{directory}/model.ckpt-{step}"
-            )
+            self.hook_state.save(f"{directory}/model.ckpt-{step}")
             saver.save(run_context.session, f"{directory}/model.ckpt", global_step=step)
 
     with monsession.MonitoredSession(hooks=[counter, SaveEvery()]) as sess:
@@ -321,36 +325,80 @@ def test_bad_state_keys_and_states_are_named(graph, tmp_path):
         def state_dict(self):
             return {"seen": {1, 2}}
 
-    with monsession.MonitoredSession(hooks=[SetState()]) as sess:
+    taker = TakesHookState()
+    with monsession.MonitoredSession(hooks=[SetState(), taker]) as sess:
         with pytest.raises(TypeError, match=r"SetState.state_dict\(\) \(key 'SetState\[0\]'\)"):
-            monsession.plugins.save_hook_state(sess._tf_sess(), str(tmp_path / "model.ckpt-0"))
+            taker.hook_state.save(str(tmp_path / "model.ckpt-0"))
         sess.run(global_step)
     assert not list(tmp_path.iterdir())
-    assert monsession.plugins.save_hook_state(object(), str(tmp_path / "x")) is None
 
 
-def test_a_driver_without_a_monitored_session_saves_and_loads_through_the_public_functions(
+def test_a_driver_without_a_monitored_session_saves_and_loads_through_hook_lifecycle(
     tmp_path, caplog
 ):
     session = monsession.EagerSession()  # What a driver of its own hands to its hooks.
-    first, second, stateless = Counter(), Picky(), monsession.SessionRunHook()
+    first, second, stateless, taker = (
+        Counter(),
+        Picky(),
+        monsession.SessionRunHook(),
+        TakesHookState(),
+    )
     prefix = str(tmp_path / "model.ckpt-7")
-    assert monsession.plugins.load_hook_state(session, prefix) is False  # Nothing attached.
-    monsession.plugins.attach_hook_state(session, [first, stateless, second], "MyDriver")
+    lifecycle = monsession.plugins.HookLifecycle([first, stateless, second, taker], "MyDriver")
+    lifecycle.begin()
+    assert taker.hook_state is lifecycle.hook_state
+    lifecycle.created(session, None, restored_from=None)
     first.seen, second.seen = 7, 200
-    assert monsession.plugins.save_hook_state(session, prefix) == prefix + ".hooks.json"
+    assert taker.hook_state.save(prefix) == prefix + ".hooks.json"
 
-    restarted = monsession.EagerSession()
     fresh_first, fresh_second = Counter(), Picky()
-    monsession.plugins.attach_hook_state(restarted, [fresh_first, fresh_second], "MyDriver")
+    restarted = monsession.plugins.HookLifecycle([fresh_first, fresh_second], "MyDriver")
+    restarted.begin()
     with caplog.at_level(logging.INFO, logger="monsession"):
-        assert monsession.plugins.load_hook_state(restarted, prefix) is True
+        restarted.created(monsession.EagerSession(), None, restored_from=prefix)
     assert fresh_first.seen == 7
     assert fresh_second.seen == 0  # Its load raised: it keeps its own state, with a WARNING.
     assert "Picky (key 'Picky[0]') could not load its saved state" in caplog.text
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="monsession"):
-        monsession.plugins.load_hook_state(restarted, str(tmp_path / "model.ckpt-3"))
+        restarted.hook_state.load(str(tmp_path / "model.ckpt-3"))
     assert "No hook state beside checkpoint" in caplog.text
     with pytest.raises(ValueError, match="MyDriver: Counter and Counter both save"):
-        monsession.plugins.attach_hook_state(restarted, [Counter("k"), Counter("k")], "MyDriver")
+        monsession.plugins.HookLifecycle([Counter("k"), Counter("k")], "MyDriver")
+
+
+def test_the_deprecated_functions_by_session_still_save_and_load_and_warn(graph, tmp_path):
+    def deprecated(name):
+        return pytest.warns(
+            monsession.RemovedIn2Warning,
+            match=rf"^monsession\.plugins\.{name} is deprecated since monsession 1\.1\.0 ",
+        )
+
+    session = monsession.EagerSession()
+    first, prefix = Counter(), str(tmp_path / "model.ckpt-7")
+    with deprecated("load_hook_state") as caught:
+        assert monsession.plugins.load_hook_state(session, prefix) is False  # Nothing attached.
+    assert caught[0].filename == __file__
+    with deprecated("attach_hook_state") as caught:
+        monsession.plugins.attach_hook_state(session, [first], "MyDriver")
+    assert caught[0].filename == __file__
+    first.seen = 7
+    with deprecated("save_hook_state") as caught:
+        assert monsession.plugins.save_hook_state(session, prefix) == prefix + ".hooks.json"
+        assert monsession.plugins.save_hook_state(object(), str(tmp_path / "x")) is None
+    assert caught[0].filename == __file__
+    assert "HookStateWriter" in str(caught[0].message)
+    fresh, restarted = Counter(), monsession.EagerSession()
+    with deprecated("attach_hook_state"):
+        monsession.plugins.attach_hook_state(restarted, [fresh], "MyDriver")
+    with deprecated("load_hook_state"):
+        assert monsession.plugins.load_hook_state(restarted, prefix) is True
+    assert fresh.seen == 7
+
+    global_step = monsession.get_or_create_global_step()
+    counter = Counter()
+    with monsession.MonitoredSession(hooks=[counter]) as sess:  # A monitored session's too.
+        sess.run(global_step)
+        with deprecated("save_hook_state"):
+            written = monsession.plugins.save_hook_state(sess._tf_sess(), prefix)
+    assert json.loads(open(written).read())["hooks"] == {"Counter[0]": {"seen": 1}}

@@ -249,11 +249,14 @@ class _SaveAt(monsession.SessionRunHook):
     def begin(self):
         self.saver = tf.compat.v1.train.Saver()
 
+    def use_hook_state(self, hook_state):
+        self.hook_state = hook_state
+
     def after_run(self, run_context, run_values):
         step = run_context.global_step_after()
         if step == self.step:
             prefix = os.path.join(self.directory, f"model.ckpt-{step}")
-            monsession.plugins.save_hook_state(run_context.session, prefix)
+            self.hook_state.save(prefix)
             self.saver.save(run_context.session, prefix)
 
 

@@ -91,6 +91,10 @@ class Saver(monsession.SessionRunHook):
         self._manager = tf.train.CheckpointManager(checkpoint, directory, max_to_keep=None)
         self._every = every
         self.saved: list[int] = []
+        self._hook_state: monsession.plugins.HookStateWriter | None = None
+
+    def use_hook_state(self, hook_state: monsession.plugins.HookStateWriter) -> None:
+        self._hook_state = hook_state
 
     def next_action(self, global_step):
         return monsession.NextAction(steps=self._every - global_step % self._every)
@@ -100,7 +104,8 @@ class Saver(monsession.SessionRunHook):
         step = run_context.global_step_after(lambda step: step % self._every == 0)
         if step is not None:
             prefix = os.path.join(self._manager.directory, f"ckpt-{step}")
-            monsession.plugins.save_hook_state(run_context.session, prefix)
+            assert self._hook_state is not None
+            self._hook_state.save(prefix)
             self._manager.save(checkpoint_number=step)
             self.saved.append(step)
 

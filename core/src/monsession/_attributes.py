@@ -104,6 +104,27 @@ DEPRECATED: tuple[Deprecated, ...] = tuple(
     ).split()
 )
 
+# The hook state looked up by session, deprecated in 1.1: hooks are handed it.
+DEPRECATED += tuple(
+    Deprecated(name=f"monsession.plugins.{name}", since="1.1.0", removed_in="2.0", instead=instead)
+    for name, instead in (
+        (
+            "save_hook_state",
+            "call save(prefix) on the HookStateWriter that SessionRunHook.use_hook_state "
+            "hands the hook",
+        ),
+        (
+            "load_hook_state",
+            "use monsession.plugins.HookLifecycle, whose created(session, coord, "
+            "restored_from) loads the hooks' state",
+        ),
+        (
+            "attach_hook_state",
+            "use monsession.plugins.HookLifecycle, which hands the hooks their state",
+        ),
+    )
+)
+
 _BY_NAME = {entry.name: entry for entry in DEPRECATED}
 
 

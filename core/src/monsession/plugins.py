@@ -33,8 +33,9 @@ that provides hooks (and its tests) needs is here:
 * the global step inside hooks: `require_global_step`, `read_global_step`;
   fetches by name: `resolve_fetch`, `check_scalar`, `TensorNotFoundError`;
 * files: `event_file_writer`, hook state beside checkpoints
-  (`save_hook_state`, `load_hook_state`, `attach_hook_state`,
-  `prune_hook_state`), the one-chief lock of a checkpoint directory
+  (`HookStateWriter`, given to a hook by `SessionRunHook.use_hook_state`,
+  and `prune_hook_state`; `save_hook_state`, `load_hook_state` and
+  `attach_hook_state` are deprecated), the one-chief lock of a checkpoint directory
   (`lock_checkpoint_dir`, `DirectoryLockHandle`, `DirectoryLockedError`),
   `settle` (wait for scheduled steps before a save), `error_cause`;
 * a step's per-replica output as one value on the device, by the rule of
@@ -66,13 +67,14 @@ _FROM = {
     "training_argument_owners",
     "monsession._plugins._hookspecs": "ORDER_CHECKPOINT_SAVER ORDER_OTHER ORDER_STEP_COUNTER "
     "ORDER_SUMMARY_SAVER DefaultHook TrainingSettings",
-    "monsession._api._types": "check_directory check_flag check_interval check_schedule "
-    "in_eager_mode",
+    "monsession._api._types": "HookStateWriter check_directory check_flag check_interval "
+    "check_schedule in_eager_mode",
     "monsession._api._hook_api": "HOOK_METHOD_NAMES TF_HOOK_METHOD_NAMES hook_overrides",
     "monsession._api._run_context": "as_run_context",
     "monsession._api._dispatcher": "HookDispatcher",
     "monsession._api._global_step": "read_global_step require_global_step",
-    "monsession._session._hook_lifecycle": "HookLifecycle",
+    "monsession._session._hook_lifecycle": "HookLifecycle attach_hook_state load_hook_state "
+    "prune_hook_state save_hook_state",
     "monsession._fusion._loop": "fused_target",
     "monsession._backends._traces": "Traces",
     "monsession._backends._eager": "steps_called",
@@ -80,8 +82,6 @@ _FROM = {
     "monsession._backends._current_mode": "resolve_fetch",
     "monsession._backends._pending": "settle",
     "monsession._backends._per_replica": "replica_value",
-    "monsession._durability._hook_state": "attach_hook_state load_hook_state prune_hook_state "
-    "save_hook_state",
     "monsession._durability._checkpoint_writers": "DirectoryLockHandle DirectoryLockedError "
     "lock_checkpoint_dir register_writer unregister_writer wait_for_writes",
     "monsession._durability._files": "error_cause event_file_writer",
@@ -96,6 +96,7 @@ if TYPE_CHECKING:
     from monsession._api._hook_api import HOOK_METHOD_NAMES, TF_HOOK_METHOD_NAMES, hook_overrides
     from monsession._api._run_context import as_run_context
     from monsession._api._types import (
+        HookStateWriter,
         check_directory,
         check_flag,
         check_interval,
@@ -118,12 +119,6 @@ if TYPE_CHECKING:
         wait_for_writes,
     )
     from monsession._durability._files import error_cause, event_file_writer
-    from monsession._durability._hook_state import (
-        attach_hook_state,
-        load_hook_state,
-        prune_hook_state,
-        save_hook_state,
-    )
     from monsession._fusion._loop import fused_target
     from monsession._plugins._families import (
         KNOWN_ARGUMENT_FAMILIES,
@@ -159,7 +154,13 @@ if TYPE_CHECKING:
         PluginSource,
         UnknownHookError,
     )
-    from monsession._session._hook_lifecycle import HookLifecycle
+    from monsession._session._hook_lifecycle import (
+        HookLifecycle,
+        attach_hook_state,
+        load_hook_state,
+        prune_hook_state,
+        save_hook_state,
+    )
 
 __getattr__, __dir__ = lazy_attributes(__name__, _NAMES)
 
@@ -181,6 +182,7 @@ __all__ = [
     "HookClassEntry",
     "HookDispatcher",
     "HookLifecycle",
+    "HookStateWriter",
     "PluginCallError",
     "PluginCallFailure",
     "PluginFailure",

@@ -4,7 +4,8 @@ Usage: python earlystop_restart_child.py ROOT STOP_AT. The loss of global
 step s is ``max(10 - s, 4)``: it improves until step 6, then stays flat.
 `EarlyStoppingHook(every_n_steps=2, patience=4)` evaluates it; a saving hook
 after it writes a checkpoint every 5 steps, with the hooks' state written
-first through `monsession.plugins.save_hook_state` (what `CheckpointSaverHook` does).
+first through the `HookStateWriter` the session hands it (`use_hook_state`),
+as `CheckpointSaverHook` does.
 A loop that reaches global step STOP_AT prints "<mode> READY" and waits
 forever (the test kills it there); otherwise it trains until the hook stops
 it and prints "<mode> STOPPED <json>" with the hook's results.
@@ -41,13 +42,18 @@ class SaveEvery5(monsession.SessionRunHook):
     def __init__(self, directory: str, save: object) -> None:
         self._directory = directory
         self._save = save
+        self._hook_state: monsession.plugins.HookStateWriter | None = None
+
+    def use_hook_state(self, hook_state: monsession.plugins.HookStateWriter) -> None:
+        self._hook_state = hook_state
 
     def after_run(self, run_context, run_values):  # type: ignore[no-untyped-def]
         step = run_context.global_step_after(lambda step: step % 5 == 0)
         if step is None:
             return
         prefix = os.path.join(self._directory, f"model.ckpt-{step}")
-        monsession.plugins.save_hook_state(run_context.session, prefix)
+        assert self._hook_state is not None
+        self._hook_state.save(prefix)
         self._save(run_context.session, step)
 
 

@@ -6,7 +6,7 @@ import contextlib
 import os
 import weakref
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import tensorflow as tf
 
@@ -28,7 +28,6 @@ from monsession.plugins import (
     prune_hook_state,
     read_global_step,
     require_global_step,
-    save_hook_state,
     settle,
 )
 from monsession_hooks_checkpoint._directory import (
@@ -38,6 +37,9 @@ from monsession_hooks_checkpoint._directory import (
 from monsession_hooks_checkpoint._eager_saving import check_manager_directory, is_object_checkpoint
 from monsession_hooks_checkpoint._listener import LISTENER_METHODS, CheckpointSaverListener
 from monsession_hooks_checkpoint._saving import Saving, make_saving
+
+if TYPE_CHECKING:
+    from monsession.plugins import HookStateWriter
 
 _HOOK = "CheckpointSaverHook"
 _PREEMPTION_ERRORS = (tf.errors.AbortedError, tf.errors.UnavailableError)
@@ -267,6 +269,9 @@ class CheckpointSaverHook(TimedHook):
         # Releases this hook's share of the lock of `checkpoint_dir` once (also
         # if the hook is dropped unused, e.g. a session that was never built).
         self._directory_lock: weakref.finalize[[], CheckpointSaverHook] | None = None
+        # What saves the hooks' state beside each checkpoint: handed over by
+        # monsession's sessions after `begin()` (none under TensorFlow's).
+        self._hook_state: HookStateWriter | None = None
 
     @property
     def checkpoint_dir(self) -> str:
@@ -284,6 +289,7 @@ class CheckpointSaverHook(TimedHook):
             self._pending_step = None
             self._saved_step = None
             self._stop_asked = False
+            self._hook_state = None
             self._saving = make_saving(
                 self._checkpoint_dir,
                 self._checkpoint_basename,
@@ -299,6 +305,10 @@ class CheckpointSaverHook(TimedHook):
         except BaseException:
             self._release_checkpoint_dir()
             raise
+
+    def use_hook_state(self, hook_state: HookStateWriter) -> None:
+        """Keeps what writes the hooks' state beside each checkpoint, before the checkpoint."""
+        self._hook_state = hook_state
 
     def _lock_checkpoint_dir(self, chief: bool | None = None) -> None:
         """On the chief, takes the lock of `checkpoint_dir` now, until `end()` or `on_failure()`.
@@ -497,7 +507,8 @@ class CheckpointSaverHook(TimedHook):
         with self._save_errors(f"{self._save_path}-{step}"):
             # The hooks' state first: the checkpoint is the latest only once
             # it is complete, and then its hook state is already beside it.
-            save_hook_state(session, self._saving.prefix(step))
+            if self._hook_state is not None:
+                self._hook_state.save(self._saving.prefix(step))
             self._saving.save(session, step)
         self._pending_step = step
         if self._saving.background:

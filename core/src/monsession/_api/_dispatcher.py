@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from monsession._api._hook_api import NextAction, SessionRunHook, hook_overrides
 from monsession._api._run_context import SessionRunArgs, SessionRunContext, run_values
-from monsession._api._types import FeedKey, HookState, SessionLike, Unchecked
+from monsession._api._types import FeedKey, HookState, HookStateWriter, SessionLike, Unchecked
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -199,6 +199,11 @@ class HookDispatcher:
         """Calls every hook's `begin()`."""
         for hook in self.hooks:
             hook.begin()
+
+    def use_hook_state(self, hook_state: HookStateWriter) -> None:
+        """Hands `hook_state` to the hooks that override `use_hook_state`."""
+        for hook in self._overriding("use_hook_state"):
+            hook.use_hook_state(hook_state)
 
     def after_create_session(
         self, session: SessionLike, coord: tf.train.Coordinator | None

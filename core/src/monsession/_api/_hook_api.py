@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
 
-from monsession._api._types import HookState, SessionLike, Unchecked
+from monsession._api._types import HookState, HookStateWriter, SessionLike, Unchecked
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -175,6 +175,9 @@ class SessionRunHook:
 
     def load_state_dict(self, state: HookState) -> None:
         """Takes back a state returned by `state_dict()` (see `StatefulHook`); default: nothing."""
+
+    def use_hook_state(self, hook_state: HookStateWriter) -> None:
+        """Takes the `HookStateWriter` a hook that writes checkpoints saves with; default: none."""
 
     def epoch_begin(self, epoch: int) -> None:
         """Called by `monsession.Epochs.run` before the first step of each epoch.

@@ -40,6 +40,33 @@ FeedValue: TypeAlias = object
 HookState: TypeAlias = object
 """A hook's `state_dict()`: a value that `json.dumps` writes and `json.loads` gives back."""
 
+
+class HookStateWriter(Protocol):
+    """Saves the state of a session's stateful hooks beside a checkpoint.
+
+    Not part of TensorFlow's hook API. After `begin()`, monsession's sessions
+    (and `monsession.plugins.HookLifecycle`) hand it to each hook that
+    overrides `SessionRunHook.use_hook_state`. A hook that writes checkpoints
+    keeps it and calls ``hook_state.save(prefix)`` just before writing the
+    checkpoint `prefix`, as `CheckpointSaverHook` does: the state of every
+    `StatefulHook` is then loaded back when a session is created from it.
+    """
+
+    def save(self, checkpoint_prefix: str) -> str | None:
+        """Writes ``<checkpoint_prefix>.hooks.json`` (one rename); returns its path.
+
+        Call it just before writing the checkpoint `checkpoint_prefix` (e.g.
+        ``<dir>/model.ckpt-<step>``), so that the file exists before the
+        checkpoint's state file names the checkpoint.
+
+        Returns:
+          The path written; `None` when no hook of the session has state.
+
+        Raises:
+          TypeError: If a hook's `state_dict()` is not plain JSON data (names the hook).
+        """
+
+
 Unchecked: TypeAlias = object
 """A value as a user or a plugin gave it, before the function that takes it checks it."""
 

@@ -183,7 +183,7 @@ class ChiefSessionCreator(_ScaffoldedCreator):
     one that reads back whole: a damaged latest checkpoint is skipped with a
     WARNING naming its files, and the state file is rewritten to name the
     restored one. The hooks' state saved beside the restored checkpoint
-    (see `monsession.plugins.save_hook_state`) is loaded into the monitored
+    (see `SessionRunHook.use_hook_state`) is loaded into the monitored
     session's hooks.
 
     Args:
