@@ -87,19 +87,13 @@ _AGREEMENTS: weakref.WeakKeyDictionary[Any, StepAgreement] = weakref.WeakKeyDict
 class StepAgreement:
     """Agrees, at each step boundary, on a stop signal and on the next run's fused steps.
 
-    Under collective ops every worker must run the same steps and stop after
-    the same one, but a signal usually reaches one worker only, and each
-    worker's hooks plan their own next action. After each run every worker
-    contributes the signal it received (if any) and how many silent steps it
-    could fuse into the next run to one all-reduce of a tiny vector; all of
-    them then see the same answer: the lowest signal received, and the fewest
-    silent steps (which no worker's hook acts on).
-
-    The vector holds one slot per signal number, then one slot per count of
-    silent steps from 0 to `MAX_COUNTED_SILENT_STEPS` (collective all-reduces
-    only sum: the fewest is the first count some worker voted for).
-
-    Build it with `StepAgreement.of(strategy)`: one per strategy, traced once.
+    A signal usually reaches one worker, and each worker's hooks plan their
+    own next action; yet all must run the same steps. After each run every
+    worker adds its votes (the signal it received, the silent steps it could
+    fuse) to one all-reduce of a small vector: one slot per signal number,
+    then one per count of silent steps up to `MAX_COUNTED_SILENT_STEPS` (an
+    all-reduce only sums). All then see the lowest signal and the fewest
+    steps. Build it with `StepAgreement.of(strategy)` (traced once).
 
     Args:
       strategy: The multi-worker strategy (`MultiWorkerMirroredStrategy`).
@@ -159,19 +153,15 @@ class StepAgreement:
 class ReplicaSessionCreator(WorkerSessionCreator):
     """Creates the session of a worker of `MonitoredTrainingSession`, in either mode.
 
-    Graph mode: as `WorkerSessionCreator`, it waits until the chief has
-    initialized or restored the model. Eager mode: each process owns its copy
-    of the variables, so the worker restores the latest checkpoint of the
-    chief's `checkpoint_dir` itself (or runs the scaffold's `init_fn` when
-    there is none). Under a multi-worker strategy with collective ops every
-    replica, the chief's included, is created so, and the workers then wait
-    for each other (at most `max_wait_secs`), so that none starts a step, or
-    a save, before all of them have restored.
+    Graph mode: it waits for the chief, as `WorkerSessionCreator`. Eager
+    mode: the worker restores the latest checkpoint of the chief's
+    `checkpoint_dir` into its own copy of the variables. Under collective ops
+    every replica (the chief's too) is created so, then the workers wait for
+    each other (at most `max_wait_secs`) before any step or save.
 
     Args:
       settings: The settings of `MonitoredTrainingSession` on this worker.
-      strategy: The multi-worker strategy whose workers wait for each other,
-        or `None`.
+      strategy: The strategy whose workers wait for each other, or `None`.
     """
 
     def __init__(
@@ -226,22 +216,12 @@ def steps_per_execution_in_strategy(
 def stop_signals_in_strategy(
     strategy: tf.distribute.Strategy, stop_on_signals: bool | Iterable[int] | None, given: bool
 ) -> bool | Iterable[int] | None:
-    """`stop_on_signals` under a multi-worker strategy.
+    """`stop_on_signals` under a multi-worker strategy (`given`: the caller set it).
 
-    Under collective ops (`MultiWorkerMirroredStrategy`) SIGTERM and SIGINT
-    stop every worker by default: the workers agree after each step whether
-    one of them received a signal (`StepAgreement`), so all stop after the
-    same step and take part in the same final save. `None` means on there
-    too, so that every worker decides alike. Under other multi-worker
-    strategies signals are left alone unless asked for.
-
-    Args:
-      strategy: The multi-worker strategy.
-      stop_on_signals: The caller's argument.
-      given: Whether the caller set it (else it is `USE_DEFAULT`).
-
-    Returns:
-      The resolved signals (a tuple) under collective ops, else `stop_on_signals`.
+    Under collective ops SIGTERM and SIGINT stop every worker by default
+    (`None` too, so all decide alike): the workers agree after each step
+    (`StepAgreement`), so all stop after the same step and save together.
+    Other strategies leave signals alone unless asked.
     """
     if uses_collectives(strategy):
         if not given or stop_on_signals is None:

@@ -1,22 +1,13 @@
-"""Restoring the newest checkpoint of a directory that reads back whole.
+"""Restoring the newest checkpoint of a directory that reads back whole (both modes).
 
-Both modes restore through here (`restore_newest`). The candidates are the
-latest checkpoint of the ``checkpoint`` state file, then every checkpoint
-named in it or found in the directory (``<prefix>.index`` /
-``<prefix>.data-NNNNN-of-NNNNN`` files), newest first. A candidate whose
-files are missing or whose index does not open is skipped before any
-variable is touched. The restore itself reads each tensor once, and
-TensorFlow checks each tensor's checksum: when it reports an error and
-reading the checkpoint back shows a truncated or corrupted data file, the
-restore is re-run from the next candidate, which restores every variable
-again (nothing of the damaged checkpoint is kept).
-
-A damaged newer checkpoint is skipped with a WARNING naming its files; the
-chief then rewrites the state file so that it names the restored checkpoint
-as the latest (TensorFlow's own tools, `Saver`s and `CheckpointManager`s then
-agree, and nothing good is deleted because a newer one is bad). When
-checkpoint files exist but none is readable, `DamagedCheckpointError` names
-the directory and the files: training never silently starts over.
+`restore_newest` tries the state file's latest checkpoint, then every other
+one named there or found on disk, newest first; one whose files are missing
+or whose index does not open is skipped before any variable is touched, and
+a restore that reads a truncated or corrupted data file is re-run from the
+next one. A skipped checkpoint is a WARNING naming its files, and the chief
+rewrites the state file to name the one restored. Checkpoint files of which
+none is readable raise `DamagedCheckpointError`: training never silently
+starts over.
 """
 
 from __future__ import annotations
@@ -200,25 +191,16 @@ def restore_newest(
 ) -> tuple[CheckpointChoice, _Restored | None]:
     """Restores the newest checkpoint of `directory` that reads back whole.
 
-    Each candidate, newest first, is checked without reading its tensors
-    (files, index), then handed to `restore`, which reads each tensor once
-    (TensorFlow checks each tensor's checksum). When `restore` raises and
-    the checkpoint's data reads back damaged (or `restore` raised
-    `read_back`'s error), the next candidate is handed to `restore`, which
-    must then restore every variable again, keeping no value of the damaged
-    checkpoint. Any other error is raised.
-
-    Args:
-      directory: The checkpoint directory (it may not exist).
-      restore: Restores a checkpoint prefix (a mode's restore).
+    Waits first for the directory's background writes (`wait_for_writes`).
+    Each candidate, newest first, is checked without reading its tensors,
+    then handed to `restore` (a mode's restore of a prefix). When that raises
+    and the data reads back damaged, the next candidate is handed over, and
+    must restore every variable again; any other error is raised.
 
     Returns:
       A `CheckpointChoice` and what `restore` returned; the choice's `path`
       is `None` (and `restore` not called) when the directory holds no
       checkpoint files (a fresh start).
-
-    Every background write into `directory` begun in this process is waited
-    for first (`wait_for_writes`): a restore never falls back past it.
 
     Raises:
       DamagedCheckpointError: If checkpoint files exist but none is readable.

@@ -1,27 +1,14 @@
 """Who writes into a checkpoint directory: one chief, and writes in the background.
 
-**One training chief per checkpoint directory: a lock file naming its holder.**
-Core provides the lock and takes none: the writer of checkpoints owns it.
-`CheckpointSaverHook` takes it on the chief, through the public
-`lock_checkpoint_dir` (for `MonitoredTrainingSession` as its family builds
-the hook, before any hook's `begin()`; with any other session in its
-`begin()`), and gives it back in its `end()` or `on_failure()`.
-The lock is the file ``.monsession.lock`` holding the pid, the host and a
-token of its holder. Within one process the lock is shared: every taker gets
-its own handle, and the file goes when the last handle is released (or the
-interpreter exits). A lock whose process no longer runs on this host is
-stale and taken over with a WARNING; a lock of a process on another host
-cannot be checked and is an error like a live one. Remote directories
-(``gs://``, ...) are not locked.
+One training chief per directory: the lock file ``.monsession.lock`` names its
+holder (pid, host, token). Core takes no lock; the checkpoint family takes it
+through `lock_checkpoint_dir` and gives it back in `end()` or `on_failure()`.
+Within a process the lock is shared by handles; a lock of a dead process on
+this host is taken over with a WARNING; remote directories are not locked.
 
-**Checkpoint writes still running in the background, which every restore
-waits for.** A hook that writes checkpoint files in a thread registers the
-writer of each directory here (`register_writer`). Before anything in the
-process picks the checkpoint to restore from a directory (`restore_newest`:
-session creation, recovery, workers), `wait_for_writes` lets every
-registered writer of that directory finish, so a restore never falls back
-past a save that was begun before it. A failed write keeps its error for its
-hook, which raises it.
+A hook writing checkpoints in a thread registers its writer here
+(`register_writer`); every restore first waits for the directory's writers
+(`wait_for_writes`), so it never falls back past a save already begun.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """Files beside training: the shared event writer, and what an error says about a file.
 
-`event_file_writer` gives one graph-mode event writer per directory per
-process. `error_cause` gives the line of a message that names what went
-wrong, for one-line error messages. `file_error_behind` tells a failed file
-write apart from the end of the input data: TensorFlow maps three errnos of a
-failed file operation (EFBIG, EOVERFLOW, ERANGE) to OUT_OF_RANGE, so raised
-inside a step (e.g. by an in-step `tf.summary` write) such an error arrives as
-`OutOfRangeError`, which a session takes for the end of the data; its message
-carries the errno's text, which is how it is recognized. TensorFlow is
-imported only by `event_file_writer`.
+`file_error_behind` tells a failed file write from the end of the data:
+TensorFlow maps EFBIG, EOVERFLOW and ERANGE to OUT_OF_RANGE, so such a write
+inside a step arrives as the `OutOfRangeError` that ends a session cleanly;
+the errno's text in its message gives it away. TensorFlow is imported only
+by `event_file_writer`.
 """
 
 from __future__ import annotations

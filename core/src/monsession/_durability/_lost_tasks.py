@@ -1,21 +1,12 @@
 """Bounded waits on a cluster task that may have died.
 
-After a preemption error TensorFlow can wait with no end on a task of a
-TF1 cluster that died. `tf.compat.v1.Session.close()` waits for the remote
-tasks the session used (tensorflow#21745): with the parameter server
-SIGKILLed it never returns. And a new session on the cluster waits, when
-it is created, until every task it may use answers: that is how a
-parameter server restarted at once is recovered from, and why one that
-stays dead hangs the retry. Here both waits get a bound:
-`close_within` closes in a daemon thread and leaves it there after a few
-seconds; `answers_within` asks a task for a no-op, with a deadline.
-
-Under `ParameterServerStrategy` the coordinator's waits for closures (its
-`join`, a `RemoteValue`'s `fetch`) have no bound either. When the parameter
-server dies its workers' servers may end too, and the coordinator then
-waits for the workers to come back, for up to an hour, instead of raising.
-`join_unless_lost` waits in short slices and raises once a parameter
-server refuses connections (nothing listens at its address any more).
+TensorFlow can wait for ever on a dead task: `Session.close()` on the tasks
+the session used (tensorflow#21745), a new session until every task answers,
+and `ParameterServerStrategy`'s coordinator for closures once a parameter
+server died. `close_within` closes in a daemon thread and leaves it after a
+few seconds; `answers_within` asks a task for a no-op with a deadline;
+`join_unless_lost` waits in slices and raises once a parameter server
+refuses connections.
 """
 
 from __future__ import annotations
@@ -41,22 +32,11 @@ PS_REFUSED_SECS = 3.0
 
 
 def close_within(close: Callable[[], None], what: str, secs: float | None = None) -> bool:
-    """Calls `close()`, waiting at most `secs` for it.
+    """Calls `close()` in a daemon thread, waiting at most `secs` (`CLOSE_SECS`).
 
-    `close` runs in a daemon thread. If it ends within `secs`, this call
-    returns True, or raises what `close` raised. If not, the thread is left
-    to finish (or to hang: it keeps the process from nothing), a WARNING
-    names `what`, and this call returns False. The thread holds `close`,
-    and so the session it closes, until `close` returns: the session is
-    never closed a second time by a `__del__` on another thread.
-
-    Args:
-      close: What closes the session.
-      what: What is closed, for the WARNING.
-      secs: The longest wait; `CLOSE_SECS` by default.
-
-    Returns:
-      Whether `close` ended within `secs`.
+    Returns True once it ended (or raises what it raised); else leaves the
+    thread (which keeps the session, so no `__del__` closes it twice), warns
+    naming `what`, and returns False.
     """
     secs = CLOSE_SECS if secs is None else secs
     outcome: list[BaseException | None] = []

@@ -1,27 +1,13 @@
-"""How often, and how patiently, a session is re-created after a preemption error.
+"""Re-creating a session after a preemption error, within bounds.
 
-`_RecoverableSession` follows a `RetryPolicy`: the first re-creation after a
-preemption error (`AbortedError`, `UnavailableError`) is immediate, as in
-TensorFlow; each further consecutive failure waits twice as long as the one
-before (1 s, 2 s, 4 s, ... at most 30 s), and after `max_attempts`
-consecutive failures, or once failures have lasted longer than the session
-creator's `max_wait_secs`, the session gives up and raises. A step that runs
-ends the streak. Every retry is logged at WARNING. An error that a retry
-cannot cure (the policy's `cannot_retry` says why) raises at once.
-
-An error naming a lost parameter server of a TF1 cluster (graph mode,
-between-graph replication) is retried only while the ps may come back: a
-streak of them lasts at most `lost_server_secs` (20 s) from the first
-error, spent waiting for the ps to answer (`_lost_tasks.answers_within`).
-A ps restarted at once answers, and the session is created again from
-the latest checkpoint; one that stays dead ends the job with an error
-naming it, well within 30 s of its death.
-
-Under `ParameterServerStrategy` a lost parameter server cannot be cured so:
-its variables die with it and TensorFlow cannot reconnect the coordinator
-(its documentation says to restart the whole job), so such an error raises at
-once, naming the server. A dead worker's closures run on the other workers
-and never reach the session.
+`_RecoverableSession` follows a `RetryPolicy`: the first re-creation after an
+`AbortedError` or `UnavailableError` is immediate, as in TensorFlow; each
+further failure of a streak waits twice as long (1 s, 2 s, ... at most 30 s),
+up to `max_attempts` or the creator's `max_wait_secs`. Each retry is a
+WARNING. A lost parameter server of a TF1 cluster is waited for at most
+`lost_server_secs` (20 s), asking it whether it answers; under
+`ParameterServerStrategy` it cannot come back (its variables are gone), so
+such an error raises at once, naming it (`why_not_retried`).
 """
 
 from __future__ import annotations
@@ -158,17 +144,8 @@ class RetryBudget:
         self._first_lost_server = None
 
     def failed(self, error: Exception, while_doing: str, since: float | None = None) -> None:
-        """Records a failure, then waits before the retry, or raises if there is none.
-
-        Args:
-          error: The preemption error.
-          while_doing: ``"creating the session"`` or ``"running a step"``.
-          since: When the failure happened (`time.monotonic()`), if before
-            this call (e.g. before closing the broken session).
-
-        Raises:
-          The type of `error`, with a message saying why there is no retry, if
-          the policy's bounds are reached.
+        """Records a failure (at `since`, `time.monotonic()`, if before this call), then
+        waits before the retry; raises the type of `error`, saying why, once a bound is reached.
         """
         now = time.monotonic() if since is None else since
         if self._failures == 0:
@@ -226,18 +203,10 @@ class RetryBudget:
         return backoff
 
     def _lost_servers_back(self, error: Exception, while_doing: str, now: float) -> float | None:
-        """For an error naming a lost parameter server: waits, within the policy's bound,
-        for it to answer again.
+        """For an error naming lost parameter servers: waits, within the bound, for them.
 
-        Returns:
-          `None` if the error names no parameter server (or the policy has no
-          bound for it); else the longest wait before the retry: 0 once every
-          named server answered, the rest of the bound where the session
-          cannot ask.
-
-        Raises:
-          The type of `error`, once the bound is spent or a server did not
-          answer within it.
+        Returns `None` if it names none (or there is no bound), else the longest
+        wait before the retry (0 once all answered); raises once the bound is spent.
         """
         lost, bound = lost_parameter_servers(error), self._policy.lost_server_secs
         if not lost or bound is None:

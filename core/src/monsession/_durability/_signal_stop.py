@@ -1,15 +1,10 @@
 """Stopping at a step boundary on SIGTERM and SIGINT, then handing the signal back.
 
-A `SignalStop` replaces the handlers of some signals while a monitored
-session is open. Its handler runs no TensorFlow op: it only records the
-signal. The session then finishes the step in progress, `should_stop()`
-becomes true, and closing the session (hooks' `end()`: the checkpoint saver
-saves the step reached, summary writers flush) restores the previous handlers
-and delivers the signal again, so the process then does what it would have
-done without monsession: `KeyboardInterrupt` for SIGINT, death by SIGTERM
-(exit status 143 in a shell) for SIGTERM, or the user's own handler.
-
-Nothing here imports TensorFlow.
+A `SignalStop`'s handler only records the signal; the session finishes its
+step, `should_stop()` turns true, and closing it (hooks' `end()`: the last
+checkpoint) restores the previous handlers and delivers the signal again, so
+the process does what it would have done without monsession. Nothing here
+imports TensorFlow.
 """
 
 from __future__ import annotations
@@ -98,18 +93,13 @@ def _flush_stdio() -> None:
 class SignalStop:
     """Turns some signals into a stop request while a session is open.
 
-    `install()` replaces the handlers (in the main thread only; a signal
-    whose handler is `SIG_IGN`, or was not installed from Python, is left
-    alone). The first signal is recorded, for good (`stop_requested()`), and
-    is pending delivery; a second one restores the previous handlers and is
-    delivered at once, in place of the first. `release()` restores the
-    previous handlers and returns the signal still pending, which `deliver()`
-    then hands to the previous handler.
-
-    The handler itself only assigns attributes: no TensorFlow op, no I/O, no
-    logging (the signal may land inside a write to the same stream, which
-    Python cannot re-enter). What it recorded is logged by the main code,
-    when the session asks.
+    `install()` replaces the handlers (main thread only; `SIG_IGN` and
+    handlers not installed from Python are left alone). The first signal is
+    recorded (`stop_requested()`) and pending; a second one restores the
+    previous handlers and is delivered at once. `release()` restores them and
+    returns the pending signal, which `deliver()` hands on. The handler only
+    assigns attributes (no TensorFlow, no I/O, no logging: Python cannot
+    re-enter a write it interrupted); the main code logs what it recorded.
 
     Args:
       signums: The signals to watch.

@@ -1,21 +1,14 @@
 """`HookLifecycle`: the one order in which every driver takes its hooks through a run.
 
-`begin()` once (then each hook that writes checkpoints gets the session's
-`HookStates`, see `SessionRunHook.use_hook_state`); `created(...)` each time
-a session is created (the hooks' state saved beside the checkpoint restored
-from is loaded, then `after_create_session`); `before_run` / `after_run`
-around each step (`before_run` straight through the dispatcher); then
-`end(session)` after a clean stop (the steps in flight settled first) or
-`failed(session, error)` instead. The monitored session (through its
-`SessionStack` and `_HookedSession`) and drivers outside one (the Keras
-family's `HooksCallback`) call these phases; what happens inside each, and
-in which order, is decided here.
+`begin()` (then `use_hook_state` hands the hooks that write checkpoints the
+`HookStates`); `created(...)` at each session created (the state saved beside
+the checkpoint restored from is loaded, then `after_create_session`);
+`after_run` around each step; `end(session)` once the steps in flight
+settled, or `failed(session, error)`. The monitored session and drivers
+outside one (`HooksCallback`) call these phases; the order is decided here.
 
-Hook state: each hook whose `state_dict()` / `load_state_dict()` are its own
-has its state written to ``<checkpoint prefix>.hooks.json`` (one rename)
-just before the checkpoint is written, so a checkpoint that is the latest
-always has its hook state beside it. A hook whose state is missing or cannot
-be loaded is named in a WARNING and keeps the state it had.
+`HookStates` writes ``<checkpoint prefix>.hooks.json`` (one rename) before
+the checkpoint, so the latest checkpoint always has its hook state.
 """
 
 from __future__ import annotations
@@ -48,9 +41,7 @@ _INDEX_SUFFIX = ".index"
 
 
 class HookStates:
-    """The state of one driver's stateful hooks, saved beside checkpoints and loaded back.
-
-    What `SessionRunHook.use_hook_state` is given (a `HookStateWriter`).
+    """The state of one driver's stateful hooks, saved beside checkpoints (a `HookStateWriter`).
 
     Args:
       hooks: The driver's `HookDispatcher`, which names the stateful hooks
@@ -90,19 +81,7 @@ class HookStates:
         return states
 
     def save(self, checkpoint_prefix: str) -> str | None:
-        """Writes ``<checkpoint_prefix>.hooks.json`` in one rename; returns its path.
-
-        Call it just before writing the checkpoint `checkpoint_prefix` (e.g.
-        ``<dir>/model.ckpt-<step>``): the file then exists before the
-        checkpoint's state file names the checkpoint. Also deletes the
-        hook-state files of checkpoints whose index file is gone.
-
-        Returns:
-          The path written; `None` when no hook has state.
-
-        Raises:
-          TypeError: If a hook's `state_dict()` is not plain JSON data (names the hook).
-        """
+        """See `HookStateWriter.save`; also deletes the state files of deleted checkpoints."""
         if not self._keys or self._hooks() is None:  # No state, or its driver is gone.
             return None
         prefix = os.fspath(checkpoint_prefix)
@@ -123,11 +102,10 @@ class HookStates:
 
     @contextlib.contextmanager
     def after_run_calls(self) -> Iterator[None]:
-        """Wraps one step's `after_run` calls: a state saved during them is saved again after.
+        """Wraps a step's `after_run` calls: a state saved during them is saved again after.
 
-        A checkpoint written from a hook's `after_run` precedes the `after_run`
-        of the hooks after it; once all returned (none raised), the state file
-        is rewritten, so every hook's state is as of the end of that step.
+        The hooks after the one that saved have not seen the step yet; once all
+        returned, every hook's state is as of the end of the step.
         """
         self._in_after_run, self._written_in_step = True, None
         try:
@@ -304,11 +282,9 @@ def _prune(directory: str, keep: str) -> None:
 def prune_hook_state(checkpoint_prefix: str, failed: bool = False) -> None:
     """Deletes the hook-state files beside checkpoints that no longer exist.
 
-    Call it after writing the checkpoint `checkpoint_prefix`: the saver may
-    have deleted older checkpoints (`max_to_keep`), whose
-    ``.hooks.json`` files then go too. The file of `checkpoint_prefix`
-    itself is kept, even before its index exists (an asynchronous save),
-    unless the save `failed`.
+    Call it after writing the checkpoint `checkpoint_prefix` (its saver may
+    have deleted older ones, `max_to_keep`). Its own file is kept, even before
+    its index exists (an asynchronous save), unless the save `failed`.
 
     Args:
       checkpoint_prefix: The prefix of the checkpoint just written.
@@ -318,8 +294,7 @@ def prune_hook_state(checkpoint_prefix: str, failed: bool = False) -> None:
     _prune(os.path.dirname(prefix) or ".", keep="" if failed else prefix + STATE_SUFFIX)
 
 
-# Deprecated since 1.1: the hook state looked up by session. Hooks get it as a
-# value (`SessionRunHook.use_hook_state`); only these functions read this dict.
+# Deprecated since 1.1: the hook state by session, read only by the functions below.
 _by_session: weakref.WeakKeyDictionary[SessionLike, tuple[HookStates, HookDispatcher]] = (
     weakref.WeakKeyDictionary()
 )

@@ -1,21 +1,30 @@
-"""Session creators (how the chief and the workers get a ready session), argument checks."""
+"""Session creators: how a monitored session gets a ready session.
+
+The chief restores the newest readable checkpoint through the mode
+(`ChiefSessionCreator`, `Mode.create_chief_session`), workers wait for it,
+and `CoordinatedSessionCreator` starts the session's threads and tells the
+hooks. Also the checks of a session's arguments.
+"""
 
 from __future__ import annotations
 
 import abc
+import dataclasses
 import inspect
 import logging
 import os
-from collections.abc import Callable
 
 import tensorflow as tf
 
-from monsession._api._step_context import StepContext
-from monsession._api._types import Results, Unchecked, check_directory, check_interval
+from monsession._api._types import Unchecked, check_directory, check_interval
 from monsession._backends._current_mode import current_mode
-from monsession._backends._mode import ChiefRestore, CreatedSession, Session, WorkerRestore
-from monsession._durability._retry import RetryPolicy
+from monsession._backends._mode import ChiefRestore, CreatedSession, Mode, Session, WorkerRestore
+from monsession._durability._retry import RetryPolicy, retry_policy_of
+from monsession._fusion._fusion import Fusion
+from monsession._session._hook_lifecycle import HookLifecycle
+from monsession._session._hooked_session import HookSelection, _HookedSession
 from monsession._session._scaffold import Scaffold
+from monsession._session._session_layers import TFSessionCreator, _CoordinatedSession
 
 logger = logging.getLogger("monsession")
 
@@ -40,9 +49,11 @@ class SessionCreator(metaclass=abc.ABCMeta):
         return CreatedSession(self.create_session(), None)
 
 
-def check_step_fn(step_fn: Callable[[StepContext], Results]) -> None:
+def check_step_fn(step_fn: Unchecked) -> None:
     """Checks that `run_step_fn` can call `step_fn(step_context)`."""
     try:
+        if not callable(step_fn):
+            raise TypeError(step_fn)
         names = tuple(inspect.signature(step_fn).parameters)
     except (TypeError, ValueError) as error:
         raise ValueError(f"`step_fn` must be a function; got {step_fn!r}.") from error
@@ -68,14 +79,9 @@ def check_session_arguments(
         isinstance(session_creator, type)
         or not callable(getattr(session_creator, "create_session", None))
     ):
-        what = (
-            f"the class {session_creator.__name__}, not an instance"
-            if isinstance(session_creator, type)
-            else f"{session_creator!r} of type {type(session_creator).__name__}"
-        )
         raise TypeError(
             f"{owner}: session_creator must be a SessionCreator instance (e.g. "
-            f"ChiefSessionCreator(...)) or None, got {what}."
+            f"ChiefSessionCreator(...)) or None, got {_describe(session_creator)}."
         )
     check_interval(owner, "stop_grace_period_secs", stop_grace_period_secs, "secs", allow_zero=True)
 
@@ -89,14 +95,6 @@ def check_creator_arguments(
     checkpoint_filename_with_path: Unchecked = None,
 ) -> None:
     """Checks the arguments a session creator takes, naming `owner` in errors.
-
-    Args:
-      owner: Who checks (e.g. ``"ChiefSessionCreator"``).
-      scaffold: `None`, a `monsession.Scaffold` or a `tf.compat.v1.train.Scaffold`.
-      master: A string.
-      config: `None` or a `tf.compat.v1.ConfigProto`.
-      checkpoint_dir: `None` or a directory path (it may be missing or read-only).
-      checkpoint_filename_with_path: `None` or a checkpoint path (a string).
 
     Raises:
       TypeError: If an argument has the wrong type.
@@ -134,7 +132,7 @@ def check_creator_arguments(
 
 def _describe(value: Unchecked) -> str:
     if isinstance(value, type):
-        return f"the class {value.__name__}"
+        return f"the class {value.__name__}, not an instance"
     return f"{value!r} of type {type(value).__name__}"
 
 
@@ -306,3 +304,51 @@ class WorkerSessionCreator(_ScaffoldedCreator):
         return self._get_session_manager().wait_for_session(
             self._master, config=self._config, max_wait_secs=self._max_wait_secs
         )
+
+
+@dataclasses.dataclass(eq=False)
+class CoordinatedSessionCreator(SessionCreator):
+    """A monitored session's creator: the raw session (restored), its threads, the hooks told.
+
+    Each session created (again after a preemption error): the raw session
+    from `session_creator` (the chief's restored, see `ChiefSessionCreator`),
+    a coordinator and the queue runners, then `HookLifecycle.created` (the
+    hooks' state saved beside the checkpoint restored from loaded, then
+    `after_create_session`), then the hooked and coordinated layers.
+
+    Args:
+      session_creator: Makes the raw session (ours, or one of TensorFlow's).
+      mode: The session's `Mode`.
+      lifecycle: The session's `HookLifecycle`.
+      stop_grace_period_secs: How long closing waits for the coordinator's threads.
+      fusion: The session's `Fusion` (eager mode, when runs may skip the hooks), or `None`.
+      selection: The session's `HookSelection`.
+    """
+
+    session_creator: SessionCreator | TFSessionCreator
+    mode: Mode
+    lifecycle: HookLifecycle
+    stop_grace_period_secs: float
+    fusion: Fusion | None
+    selection: HookSelection
+    coord: tf.train.Coordinator | None = dataclasses.field(default=None, init=False)
+    tf_sess: Session | None = dataclasses.field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        # Its sessions are retried as `session_creator`'s, under the strategy of now.
+        self.retry_policy = retry_policy_of(self.session_creator)
+
+    def create_session(self) -> _CoordinatedSession:
+        creator = self.session_creator
+        if isinstance(creator, SessionCreator):
+            created = creator.create_restored()
+        else:  # TensorFlow's own creators.
+            created = CreatedSession(creator.create_session(), None)
+        self.tf_sess = created.session
+        self.coord = tf.train.Coordinator(clean_stop_exception_types=[])
+        self.mode.start_queue_runners(self.tf_sess, self.coord)
+        self.lifecycle.created(self.tf_sess, self.coord, created.restored_from)
+        hooked = _HookedSession(
+            self.tf_sess, self.lifecycle, self.selection, self.mode, self.fusion
+        )
+        return _CoordinatedSession(hooked, self.coord, self.stop_grace_period_secs)

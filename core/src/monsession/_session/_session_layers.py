@@ -1,15 +1,10 @@
 """The outer layers of a monitored session, each with one job.
 
-From the inside out: `_HookedSession` runs the hooks around each step
-(`_hooked_session`; eager mode: after the steps on which no hook acts,
-`_fusion`), `_CoordinatedSession` stops
-threads through a coordinator, and `_RecoverableSession` re-creates
-everything after a preemption error. A session that a preemption error
-went through is closed within a bound (`_lost_tasks.close_within`):
-TensorFlow's close can wait for ever on a task that died. The layers work
-the same on a graph-mode `tf.compat.v1.Session` and on the eager backend's
-`EagerSession`: `_HookedSession` speaks only to the `Backend` protocol (see
-`_backend`).
+Inside out: `_HookedSession` runs the hooks around each step
+(`_hooked_session`), `_CoordinatedSession` stops threads through a
+coordinator, `_RecoverableSession` re-creates everything after a preemption
+error. A session broken by a preemption error is closed within a bound
+(`close_within`). The layers speak to graph and eager sessions alike.
 """
 
 from __future__ import annotations
@@ -26,15 +21,9 @@ from monsession._api._step_context import StepContext
 from monsession._api._types import Fetches as Fetches  # The layers' vocabulary, for them.
 from monsession._api._types import Results as Results
 from monsession._backends._backend import FeedDict
-from monsession._backends._current_mode import current_mode
 from monsession._backends._mode import Mode, Session
 from monsession._durability._lost_tasks import answers_within, close_within
-from monsession._durability._retry import (
-    PREEMPTION_ERRORS,
-    RetryBudget,
-    RetryPolicy,
-    retry_policy_of,
-)
+from monsession._durability._retry import PREEMPTION_ERRORS, RetryBudget, RetryPolicy
 
 logger = logging.getLogger("monsession")
 
@@ -161,27 +150,19 @@ class _RecoverableSession(_WrappedSession[Layer]):
     whether it answers again.
 
     Args:
-      sess_creator: A `SessionCreator` whose `create_session()` gives the
-        session to wrap; called again after each preemption.
-      policy: The `RetryPolicy`; by default the creator's (`retry_policy_of`).
+      sess_creator: Gives the session to wrap; called again after each preemption.
+      policy: The `RetryPolicy` (`retry_policy_of` the session's creator).
       owner: The session's class name, for messages.
-      mode: The session's `Mode`: it says which runs are run again after a
-        recovery; by default the current one.
+      mode: The session's `Mode`: it says which runs are run again after a recovery.
     """
 
     def __init__(
-        self,
-        sess_creator: LayerCreator,
-        policy: RetryPolicy | None = None,
-        owner: str = "MonitoredSession",
-        mode: Mode | None = None,
+        self, sess_creator: LayerCreator, policy: RetryPolicy, owner: str, mode: Mode
     ) -> None:
         self._sess_creator = sess_creator
-        self._mode = mode or current_mode()
+        self._mode = mode
         self._target = ""  # The master of the session's TF1 cluster, if any.
-        self._budget = RetryBudget(
-            policy or retry_policy_of(sess_creator), owner, self._lost_task_answers
-        )
+        self._budget = RetryBudget(policy, owner, self._lost_task_answers)
         self.recoveries = 0  # How many times a preemption error re-created the session.
         super().__init__(self._create_session())
 

@@ -1,21 +1,16 @@
 """The layers of one monitored session: built, created and closed together.
 
-`SessionStack` builds them around the raw session its creator makes, from
-the inside out: the hooked layer (with the session's `Fusion`, eager mode), the
-coordinated layer and, when the session recovers, the recoverable layer
-(see `_session_layers`). `_CoordinatedSessionCreator` makes the inner
-three again each time the recoverable layer re-creates the session.
-
-`SignalLayer` owns what a stop signal does to a session: the handlers
-(`_durability._signal_stop.SignalStop`), the agreement of the workers of a
-multi-worker job after each step (which also settles how many silent steps
-the next run fuses: one all-reduce per run), closing the session once the
-signal stopped it, and handing the signal on after it closed.
+`SessionStack` builds them around the raw session, inside out: the hooked
+layer (with the session's `Fusion`), the coordinated layer (both made by
+`_session_creators.CoordinatedSessionCreator`, again at each re-creation)
+and, when the session recovers, the recoverable one (`_session_layers`).
+`SignalLayer` owns what a stop signal does: the handlers (`SignalStop`), the
+workers' agreement after each step (which also settles the next run's silent
+steps), closing once stopped, and handing the signal on after.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import signal
 from collections.abc import Callable, Iterable, Sequence
@@ -25,20 +20,18 @@ from typing import TypeVar
 import tensorflow as tf
 
 from monsession._api._hook_api import SessionRunHook
-from monsession._backends._mode import CreatedSession, Mode, Session
-from monsession._durability._retry import retry_policy_of
+from monsession._backends._mode import Mode, Session
 from monsession._durability._signal_stop import SignalStop, resolve_stop_signals
 from monsession._fusion._fusion import Fusion, StepVotes, fusion_for
 from monsession._session._hook_lifecycle import HookLifecycle
-from monsession._session._hooked_session import HookSelection, _HookedSession
-from monsession._session._session_creators import SessionCreator
+from monsession._session._hooked_session import HookSelection
+from monsession._session._session_creators import CoordinatedSessionCreator, SessionCreator
 from monsession._session._session_layers import (
     Layer,
     Results,
     RunCall,
     StepFn,
     TFSessionCreator,
-    _CoordinatedSession,
     _RecoverableSession,
 )
 
@@ -165,62 +158,14 @@ class SignalLayer:
             raise
 
 
-@dataclasses.dataclass(eq=False)
-class _CoordinatedSessionCreator(SessionCreator):
-    """Creates the raw session, starts queue runners, tells the hooks (`HookLifecycle.created`).
-
-    Args:
-      session_creator: Makes the raw session (ours, or one of TensorFlow's).
-      mode: The session's `Mode`.
-      lifecycle: The session's `HookLifecycle`.
-      stop_grace_period_secs: How long closing waits for the coordinator's threads.
-      fusion: The session's `Fusion` (eager mode, when runs may skip the hooks), or `None`.
-      selection: The session's `HookSelection`.
-    """
-
-    session_creator: SessionCreator | TFSessionCreator
-    mode: Mode
-    lifecycle: HookLifecycle
-    stop_grace_period_secs: float
-    fusion: Fusion | None
-    selection: HookSelection
-    coord: tf.train.Coordinator | None = dataclasses.field(default=None, init=False)
-    tf_sess: Session | None = dataclasses.field(default=None, init=False)
-
-    def create_session(self) -> _CoordinatedSession:
-        creator = self.session_creator
-        if isinstance(creator, SessionCreator):
-            created = creator.create_restored()
-        else:  # TensorFlow's own creators.
-            created = CreatedSession(creator.create_session(), None)
-        self.tf_sess = created.session
-        self.coord = tf.train.Coordinator(clean_stop_exception_types=[])
-        self.mode.start_queue_runners(self.tf_sess, self.coord)
-        self.lifecycle.created(self.tf_sess, self.coord, created.restored_from)
-        hooked = _HookedSession(
-            self.tf_sess, self.lifecycle, self.selection, self.mode, self.fusion
-        )
-        return _CoordinatedSession(hooked, self.coord, self.stop_grace_period_secs)
-
-
 class SessionStack:
     """The layers of one monitored session, what they share, and the hooks' lifecycle.
 
-    Built once the session's arguments are checked, it takes the hooks
-    through their `HookLifecycle`: `begin()`, then the session created (the
-    hooks' state restored, `after_create_session`); each step passes the
-    signal layer, then the layers; closing ends the hooks (or tells them
-    the session failed), then closes every layer.
-
-    Args:
-      owner: The session's class name, for messages.
-      mode: The session's `Mode`.
-      session_creator: Makes the raw session.
-      hooks: The session's hooks, in order: they begin here.
-      cap: The most steps per call (`steps_per_execution`), `None` for "auto".
-      should_recover: Whether a preemption error re-creates the session.
-      stop_grace_period_secs: How long closing waits for the coordinator's threads.
-      stop_on_signals: The session's `stop_on_signals` argument (`SignalLayer`).
+    Built once the arguments are checked: the hooks `begin()`, the session is
+    created (`CoordinatedSessionCreator`); each step passes the signal layer,
+    then the layers; closing ends the hooks (or tells them the session
+    failed), then closes every layer. `cap`: the most steps per call
+    (`steps_per_execution`), `None` for "auto".
     """
 
     def __init__(
@@ -244,12 +189,12 @@ class SessionStack:
         lifecycle.begin()
         mode.prepare_graph()
         self.fusion = fusion_for(owner, cap, self.dispatcher, mode.fuses_steps)
-        self.creator = _CoordinatedSessionCreator(
+        self.creator = CoordinatedSessionCreator(
             session_creator, mode, lifecycle, stop_grace_period_secs, self.fusion, self.selection
         )
         self.outer: Layer | None
         if should_recover:
-            policy = retry_policy_of(session_creator)
+            policy = self.creator.retry_policy
             self.outer = _RecoverableSession(self.creator, policy, owner, mode)
         else:
             self.outer = self.creator.create_session()
