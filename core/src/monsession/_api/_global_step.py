@@ -13,12 +13,7 @@ _NAME = "global_step"  # The variable's name and its collection's key (tf.compat
 
 
 def global_step(sess: SessionLike | None, global_step_tensor: Any) -> int:
-    """Returns the value of `global_step_tensor` as a Python `int`.
-
-    As `tf.compat.v1.train.global_step`: read with ``sess.run`` in graph mode
-    (`global_step_tensor` may then name the tensor), from the variable itself
-    in eager mode (`sess` is then not used).
-    """
+    """`tf.compat.v1.train.global_step`; in eager mode read from the variable, not `sess`."""
     if in_eager_mode(sess):
         return int(global_step_tensor.numpy())
     if sess is None:
@@ -30,14 +25,9 @@ def global_step(sess: SessionLike | None, global_step_tensor: Any) -> int:
 
 
 def assert_global_step(global_step_tensor: Any) -> None:
-    """Checks that `global_step_tensor` is a scalar integer `Variable` or `Tensor`.
+    """`tf.compat.v1.train.assert_global_step`: a scalar integer `Variable` or `Tensor`.
 
-    As `tf.compat.v1.train.assert_global_step`; a tensor of unknown shape
-    passes.
-
-    Raises:
-      TypeError: If it is not a `Variable` or `Tensor`, not of an integer
-        type, or known not to be a scalar.
+    A tensor of unknown shape passes; anything else raises `TypeError`.
     """
     if not isinstance(global_step_tensor, (tf.Variable, tf.Tensor)):
         raise TypeError(
@@ -52,15 +42,10 @@ def assert_global_step(global_step_tensor: Any) -> None:
 
 
 def get_global_step(graph: tf.Graph | None = None) -> Any:
-    """Returns the global step variable, or `None` if there is none.
+    """`tf.compat.v1.train.get_global_step`: the global step variable, or `None`.
 
-    As `tf.compat.v1.train.get_global_step`: the one item of the
-    ``global_step`` collection of `graph` (default: the default graph), else
-    the tensor named ``global_step:0``. Several items in the collection log
-    an error and give `None`.
-
-    Raises:
-      TypeError: If what is found is not a scalar integer (`assert_global_step`).
+    The one item of the ``global_step`` collection, else the tensor
+    ``global_step:0``; several items log an error and give `None`.
     """
     graph = graph or tf.compat.v1.get_default_graph()
     found = graph.get_collection(_NAME)
@@ -79,13 +64,7 @@ def get_global_step(graph: tf.Graph | None = None) -> Any:
 
 
 def create_global_step(graph: tf.Graph | None = None) -> tf.Variable:
-    """Creates the global step variable in `graph` (default: the default graph).
-
-    As `tf.compat.v1.train.create_global_step`: a scalar `int64` variable
-    named ``global_step``, initialized to 0, not trainable, aggregated from
-    the first replica only, in the global-variables and ``global_step``
-    collections, outside any name scope; in eager mode it is placed on the
-    CPU.
+    """`tf.compat.v1.train.create_global_step`; on the CPU in eager mode.
 
     Raises:
       ValueError: If `graph` already has a global step.
@@ -109,12 +88,7 @@ def create_global_step(graph: tf.Graph | None = None) -> tf.Variable:
 
 
 def get_or_create_global_step(graph: tf.Graph | None = None) -> tf.Variable:
-    """Returns the global step variable (in `graph` or the default graph), creating it if needed.
-
-    The same `int64` variable in both modes. In eager mode the step function
-    increments it (``global_step.assign_add(1)``), and the `tf.train.Checkpoint`
-    holds it so that a restart resumes at the saved step.
-    """
+    """The global step variable, created if needed; the same `int64` variable in both modes."""
     graph = graph or tf.compat.v1.get_default_graph()
     variable = get_global_step(graph)
     return create_global_step(graph) if variable is None else variable
@@ -128,11 +102,7 @@ def _missing(user: str) -> RuntimeError:
 
 
 def require_global_step(user: str) -> tf.Variable:
-    """Returns the global step variable, or a `RuntimeError` naming `user` (a hook) if none.
-
-    Hooks that follow the global step call it in `begin()`, so a missing
-    global step is reported before the session exists.
-    """
+    """The global step variable, else a `RuntimeError` naming `user`; for `begin()`."""
     variable = get_global_step()
     if variable is None:
         raise _missing(user)
@@ -140,11 +110,10 @@ def require_global_step(user: str) -> tf.Variable:
 
 
 def read_global_step(session: SessionLike) -> int:
-    """Reads the current global step through `session` (a hook's), as a host integer.
+    """The global step read through a hook's `session`, else `RuntimeError`.
 
-    For `after_create_session()` and `end()`, where no run context exists;
-    during a run use `SessionRunContext.global_step`, which costs no read.
-    `RuntimeError` if there is no global step.
+    For `after_create_session()` and `end()`; during a run
+    `SessionRunContext.global_step` costs no read.
     """
     graph = getattr(session, "graph", None)
     fetch = None if graph is None else _tf_compat.global_step_read_tensor(graph, create=False)

@@ -44,34 +44,24 @@ class SessionRunHook:
       boundaries of the epochs of `monsession.Epochs.run`; an `epoch_end`
       that returns True ends the loop after that epoch.
 
-    Every method has a no-op default here: a hook overrides the ones it
-    needs. The monsession-only methods are called only by monsession's
-    sessions and loops; TensorFlow's sessions call the others, so a hook
-    derived from this class is also a valid `tf.compat.v1.train` hook. Hooks
-    that do not derive from it (TensorFlow's own, or any object with the five
-    methods `begin` ... `end`) run too; their monsession-only methods, when
-    they have some, are called as well (see `hook_overrides`). A hook that
-    reads what monsession adds to the run context (`global_step`,
-    `global_step_after()`, `silent_steps`, `silent_outputs`) calls
-    `as_run_context(run_context)` first, so that it also runs under
-    TensorFlow's sessions.
+    Every method is a no-op here. TensorFlow's sessions call the first five,
+    so a subclass is also a valid `tf.compat.v1.train` hook; any object with
+    those five runs too (see `hook_overrides`). A hook that reads what
+    monsession adds to the run context (`global_step`, `global_step_after()`,
+    `silent_steps`, `silent_outputs`) calls `as_run_context(run_context)`
+    first, so that it also runs under TensorFlow's sessions. Hooks run
+    unchanged in graph and eager mode.
 
-    Hooks are written once and run unchanged in graph and eager mode.
-
-    A hook is not a Keras callback: asked for a Keras callback method
-    (``set_model``, ``set_params``, ``on_*``), as ``model.fit(callbacks=[hook])``
-    does, it raises an `AttributeError` saying to wrap the hooks in
-    ``monsession_hooks_keras.HooksCallback``. It still has no such attribute
-    (``hasattr`` is false), so it stays a plain `tf.compat.v1.train` hook.
+    Asked for a Keras callback method (``set_model``, ``set_params``,
+    ``on_*``), a hook raises an `AttributeError` saying to wrap it in
+    ``monsession_hooks_keras.HooksCallback`` (``hasattr`` stays false).
     """
 
     state_key: str | None = None
-    """The key of the hook's saved state (see `StatefulHook`), or `None`.
+    """The key of the hook's saved state (see `StatefulHook`).
 
-    Not part of TensorFlow's hook API. `None` (the default): the state is
-    saved under the hook's class name and its index among the stateful
-    hooks of that class (``"StepCounterHook[0]"``). Set a non-empty string
-    for a hook whose class or position in the hook list may change.
+    `None`: the class name and index among stateful hooks of that class
+    (``"StepCounterHook[0]"``). Set a string if the class or position may change.
     """
 
     if not TYPE_CHECKING:  # Hidden from type checkers: attribute typos stay errors there.
@@ -124,22 +114,15 @@ class SessionRunHook:
     def next_action(self, global_step: int) -> NextAction:
         """When this hook next acts, for the session's fused steps.
 
-        Not part of TensorFlow's hook API. Called in eager mode before a
-        call of `run()`. The session may then run up to `steps - 1` steps
-        (and until `at_time`) without calling this hook, inside one
-        `tf.function` (`steps_per_execution` other than 1) or as single
-        steps, before the step at which it calls `before_run`/`after_run` as
-        usual. It may call them earlier (another hook acts, or a cap is
-        reached): they must then do nothing, as on any step where the hook
-        has nothing to do.
-        `SessionRunContext.silent_steps` tells how many steps ran silently.
+        Called in eager mode before `run()`. The session may then run up to
+        `steps - 1` steps (and until `at_time`) without calling this hook,
+        fused (`steps_per_execution` other than 1) or not. It may call
+        `before_run`/`after_run` earlier (another hook acts, a cap is
+        reached): they must then do nothing. `SessionRunContext.silent_steps`
+        tells how many steps ran silently.
 
-        The base class answers "on the coming run": a hook that overrides
-        `before_run` or `after_run` but not this method acts on every step.
-        A `SecondOrStepTimer` answers it for the hook, e.g.
-        ``return self._timer.next_action(global_step + 1)`` for a hook that
-        tests the global step after each run (`monsession.TimedHook` does
-        that for its subclasses).
+        The default is "on the coming run". A `SecondOrStepTimer` answers it:
+        ``return self._timer.next_action(global_step + 1)`` (as `TimedHook` does).
 
         Args:
           global_step: The global step before the coming run (host int).
@@ -152,12 +135,10 @@ class SessionRunHook:
     def on_failure(self, session: SessionLike, error: BaseException) -> None:
         """Called once when the session fails, instead of `end()`.
 
-        The `with` block of the monitored session raised `error` (anything but
-        the `OutOfRangeError` or `StopIteration` that end it cleanly, including
-        `KeyboardInterrupt`). Hooks are called in list order, before the
-        session closes, so `session` still runs. An exception raised here is
-        logged and does not replace `error`, which propagates. Not part of
-        TensorFlow's hook API: TensorFlow's sessions never call it.
+        The `with` block raised `error` (anything but the `OutOfRangeError`
+        or `StopIteration` that end it cleanly, `KeyboardInterrupt` included).
+        Called in list order before the session closes (`session` still
+        runs); an exception raised here is logged, and `error` propagates.
 
         Args:
           session: A session-like object with `run(fetches, feed_dict=None)`.
@@ -165,12 +146,7 @@ class SessionRunHook:
         """
 
     def state_dict(self) -> HookState:
-        """The hook's state, to save beside each checkpoint (see `StatefulHook`).
-
-        Not part of TensorFlow's hook API. The default returns `None`: a hook
-        that overrides neither this method nor `load_state_dict` has no state
-        to save, and no state file entry.
-        """
+        """The hook's state, saved beside each checkpoint (see `StatefulHook`); default: none."""
         return None
 
     def load_state_dict(self, state: HookState) -> None:
@@ -182,8 +158,7 @@ class SessionRunHook:
     def epoch_begin(self, epoch: int) -> None:
         """Called by `monsession.Epochs.run` before the first step of each epoch.
 
-        Not part of TensorFlow's hook API. Not called for an epoch resumed in
-        its middle (after a restart).
+        Not called for an epoch resumed in its middle (after a restart).
 
         Args:
           epoch: The number of the epoch (0 for the first).
@@ -192,14 +167,11 @@ class SessionRunHook:
     def epoch_end(self, epoch: int) -> bool | None:
         """Called by `monsession.Epochs.run` after the last step of each epoch.
 
-        Not part of TensorFlow's hook API.
-
         Args:
           epoch: The number of the epoch that ended (0 for the first).
 
         Returns:
-          True to end the loop after this epoch; `None` (the default) or
-          False to go on.
+          True to end the loop after this epoch; `None` or False to go on.
         """
         return None
 
@@ -228,26 +200,18 @@ class NextAction(NamedTuple):
 class StatefulHook(Protocol):
     """The optional hook methods that make a hook's state survive restarts.
 
-    Not part of TensorFlow's hook API. A hook that has both methods of its
-    own (not `SessionRunHook`'s defaults, which mean "no state") has its state
-    written beside every checkpoint that `CheckpointSaverHook` writes (file
-    ``<checkpoint prefix>.hooks.json``, written before the checkpoint's state
-    file names the checkpoint) and loaded back into it when the monitored
-    session is created from that checkpoint: at a restart, after recovering
-    from a preemption error (the hooks go back to the checkpoint, as the
-    model does), and from an older checkpoint when the newest is damaged.
-    The state loaded is the one the hook had when the checkpoint was
-    written: hooks placed before the `CheckpointSaverHook` in the hook list
-    include the step that was saved, hooks after it (user hooks of
-    `MonitoredTrainingSession`) the step before.
+    A hook that overrides both methods has its state written beside every checkpoint
+    `CheckpointSaverHook` writes (``<checkpoint prefix>.hooks.json``, before
+    the checkpoint's state file names it) and loaded back when a session is
+    created from that checkpoint: at a restart, after a preemption error,
+    and from an older checkpoint when the newest is damaged. Hooks before the
+    `CheckpointSaverHook` in the list saved the state including the saved
+    step, hooks after it (user hooks of `MonitoredTrainingSession`) the step
+    before.
 
-    A hook is found under its `SessionRunHook.state_key` if it sets one (a
-    string, for a hook whose class or position may change), else under its
-    class name and its index among the stateful hooks of that class
-    (``"StepCounterHook[0]"``). A hook with no saved state, or whose
-    `load_state_dict` raises, is named in a WARNING and keeps its state
-    (a fresh one on a restart; the state it had before the call, which is
-    put back with `load_state_dict`).
+    The state is keyed by `SessionRunHook.state_key`. A hook with no saved
+    state, or whose `load_state_dict` raises, is named in a WARNING and
+    keeps its state (the one it had before the call is loaded back).
 
     ```python
     class CountingHook(monsession.SessionRunHook):
@@ -285,15 +249,9 @@ class StatefulHook(Protocol):
 def hook_overrides(hook: SessionRunHook, name: str) -> bool:
     """Whether `hook` has its own `name` method, not a hook base class's default.
 
-    The base classes are monsession's `SessionRunHook` and TensorFlow's
-    `tf.compat.v1.train.SessionRunHook`. A hook that derives from neither
-    overrides every method it has; a method set on the instance (a proxy)
-    counts too. monsession calls a hook's optional methods (`next_action`,
-    `on_failure`, `state_dict`, `epoch_end` ...) only when this is true.
-
-    Args:
-      hook: Any hook.
-      name: A method `SessionRunHook` declares.
+    The bases are monsession's and TensorFlow's `SessionRunHook`; a method
+    set on the instance counts. monsession calls a hook's optional methods
+    (`next_action`, `on_failure`, `state_dict`, ...) only when this is true.
 
     Raises:
       ValueError: If `SessionRunHook` declares no method `name`.
@@ -339,11 +297,7 @@ HOOK_METHOD_NAMES = tuple(
 """Every method of `SessionRunHook`, in declaration order."""
 
 TF_HOOK_METHOD_NAMES = ("begin", "after_create_session", "before_run", "after_run", "end")
-"""The five methods of TensorFlow's `SessionRunHook`, in the order a session calls them.
-
-Every hook has them: a hook list may hold any object that does (the others
-of `HOOK_METHOD_NAMES` are optional).
-"""
+"""The five methods of TensorFlow's `SessionRunHook`, which every hook has, in call order."""
 
 
 def _describe(value: Unchecked) -> str:

@@ -22,12 +22,9 @@ class SecondOrStepTimer:
       every_steps: Trigger when the step advanced this much since the last
         trigger.
 
-    As TensorFlow's, it accepts 0 (trigger on every new step). Hooks that
-    want a positive interval check it with `monsession.plugins.check_schedule` first.
-
-    Its state can be saved with `state_dict()` and put back with
-    `load_state_dict()` in another process: a step-based schedule continues
-    exactly, and the time between the two processes counts for nothing.
+    As TensorFlow's, it accepts 0 (trigger on every new step). Its
+    `state_dict()` loads back in another process: a step schedule continues
+    exactly, and the time between the two processes does not count.
 
     Raises:
       ValueError: If both or neither of `every_secs` and `every_steps` are
@@ -54,12 +51,7 @@ class SecondOrStepTimer:
         self._last_triggered_time: float | None = None
 
     def should_trigger_for_step(self, step: int) -> bool:
-        """Returns whether the timer should trigger at `step`.
-
-        True on the first call, never twice for the same step, and otherwise
-        when `every_secs` seconds or `every_steps` steps have passed since the
-        last trigger.
-        """
+        """Whether to trigger at `step`: first call, or the interval passed (never twice a step)."""
         last_step = self._last_triggered_step
         if last_step is None:
             return True
@@ -75,14 +67,8 @@ class SecondOrStepTimer:
     def next_action(self, step: int) -> NextAction:
         """When the timer next triggers, for `SessionRunHook.next_action()`.
 
-        Args:
-          step: The step the hook will test at the coming run (e.g. the
-            global step after it).
-
-        Returns:
-          A `NextAction`: the coming run before the first trigger, else the
-          run at which the step reaches `every_steps` past the last trigger,
-          or the time `every_secs` after it.
+        `step` is the step the hook tests at the coming run (e.g. the global
+        step after it).
         """
         last_step, last_time = self._last_triggered_step, self._last_triggered_time
         if last_step is None:
@@ -95,13 +81,9 @@ class SecondOrStepTimer:
         return NextAction(steps=max(1, last_step + self._every_steps - step + 1))
 
     def update_last_triggered_step(self, step: int) -> tuple[float | None, int | None]:
-        """Records a trigger at `step`.
+        """Records a trigger at `step`; returns `(elapsed_secs, elapsed_steps)` since the last.
 
-        Returns:
-          `(elapsed_secs, elapsed_steps)` since the previous trigger, or
-          `(None, None)` for the first one (and after loading a state that
-          has no time). After `load_state_dict()` the seconds exclude the
-          time between the save and the load.
+        `(None, None)` for the first one (and after loading a state without a time).
         """
         now = time.time()
         elapsed = self._elapsed(step, now)
@@ -110,12 +92,10 @@ class SecondOrStepTimer:
         return elapsed
 
     def elapsed_since_trigger(self, step: int) -> tuple[float | None, int | None]:
-        """`(elapsed_secs, elapsed_steps)` from the last trigger to `step`, recording nothing.
+        """`(elapsed_secs, elapsed_steps)` since the last trigger, recording nothing.
 
-        For an action off the schedule (e.g. a hook's last action at
-        `end()`), which must not move the next trigger: a job restarted
-        from a state saved after it acts at the uninterrupted run's steps.
-        `(None, None)` as `update_last_triggered_step` returns it.
+        For an action off the schedule (e.g. at `end()`), which must not move
+        the next trigger.
         """
         return self._elapsed(step, time.time())
 
@@ -130,13 +110,9 @@ class SecondOrStepTimer:
         return self._last_triggered_step
 
     def state_dict(self) -> dict[str, Any]:
-        """The last trigger, as plain values that keep their meaning in another process.
+        """``{"last_triggered_step": int | None, "secs_since_trigger": float | None}``.
 
-        Returns:
-          ``{"last_triggered_step": int or None, "secs_since_trigger": float
-          or None}``: the step of the last trigger, and the seconds from it
-          to now (not a clock time: the time until the state is loaded
-          again does not count).
+        Seconds since the trigger, not a clock time: the time until the load does not count.
         """
         since = None
         if self._last_triggered_time is not None:
@@ -144,17 +120,12 @@ class SecondOrStepTimer:
         return {"last_triggered_step": self._last_triggered_step, "secs_since_trigger": since}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Puts back a state from `state_dict()`.
-
-        The last trigger's step is taken as it is; its time is set
-        `secs_since_trigger` seconds before now (an `every_secs` timer with
-        no time triggers at the next step), so elapsed times leave out the
-        time between the save and the load.
+        """Puts back a state from `state_dict()`, its time `secs_since_trigger` before now.
 
         Raises:
           ValueError: If `state` does not hold a step (int or None) and
-            seconds (a finite number >= 0, or None; None with no step).
-            Nothing is changed then.
+            seconds (a finite number >= 0, or None; None with no step);
+            nothing is changed then.
         """
         step, since = _checked_state(state)
         self._last_triggered_step = step
@@ -197,23 +168,14 @@ def _is_seconds(value: Unchecked) -> TypeGuard[int | float]:
 class TimedHook(SessionRunHook):
     """A hook that acts every N global steps or every N seconds.
 
-    Holds the hook's `SecondOrStepTimer` as `self._timer` and gives, once,
-    the three methods every such hook would otherwise write the same way:
-
-    * `next_action(global_step)`: the run at which the global step after it
-      reaches the timer's next trigger, so eager sessions can fuse the steps
-      before it (`steps_per_execution`);
-    * `state_dict()` / `load_state_dict(state)`: the timer's last trigger,
-      ``{"timer": ...}``, saved with each checkpoint (see
-      `monsession.StatefulHook`), so a restarted job triggers at the steps the
-      uninterrupted one would have, and elapsed seconds leave out the time it
-      was down.
-
-    A subclass checks its own arguments, calls `super().__init__()` with the
-    schedule, tests the global step after each run with
-    `self._timer.should_trigger_for_step` (``run_context.global_step + 1`` in
-    `before_run`, ``run_context.global_step_after(...)`` in `after_run`) and
-    records each trigger with `self._timer.update_last_triggered_step`:
+    Holds a `SecondOrStepTimer` as `self._timer`, and gives `next_action`
+    (the run at which the global step after it triggers, so eager sessions
+    fuse the steps before) and `state_dict`/`load_state_dict` (the timer's
+    last trigger, so a restarted job triggers at the uninterrupted one's
+    steps; see `monsession.StatefulHook`). A subclass tests the global step
+    with `self._timer.should_trigger_for_step` (``run_context.global_step + 1``
+    in `before_run`, ``run_context.global_step_after(...)`` in `after_run`)
+    and records each trigger with `self._timer.update_last_triggered_step`:
 
     ```python
     class EveryNStepsHook(monsession.TimedHook):
@@ -230,16 +192,9 @@ class TimedHook(SessionRunHook):
                 print("acting at step", step)
     ```
 
-    A hook that counts something else than the global step (e.g. its own
-    runs) overrides `next_action`, or uses `SecondOrStepTimer` directly.
-
-    Args:
-      every_secs: Trigger at most once every this many seconds.
-      every_steps: Trigger once every this many global steps.
-
-    Raises:
-      ValueError, TypeError: As `SecondOrStepTimer` (exactly one of the two,
-        a number >= 0).
+    A hook that counts something else (e.g. its own runs) overrides
+    `next_action`, or uses `SecondOrStepTimer` directly. Arguments and
+    errors are `SecondOrStepTimer`'s.
     """
 
     def __init__(self, every_secs: float | None = None, every_steps: int | None = None) -> None:

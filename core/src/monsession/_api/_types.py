@@ -1,15 +1,8 @@
 """The values that cross core's seams, the session a hook is given, and argument checks.
 
-TensorFlow has no type stubs, so its tensors and functions are `Any` to the
-type checker. The values below are open by nature (a user's nested fetches,
-a hook's saved state): each alias is `object`, which the checker makes every
-use narrow, and its name says what the value is.
-
-An `Unchecked` value becomes a typed one through the checks every hook and
-session shares, whose errors name the owner and the argument: a schedule is
-a positive number of steps or of seconds (exactly one of the two where one
-is needed), a flag is a bool, a directory to write to is one this process
-can write to. Nothing here imports TensorFlow until `in_eager_mode` is called.
+Open values (a user's nested fetches, a hook's saved state) are `object`
+aliases named for what they hold. The checks' errors name the owner and the
+argument. Nothing here imports TensorFlow until `in_eager_mode` is called.
 """
 
 from __future__ import annotations
@@ -44,20 +37,14 @@ HookState: TypeAlias = object
 class HookStateWriter(Protocol):
     """Saves the state of a session's stateful hooks beside a checkpoint.
 
-    Not part of TensorFlow's hook API. After `begin()`, monsession's sessions
-    (and `monsession.plugins.HookLifecycle`) hand it to each hook that
-    overrides `SessionRunHook.use_hook_state`. A hook that writes checkpoints
-    keeps it and calls ``hook_state.save(prefix)`` just before writing the
-    checkpoint `prefix`, as `CheckpointSaverHook` does: the state of every
-    `StatefulHook` is then loaded back when a session is created from it.
+    After `begin()`, sessions (and `monsession.plugins.HookLifecycle`) hand it
+    to each hook that overrides `SessionRunHook.use_hook_state`. A hook that
+    writes checkpoints calls ``hook_state.save(prefix)`` just before writing
+    checkpoint `prefix`, as `CheckpointSaverHook` does.
     """
 
     def save(self, checkpoint_prefix: str) -> str | None:
         """Writes ``<checkpoint_prefix>.hooks.json`` (one rename); returns its path.
-
-        Call it just before writing the checkpoint `checkpoint_prefix` (e.g.
-        ``<dir>/model.ckpt-<step>``), so that the file exists before the
-        checkpoint's state file names the checkpoint.
 
         Returns:
           The path written; `None` when no hook of the session has state.
@@ -74,9 +61,8 @@ Unchecked: TypeAlias = object
 class SessionLike(Protocol):
     """The session a hook is given: an object with `run(fetches, feed_dict=None)`.
 
-    A `tf.compat.v1.Session` in graph mode (or TensorFlow's session wrappers),
-    monsession's session in eager mode; what `run` takes and returns is that
-    session's (see `MonitoredSession.run`).
+    A `tf.compat.v1.Session` (or TensorFlow's wrappers) in graph mode,
+    monsession's session in eager mode (see `MonitoredSession.run`).
     """
 
     def run(self, fetches: Any, feed_dict: Any = None) -> Any:
@@ -86,20 +72,11 @@ class SessionLike(Protocol):
 def in_eager_mode(session: SessionLike | None = None) -> bool:
     """Whether a hook works for an eager session: monsession's `tf.executing_eagerly()`.
 
-    It answers from the session's mode. Given the session a hook is handed
-    (`after_create_session`, `run_context.session`, `end`): that session's
-    mode, also where TensorFlow's differs (a graph session run outside its
-    ``with graph.as_default():`` block). Without one (a constructor,
-    `begin()`): the mode of the program around the call, the mode a session
-    created there gets, also while a `tf.function` of an eager program is
-    being traced.
-
-    Args:
-      session: The session a hook was handed (a `tf.compat.v1.Session`,
-        TensorFlow's session wrappers, or monsession's), or `None`.
-
-    Returns:
-      `True` for an eager session (or program), `False` in graph mode.
+    Given the session a hook is handed: that session's mode, also where
+    TensorFlow's differs (a graph session run outside its
+    ``with graph.as_default():``). Without one (a constructor, `begin()`):
+    the mode a session created there gets, also while a `tf.function` of an
+    eager program is being traced.
     """
     import tensorflow as tf  # Not at import: `import monsession` imports no TensorFlow.
 
@@ -132,8 +109,7 @@ def check_interval(
 ) -> None:
     """Checks one interval of a schedule: a number of steps or of seconds.
 
-    Steps must be an int (a NumPy integer too), seconds any real number;
-    `bool` and strings are refused, and so is NaN.
+    Steps are an int (NumPy's too), seconds a real number; not `bool`, str or NaN.
 
     ```python
     monsession.plugins.check_interval("MyHook", "every_n_steps", every_n_steps, "steps")
@@ -142,11 +118,11 @@ def check_interval(
     Args:
       owner: Who checks, first in the message (e.g. ``"CheckpointSaverHook"``).
       name: The argument's name.
-      value: The argument's value (not `None`: leave optional ones out).
+      value: Its value (not `None`: leave optional ones out).
       unit: ``"steps"`` or ``"secs"``.
       allow_zero: Whether 0 is accepted.
-      expected: What to say was expected, instead of the default
-        ``"a positive int number of steps"`` (or seconds).
+      expected: The message's expectation, instead of e.g.
+        ``"a positive int number of steps"``.
 
     Raises:
       TypeError: If `value` is not a number of the unit's type.
@@ -174,10 +150,9 @@ def check_schedule(
 ) -> None:
     """Checks a "every N steps or every N seconds" pair of arguments.
 
-    Exactly one of the two must be given (at most one with `allow_neither`),
-    and the given one must pass `check_interval`. `SecondOrStepTimer` checks
-    its arguments with it; a hook that names its arguments differently calls
-    it first, so that the error names the hook's own arguments:
+    Exactly one of the two (at most one with `allow_neither`), passing
+    `check_interval`. A hook calls it before building its timer, so that the
+    error names the hook's own arguments:
 
     ```python
     monsession.plugins.check_schedule("MyHook", "save_steps", save_steps, "save_secs", save_secs)
@@ -186,13 +161,12 @@ def check_schedule(
 
     Args:
       owner: Who checks, first in the message.
-      steps_name: The name of the steps argument.
+      steps_name: The steps argument's name.
       steps: Its value, or `None`.
-      secs_name: The name of the seconds argument.
+      secs_name: The seconds argument's name.
       secs: Its value, or `None`.
       allow_neither: Whether both may be `None`.
-      allow_zero: Whether 0 is accepted (`SecondOrStepTimer` accepts it, as
-        TensorFlow's does: it then triggers on every new step).
+      allow_zero: Whether 0 is accepted (as `SecondOrStepTimer` does).
 
     Raises:
       ValueError: If both are given, or neither without `allow_neither`, or
@@ -220,21 +194,10 @@ def check_schedule(
 
 
 def check_flag(owner: str, name: str, value: Unchecked) -> None:
-    """Checks a yes/no argument: a `bool` (a NumPy bool, 0 or 1 too).
+    """Checks a yes/no argument: a `bool`, NumPy bool, 0 or 1, else `TypeError`.
 
     A string is refused: ``"False"`` is true.
-
-    ```python
-    monsession.plugins.check_flag("MyHook", "at_end", at_end)
-    ```
-
-    Args:
-      owner: Who checks, first in the message.
-      name: The argument's name.
-      value: The argument's value.
-
-    Raises:
-      TypeError: If `value` is not a bool, NumPy bool, 0 or 1.
+    ``monsession.plugins.check_flag("MyHook", "at_end", at_end)``.
     """
     kind = type(value)
     if isinstance(value, bool) or (
@@ -251,22 +214,18 @@ def check_flag(owner: str, name: str, value: Unchecked) -> None:
 class UnwritableDirectoryError(PermissionError, ValueError):
     """A directory argument this process cannot create or write to.
 
-    A `PermissionError`, and a `ValueError` too because it is a bad value of
-    an argument: raised by a family's default hook, it reaches the user of
-    `MonitoredTrainingSession` as it is (see `monsession_default_hooks`).
+    Also a `ValueError` (a bad argument value): raised by a family's default
+    hook, it reaches the user of `MonitoredTrainingSession` as it is.
     """
 
 
 def check_directory(owner: str, name: str, path: Unchecked, *, writable: bool = True) -> None:
     """Checks a directory argument before anything is written to it (or read from it).
 
-    Call it in the constructor: a path that is a file, lies under a file,
-    or (with `writable`) cannot be created or written to fails at once,
-    before TensorFlow touches it. Nothing is created: a missing directory
+    Call it in the constructor. Nothing is created: a missing directory
     passes when its nearest existing parent is a writable directory (probed
-    by creating and deleting a temporary file there, which also works for
-    root, for whom permission bits say nothing). Remote paths (``gs://``,
-    ``s3://``, ...) are not checked.
+    with a temporary file, which also works for root). Remote paths
+    (``gs://``, ``s3://``, ...) are not checked.
 
     Args:
       owner: Who checks, first in the message (e.g. ``"SummarySaverHook"``).
