@@ -1,4 +1,4 @@
-"""A dead cluster task never holds a session up for long (see `_durability/_lost_tasks`).
+"""A dead cluster task never holds a session up for long (see `_durability/_retry`).
 
 TensorFlow's `Session.close()` waits for ever on a parameter server that
 was SIGKILLed; the real failure is run by the cluster matrix
@@ -24,9 +24,8 @@ import pytest
 import tensorflow as tf
 
 import monsession
-from monsession._durability import _lost_tasks, _retry
-from monsession._durability._lost_tasks import close_within
-from monsession._durability._retry import RetryBudget, RetryPolicy
+from monsession._durability import _retry
+from monsession._durability._retry import RetryBudget, RetryPolicy, close_within
 
 GRACE_SECS = 30  # The coordinator's grace period: the old close waited this long.
 PS = "/job:ps/replica:0/task:0"
@@ -75,7 +74,7 @@ def _close_warnings(caplog):
 
 @pytest.fixture
 def short_close(monkeypatch):
-    monkeypatch.setattr(_lost_tasks, "CLOSE_SECS", 0.2)
+    monkeypatch.setattr(_retry, "CLOSE_SECS", 0.2)
 
 
 def test_the_recovery_does_not_wait_for_the_broken_session_to_close(graph, caplog, short_close):
@@ -218,7 +217,7 @@ def test_a_lost_parameter_server_of_a_real_cluster_is_asked():
         import os
         import socket
         import tensorflow as tf
-        from monsession._durability._lost_tasks import answers_within
+        from monsession._durability._retry import answers_within
 
         def free_port():
             with socket.socket() as sock:
@@ -263,9 +262,9 @@ def test_a_listening_address_is_not_gone_and_a_closed_port_is() -> None:
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
         server.listen()
-        assert not _lost_tasks.refuses_connections(f"127.0.0.1:{server.getsockname()[1]}")
+        assert not _retry.refuses_connections(f"127.0.0.1:{server.getsockname()[1]}")
     with _closed_port() as address:
-        assert _lost_tasks.refuses_connections(address)
+        assert _retry.refuses_connections(address)
 
 
 def test_waiting_for_closures_ends_naming_a_parameter_server_that_is_gone() -> None:
@@ -279,12 +278,12 @@ def test_waiting_for_closures_ends_naming_a_parameter_server_that_is_gone() -> N
 
     task = "/job:ps/replica:0/task:1"
     with _closed_port() as address, pytest.raises(tf.errors.UnavailableError) as raised:
-        _lost_tasks.join_unless_lost(never_done, {task: address})
+        _retry.join_unless_lost(never_done, {task: address})
     assert f"parameter server {task}" in str(raised.value)
     assert "refuses connections" in str(raised.value)
     assert _retry.lost_parameter_servers(raised.value) == [task]
     assert _retry.why_not_retried(raised.value) is not None
-    assert sum(waited) >= _lost_tasks.PS_REFUSED_SECS
+    assert sum(waited) >= _retry.PS_REFUSED_SECS
 
 
 def test_waiting_for_closures_goes_on_while_the_parameter_server_listens() -> None:
@@ -293,5 +292,5 @@ def test_waiting_for_closures_goes_on_while_the_parameter_server_listens() -> No
         server.bind(("127.0.0.1", 0))
         server.listen()
         address = f"127.0.0.1:{server.getsockname()[1]}"
-        _lost_tasks.join_unless_lost(lambda secs: next(slices), {PS: address})
+        _retry.join_unless_lost(lambda secs: next(slices), {PS: address})
     assert next(slices, "all used") == "all used"

@@ -23,7 +23,7 @@ from monsession._backends._closure_record import closure_record
 from monsession._backends._owned_step import advancing, owned_global_step
 from monsession._backends._step_value import can_return_global_step, returning_global_step
 from monsession._backends._traces import Traces
-from monsession._durability._lost_tasks import join_unless_lost, parameter_server_tasks
+from monsession._durability._retry import join_unless_lost, parameter_server_tasks
 from monsession._tf_compat import cluster_coordinator, read_variable_to_host, wait_for_closures
 
 logger = logging.getLogger("monsession")

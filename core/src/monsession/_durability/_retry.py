@@ -1,13 +1,17 @@
-"""Re-creating a session after a preemption error, within bounds.
+"""Preemption errors: re-creating the session within bounds, and bounded waits on dead tasks.
 
 `_RecoverableSession` follows a `RetryPolicy`: the first re-creation after an
 `AbortedError` or `UnavailableError` is immediate, as in TensorFlow; each
 further failure of a streak waits twice as long (1 s, 2 s, ... at most 30 s),
-up to `max_attempts` or the creator's `max_wait_secs`. Each retry is a
-WARNING. A lost parameter server of a TF1 cluster is waited for at most
-`lost_server_secs` (20 s), asking it whether it answers; under
-`ParameterServerStrategy` it cannot come back (its variables are gone), so
-such an error raises at once, naming it (`why_not_retried`).
+up to `max_attempts` or the creator's `max_wait_secs`. A lost parameter
+server of a TF1 cluster is waited for at most `lost_server_secs` (20 s);
+under `ParameterServerStrategy` it cannot come back, so such an error raises
+at once (`why_not_retried`).
+
+TensorFlow can also wait for ever on a dead task: `Session.close()`
+(tensorflow#21745), a new session until every task answers, and the
+`ParameterServerStrategy` coordinator's closures. `close_within`,
+`answers_within` and `join_unless_lost` bound those waits.
 """
 
 from __future__ import annotations
@@ -15,24 +19,23 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
+import socket
+import threading
 import time
 from collections.abc import Callable
 from typing import NoReturn, Protocol, runtime_checkable
 
 import tensorflow as tf
 
-from monsession._tf_compat import parameter_server_unavailable_error
+from monsession._tf_compat import cluster_spec_of, parameter_server_unavailable_error
 
 logger = logging.getLogger("monsession")
 
 # What `_RecoverableSession` catches to re-create the session, as in TensorFlow.
 PREEMPTION_ERRORS = (tf.errors.AbortedError, tf.errors.UnavailableError)
 
-# gRPC adds this line to an error for each remote task that did not answer.
-# TensorFlow gives the failed task in no structured field: its own
-# `ClusterCoordinator` tells parameter server failures from worker failures
-# by this same text. The multi-process test of examples/distributed kills a
-# parameter server and checks that its name is found here.
+# gRPC's line for each remote task that did not answer: TensorFlow has no structured
+# field for it (its own `ClusterCoordinator` reads this text too).
 _FROM_PARAMETER_SERVER = re.compile(
     r"GRPC error information from remote target (/job:ps/replica:\d+/task:\d+)"
 )
@@ -42,17 +45,8 @@ _PARAMETER_SERVER_TASK = re.compile(r"/job:ps/replica:\d+/task:\d+")
 
 
 def lost_parameter_servers(error: Exception) -> list[str]:
-    """The parameter server tasks that a preemption error says did not answer.
-
-    Args:
-      error: Any exception.
-
-    Returns:
-      Sorted task names such as ``"/job:ps/replica:0/task:0"``; the job,
-      ``"/job:ps"``, when a `PSUnavailableError` names no task (TensorFlow's
-      coordination service reports a parameter server failure so); empty
-      for any other error.
-    """
+    """The parameter server tasks (``"/job:ps/replica:0/task:0"``) that a preemption error
+    says did not answer, sorted; ``"/job:ps"`` for a `PSUnavailableError` naming none."""
     if not isinstance(error, PREEMPTION_ERRORS):
         return []
     names = sorted(set(_FROM_PARAMETER_SERVER.findall(str(error))))
@@ -88,8 +82,7 @@ INITIAL_BACKOFF_SECS = 1.0
 MAX_BACKOFF_SECS = 30.0
 LOST_SERVER_SECS = 20.0
 
-# Asks whether a lost task answers again, waiting at most the seconds given:
-# True or False, or None where the session cannot ask (no TF1 cluster).
+# Whether a lost task answers again within the seconds given; None: cannot ask (no TF1 cluster).
 Answers = Callable[[str, float], "bool | None"]
 
 
@@ -103,12 +96,10 @@ class RetryPolicy:
       initial_backoff_secs: The wait before the second retry of a streak.
       max_backoff_secs: The longest wait between two retries.
       no_retry_reason: Why `max_attempts` is 0, for the error message.
-      cannot_retry: Given a preemption error, why re-creating the session
-        cannot succeed after it (for the error message), or `None` when it
-        may; such an error raises at once, whatever the other bounds.
+      cannot_retry: Why re-creating the session cannot cure a preemption
+        error, or `None`; such an error raises at once.
       lost_server_secs: How long a streak of errors naming a lost parameter
-        server may last, from the first of them, or `None` for no bound
-        other than the others.
+        server may last, or `None` for no such bound.
     """
 
     max_attempts: int = MAX_ATTEMPTS
@@ -121,14 +112,8 @@ class RetryPolicy:
 
 
 class RetryBudget:
-    """Counts one streak of consecutive failures against a `RetryPolicy`.
-
-    Args:
-      policy: The bounds.
-      owner: The session's class name, for messages.
-      answers: Asks a lost parameter server whether it answers again (see
-        `Answers`), or `None`.
-    """
+    """Counts one streak of consecutive failures against a `RetryPolicy`; `owner` names the
+    session in messages, `answers` asks a lost parameter server (see `Answers`)."""
 
     def __init__(self, policy: RetryPolicy, owner: str, answers: Answers | None = None) -> None:
         self._policy = policy
@@ -144,9 +129,8 @@ class RetryBudget:
         self._first_lost_server = None
 
     def failed(self, error: Exception, while_doing: str, since: float | None = None) -> None:
-        """Records a failure (at `since`, `time.monotonic()`, if before this call), then
-        waits before the retry; raises the type of `error`, saying why, once a bound is reached.
-        """
+        """Records a failure (at `since`, if earlier), then waits before the retry; raises
+        the type of `error`, saying why, once a bound is reached."""
         now = time.monotonic() if since is None else since
         if self._failures == 0:
             self._first_failure = now
@@ -203,11 +187,8 @@ class RetryBudget:
         return backoff
 
     def _lost_servers_back(self, error: Exception, while_doing: str, now: float) -> float | None:
-        """For an error naming lost parameter servers: waits, within the bound, for them.
-
-        Returns `None` if it names none (or there is no bound), else the longest
-        wait before the retry (0 once all answered); raises once the bound is spent.
-        """
+        """The longest wait before the retry while lost parameter servers come back (0 once
+        all answered; `None` if `error` names none); raises once the bound is spent."""
         lost, bound = lost_parameter_servers(error), self._policy.lost_server_secs
         if not lost or bound is None:
             return None
@@ -221,12 +202,8 @@ class RetryBudget:
     def _ask_lost_servers(
         self, error: Exception, while_doing: str, lost: list[str], bound: float, since: float
     ) -> float | None:
-        """Asks each of the `lost` servers in turn whether it answers, `bound` seconds from `since`.
-
-        Returns:
-          0 once every one answered; the time left when there is no cluster
-          to ask; `None` when the time is spent or one did not answer.
-        """
+        """Asks each of the `lost` servers whether it answers, `bound` seconds from `since`:
+        0 once all did; the time left with no cluster to ask; `None` if one did not."""
         for task in lost:
             left = bound - (time.monotonic() - since)
             if left <= 0:
@@ -259,11 +236,8 @@ class RetryBudget:
 
 
 def error_summary(error: Exception) -> str:
-    """The line of a TensorFlow error message that says what happened.
-
-    A `tf.function`'s error starts with "Graph execution error:" and the
-    Python stack of the op; the cause is the first line after them.
-    """
+    """The first line of a TensorFlow error message after the "Graph execution error:" header
+    and the op's stack: what happened."""
     text = str(getattr(error, "message", None) or error)
     for line in text.splitlines():
         if not any(char.isalnum() for char in line) or line[0].isspace():
@@ -283,9 +257,8 @@ def _same_type(error: Exception, message: str) -> Exception:
 
 
 def in_current_strategy(policy: RetryPolicy) -> RetryPolicy:
-    """`policy`, under which a lost parameter server raises at once if the current
-    strategy (the one whose `scope()` the session is created in) is a
-    `ParameterServerStrategy`; else `policy` unchanged."""
+    """`policy`, made to raise at once on a lost parameter server under a current
+    `ParameterServerStrategy`."""
     if not tf.distribute.has_strategy() or not isinstance(
         tf.distribute.get_strategy(), tf.distribute.experimental.ParameterServerStrategy
     ):
@@ -301,10 +274,108 @@ class RetriesUnder(Protocol):
 
 
 def retry_policy_of(creator: RetriesUnder | tf.compat.v1.train.SessionCreator) -> RetryPolicy:
-    """The retry policy of `creator` (the default for TensorFlow's creators) created now.
-
-    Inside the scope of a `ParameterServerStrategy` a lost parameter server
-    is not retried (see `why_not_retried`).
-    """
+    """The retry policy of `creator` (the default for TensorFlow's), in the current strategy."""
     policy = creator.retry_policy if isinstance(creator, RetriesUnder) else RetryPolicy()
     return in_current_strategy(policy)
+
+
+CLOSE_SECS = 5.0  # Closing a session broken by a preemption error (else milliseconds).
+PS_REFUSED_SECS = 3.0  # How long a parameter server may refuse connections while closures wait.
+
+
+def close_within(close: Callable[[], None], what: str, secs: float | None = None) -> bool:
+    """Calls `close()` in a daemon thread for at most `secs` (`CLOSE_SECS`): True once it
+    ended (or raises what it raised); else leaves the thread (which keeps the session, so
+    no `__del__` closes it twice), warns naming `what`, and returns False."""
+    secs = CLOSE_SECS if secs is None else secs
+    outcome: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            close()
+        except BaseException as error:
+            outcome.append(error)
+        else:
+            outcome.append(None)
+
+    thread = threading.Thread(target=run, name="monsession-close", daemon=True)
+    thread.start()
+    thread.join(secs)
+    if not outcome:
+        logger.warning(
+            "Closing %s did not end within %g s: a task of its cluster probably died, and "
+            "TensorFlow waits for it (tensorflow#21745). It is left to a background thread; "
+            "the session goes on without it.",
+            what,
+            secs,
+        )
+        return False
+    if outcome[0] is not None:
+        raise outcome[0]
+    return True
+
+
+def answers_within(target: str, task: str, secs: float) -> bool:
+    """Whether `task` (``"/job:ps/replica:0/task:0"``) of the TF1 cluster behind `target`
+    (``"grpc://..."``) runs a no-op within `secs`."""
+    graph = tf.Graph()
+    with graph.as_default(), graph.device(task):
+        no_op = tf.no_op()
+    config = tf.compat.v1.ConfigProto(
+        device_filters=[task], operation_timeout_in_ms=max(1, int(secs * 1000))
+    )
+    config.rpc_options.use_rpc_for_inprocess_master = True
+    session = tf.compat.v1.Session(target, graph=graph, config=config)
+    try:
+        session.run(no_op)
+    except (tf.errors.DeadlineExceededError, tf.errors.UnavailableError, tf.errors.AbortedError):
+        return False
+    finally:
+        close_within(session.close, f"the session that asked {task} for a no-op")
+    return True
+
+
+def refuses_connections(address: str, secs: float = 1.0) -> bool:
+    """Whether `address` (``"host:port"``) refuses connections: a task that is gone (a
+    timeout or another error proves nothing: False)."""
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=secs):
+            return False
+    except ConnectionRefusedError:
+        return True
+    except OSError:
+        return False
+
+
+def join_unless_lost(wait: Callable[[float], bool], parameter_servers: dict[str, str]) -> None:
+    """Calls `wait(secs)` (whether the scheduled closures all ran) until True; raises
+    TensorFlow's `PSUnavailableError` once one of `parameter_servers` (address by task
+    name) refused connections for `PS_REFUSED_SECS`."""
+    refused_since: dict[str, float] = {}
+    while not wait(1.0):
+        now = time.monotonic()
+        for task, address in parameter_servers.items():
+            if not refuses_connections(address):
+                refused_since.pop(task, None)
+            elif now - refused_since.setdefault(task, now) >= PS_REFUSED_SECS:
+                raise parameter_server_unavailable_error()(
+                    tf.errors.UnavailableError(
+                        None,
+                        None,
+                        f"parameter server {task} ({address}) refuses connections: it is gone, "
+                        "and the closures scheduled wait for it (TensorFlow's coordinator "
+                        "waits for the workers to come back instead of raising)",
+                    )
+                )
+
+
+def parameter_server_tasks(strategy: tf.distribute.Strategy) -> dict[str, str]:
+    """The address of each parameter server task of `strategy`'s cluster, by task name."""
+    spec = cluster_spec_of(strategy)
+    if "ps" not in spec.jobs:
+        return {}
+    return {
+        f"/job:ps/replica:0/task:{index}": spec.task_address("ps", index)
+        for index in spec.task_indices("ps")
+    }

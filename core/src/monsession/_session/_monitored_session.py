@@ -112,25 +112,18 @@ class _MonitoredSession:
         outputs are returned as they are (tensors, nothing copied to host).
 
         `hooks` (keyword only; not in TensorFlow) runs this call with only
-        some of the session's hooks, in the session's order: `hooks=[]` runs
-        none (an evaluation, a debugging fetch), `hooks=[d_logger]` only
-        that one (the second optimizer of a GAN). Recovery, stop requests
-        and signals work as for any call. A hook left out of a call does not
-        see it at all; leave `StopAtStepHook` in every training call, or it
-        stops only at the next call it sees.
+        some of the session's hooks, in the session's order: `hooks=[]` none
+        (an evaluation), `hooks=[d_logger]` only that one (a GAN's second
+        optimizer). A hook left out of a call does not see it; leave
+        `StopAtStepHook` in every training call.
 
-        `training` (keyword only; not in TensorFlow) says whether the call is
-        a training step, whichever hooks it runs. `None` (the default): a
-        call without `hooks=` is one, a call with `hooks=` is not. A training
-        step adds one to the global step: a global step the session owns is
-        advanced by it (eager mode), hooks get the step counted on the host,
-        and with `steps_per_execution` a call without `hooks=` may fuse. Any
-        other call is not assumed to add one (an evaluation): it advances no
-        owned global step and is never fused; hooks that ask for the step
-        after it get it read from the device, and the next call starts from
-        that value, so step-based hooks (`StopAtStepHook`, timers) are never
-        shifted by it. E.g. the generator step of a GAN, run with its own
-        hooks: `sess.run(g_step, hooks=[stop, g_logger], training=True)`.
+        `training` (keyword only; not in TensorFlow): whether the call is a
+        training step; `None` (the default): a call without `hooks=` is one.
+        A training step advances an owned global step (eager mode), counts
+        the step on the host, and may fuse with `steps_per_execution`. Any
+        other call advances nothing and never fuses; hooks read the step
+        from the device after it, so step-based hooks are never shifted by
+        it. E.g. `sess.run(g_step, hooks=[stop, g_logger], training=True)`.
 
         If a stop signal arrived (see `stop_on_signals`), `run()` runs no
         step: it closes the session, as `close()` does, and hands the signal
@@ -151,12 +144,10 @@ class _MonitoredSession:
     def call(self, step: Callable[_P, Results], /, *args: _P.args, **kwargs: _P.kwargs) -> Results:
         """Eager mode: runs `step(*args, **kwargs)` with the hooks, as `run(step)` does.
 
-        Per-batch data passes as the step's own arguments. Hooks name the
-        step's outputs as for `run()`: a mapping's keys, or `"output"` for
-        an output that is not a mapping (`"output/0"`, `"output/1"`... for
-        the items of a tuple or list). One call is one training step, with
-        all the hooks (every keyword goes to the step; for an evaluation or
-        chosen hooks, use `run(step, feed_dict=..., hooks=..., training=...)`).
+        Hooks name the step's outputs as for `run()`: a mapping's keys, else
+        `"output"` (`"output/0"`, ... for a tuple or list). One call is one
+        training step with all the hooks (for an evaluation or chosen hooks,
+        use `run(step, feed_dict=..., hooks=..., training=...)`).
 
         Raises:
           RuntimeError: In graph mode (use `run()`), or as `run()` raises.
@@ -164,17 +155,12 @@ class _MonitoredSession:
         return self.run(self._mode.bind_call(type(self).__name__, step, *args, **kwargs))
 
     def run_step_fn(self, step_fn: Callable[[_StepContext], _Result]) -> _Result:
-        """Runs `step_fn(step_context)`, which decides how to run the step.
+        """Returns `step_fn(step_context)`, which decides how to run the step.
 
-        Args:
-          step_fn: A function of one argument named `step_context` (or a method
-            with `self` and `step_context`). It can run without hooks through
-            `step_context.session`, with hooks through
-            `step_context.run_with_hooks(...)`, and stop with
-            `step_context.request_stop()`.
-
-        Returns:
-          What `step_fn` returns.
+        `step_fn` takes one argument named `step_context` (or `self` and
+        `step_context`); it runs without hooks through `step_context.session`,
+        with them through `step_context.run_with_hooks(...)`, and stops with
+        `step_context.request_stop()`.
 
         Raises:
           StopIteration: If `step_fn` called `request_stop()`.
@@ -236,16 +222,8 @@ class _MonitoredSession:
         return self._stack.dispatcher
 
     def agree_with_workers(self, agreement: StepVotes) -> None:
-        """Stops on a signal, and fuses steps, only as the workers of a job agree.
-
-        Used by `MonitoredTrainingSession` under collective ops: after each
-        step the workers agree whether one received a stop signal and how
-        many silent steps the next run fuses.
-
-        Args:
-          agreement: The agreement of the session's multi-worker strategy
-            (`StepAgreement`).
-        """
+        """Stops on a signal, and fuses steps, only as the workers agree through `agreement`
+        (`StepAgreement`, after each step; `MonitoredTrainingSession` under collective ops)."""
         self._stack.signals.agree_with_workers(agreement, self._stack.fusion)
 
 
@@ -260,16 +238,13 @@ class MonitoredSession(_MonitoredSession):
     session (restoring the latest checkpoint) and retry. `close()` calls `end()`
     and closes the session; as a context manager it also ends cleanly on
     `OutOfRangeError` and `StopIteration`, and skips `end()` on other errors,
-    calling the hooks' optional `on_failure(session, error)` instead.
-
-    Works in graph mode and, with the same hooks, in eager mode (see `run()`).
+    calling the hooks' optional `on_failure(session, error)` instead. Works in
+    graph mode and, with the same hooks, in eager mode (see `run()`).
 
     On SIGTERM or SIGINT (see `stop_on_signals`) the step in progress
-    finishes, `should_stop()` becomes true, and closing the session calls the
-    hooks' `end()` (a `CheckpointSaverHook` saves the step reached) before the
-    signal is handed on to the handler installed before the session:
-    `KeyboardInterrupt` for SIGINT, the end of the process for SIGTERM, or
-    the user's own handler.
+    finishes, `should_stop()` becomes true, and closing calls the hooks'
+    `end()` (a `CheckpointSaverHook` saves) before the signal is handed on to
+    the handler installed before the session.
 
     Args:
       session_creator: A `SessionCreator`; `ChiefSessionCreator()` by default.
@@ -283,15 +258,13 @@ class MonitoredSession(_MonitoredSession):
         `True` when some hook overrides `end()` (has work to do at a clean
         stop, e.g. saving a checkpoint), else `False`.
       steps_per_execution: Keyword only; not in TensorFlow; eager mode. 1
-        (the default): each `run(step)` runs one step. An int N > 1: a
-        `run(step)` of a `tf.function` step called without feeds runs up to
-        N steps: the steps before the next one at which a hook acts run
-        inside one `tf.function` without calling the hooks, then that step
-        runs as usual, and its outputs are returned. `"auto"`: as many as
-        the hooks allow (at most half a second per call). Needs hooks that
-        implement `next_action()` (all of monsession's do) and a step that
-        advances the global step by one; otherwise single steps, with one
-        log line saying why.
+        (the default): one step per `run(step)`. N > 1: a `run(step)` of a
+        `tf.function` step without feeds runs up to N steps, those before
+        the next one at which a hook acts inside one `tf.function` without
+        the hooks, then that step as usual. `"auto"`: as many as the hooks
+        allow (at most half a second per call). Needs hooks implementing
+        `next_action()` and a step advancing the global step by one; else
+        single steps, with one log line saying why.
 
     Raises:
       TypeError: If `hooks` is not an iterable of hook instances (an item is
@@ -324,10 +297,8 @@ class MonitoredSession(_MonitoredSession):
 
 
 class SingularMonitoredSession(_MonitoredSession):
-    """A `MonitoredSession` for one process, without recovery, with `raw_session()`.
-
-    Always a chief; errors are not recovered from; `raw_session()` gives the
-    underlying session to run without hooks, save or restore.
+    """A `MonitoredSession` for one process: always a chief, no recovery, and
+    `raw_session()` to run without hooks, save or restore.
 
     Args:
       hooks: An iterable of `SessionRunHook`s.

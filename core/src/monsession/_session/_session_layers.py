@@ -22,8 +22,13 @@ from monsession._api._types import Fetches as Fetches  # The layers' vocabulary,
 from monsession._api._types import Results as Results
 from monsession._backends._backend import FeedDict
 from monsession._backends._mode import Mode, Session
-from monsession._durability._lost_tasks import answers_within, close_within
-from monsession._durability._retry import PREEMPTION_ERRORS, RetryBudget, RetryPolicy
+from monsession._durability._retry import (
+    PREEMPTION_ERRORS,
+    RetryBudget,
+    RetryPolicy,
+    answers_within,
+    close_within,
+)
 
 logger = logging.getLogger("monsession")
 
@@ -270,7 +275,7 @@ class _CoordinatedSession(_WrappedSession[Layer]):
             raise
 
     def close(self) -> None:
-        """Closes the session; within `_lost_tasks.CLOSE_SECS` once a preemption error broke it."""
+        """Closes the session; within `_retry.CLOSE_SECS` once a preemption error broke it."""
         if self._broken_by is None:
             self._close_now()
             return

@@ -34,7 +34,7 @@ PS_LOST = "parameter server /job:ps/replica:0/task:0 was lost"
 # ARCHITECTURE.md section 7: a dead ps ends a ParameterServerStrategy job within 30 s.
 PS_LOST_WITHIN_SECS = 30
 # A TF1 cluster's workers ask a lost ps for LOST_SERVER_SECS from their step's error, then
-# exit; the margin: the broken session's close (at most _lost_tasks.CLOSE_SECS, 5 s, runs
+# exit; the margin: the broken session's close (at most _retry.CLOSE_SECS, 5 s, runs
 # within those seconds) and the exit, on a busy 2-core machine.
 TF1_PS_LOST_MARGIN_SECS = 10.0
 ABORTED_ENDS_JOB = "Restart every worker of the job"
