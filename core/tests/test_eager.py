@@ -215,7 +215,7 @@ def test_a_variable_fetched_by_several_hooks_is_read_once_per_step(monkeypatch):
     assert hooks[3].results == [[11], [22]]
     # One read when the session is created (the step service); on the first
     # step one before the callable and one after it; from the second on the
-    # step's own call returns the value before the callable (`_step_value`),
+    # step's own call returns the value before the callable (`returning_global_step`),
     # so one read after it.
     assert reads.count(global_step.name) == 4
 

@@ -11,8 +11,8 @@ import pytest
 import tensorflow as tf
 
 import monsession
-from monsession._backends._eager import BoundStep
 from monsession._durability._retry import RetryPolicy
+from monsession._fusion._loop import BoundStep
 
 
 class Ender(monsession.SessionRunHook):

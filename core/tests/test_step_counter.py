@@ -10,7 +10,7 @@ import logging
 
 import pytest
 
-from monsession._backends._step_counter import StepCounter
+from monsession._backends._backend import StepCounter
 
 
 class Device:

@@ -9,7 +9,7 @@ import tensorflow as tf
 
 import monsession
 from monsession._api._run_context import finish_run
-from monsession._backends._step_value import returning_global_step
+from monsession._backends._eager_calls import returning_global_step
 
 
 @pytest.fixture(autouse=True)
@@ -301,7 +301,7 @@ _WRAPPER_NAMES = ("with_global_step", "WithGlobalStep")
 
 
 def test_many_steps_whose_hooks_read_the_device_do_not_warn_of_retracing(caplog):
-    # Each step gets its own wrapper (`_step_value`): one trace each, and
+    # Each step gets its own wrapper (`returning_global_step`): one trace each, and
     # TensorFlow's retracing warning does not count them together.
     global_step = monsession.get_or_create_global_step()
 

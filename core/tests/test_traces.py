@@ -87,7 +87,8 @@ def test_a_step_called_with_tensors_runs_the_trace_of_their_signature(owned):
 
 def traces_key(step):
     """The function the session calls for `step` when it advances its own global step."""
-    from monsession._backends._owned_step import advancing, owned_global_step
+    from monsession._backends._eager import owned_global_step
+    from monsession._backends._eager_calls import advancing
 
     return advancing(step, owned_global_step())
 

@@ -12,9 +12,7 @@ import tensorflow as tf
 
 from monsession._api._dispatcher import HookDispatcher
 from monsession._api._types import FeedValue, Results, SessionLike, Unchecked, in_eager_mode
-from monsession._backends._backend import StepSource
-from monsession._backends._eager import BoundStep
-from monsession._fusion._loop import FUSED_STEP_ATTRIBUTE, fused_target
+from monsession._fusion._loop import FUSED_STEP_ATTRIBUTE, BoundStep, StepSource, fused_target
 
 _OWNER = "Epochs"
 _logger = logging.getLogger("monsession")

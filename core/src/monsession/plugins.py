@@ -75,13 +75,12 @@ _FROM = {
     "monsession._api._global_step": "read_global_step require_global_step",
     "monsession._session._hook_lifecycle": "HookLifecycle attach_hook_state load_hook_state "
     "prune_hook_state save_hook_state",
-    "monsession._fusion._loop": "fused_target",
-    "monsession._backends._traces": "Traces",
+    "monsession._fusion._loop": "fused_target replica_value",
+    "monsession._backends._eager_calls": "Traces",
     "monsession._backends._eager": "steps_called",
-    "monsession._backends._fetches": "TensorNotFoundError check_scalar",
-    "monsession._backends._current_mode": "resolve_fetch",
-    "monsession._backends._pending": "settle",
-    "monsession._backends._per_replica": "replica_value",
+    "monsession._backends._graph_mode": "TensorNotFoundError",
+    "monsession._backends._mode": "check_scalar resolve_fetch",
+    "monsession._backends._backend": "settle",
     "monsession._durability._checkpoint_writers": "DirectoryLockHandle DirectoryLockedError "
     "lock_checkpoint_dir register_writer unregister_writer wait_for_writes",
     "monsession._durability._files": "error_cause event_file_writer",
@@ -103,12 +102,11 @@ if TYPE_CHECKING:
         check_schedule,
         in_eager_mode,
     )
-    from monsession._backends._current_mode import resolve_fetch
+    from monsession._backends._backend import settle
     from monsession._backends._eager import steps_called
-    from monsession._backends._fetches import TensorNotFoundError, check_scalar
-    from monsession._backends._pending import settle
-    from monsession._backends._per_replica import replica_value
-    from monsession._backends._traces import Traces
+    from monsession._backends._eager_calls import Traces
+    from monsession._backends._graph_mode import TensorNotFoundError
+    from monsession._backends._mode import check_scalar, resolve_fetch
     from monsession._distribution._distributed import worker_output_dir
     from monsession._durability._checkpoint_writers import (
         DirectoryLockedError,
@@ -119,7 +117,7 @@ if TYPE_CHECKING:
         wait_for_writes,
     )
     from monsession._durability._files import error_cause, event_file_writer
-    from monsession._fusion._loop import fused_target
+    from monsession._fusion._loop import fused_target, replica_value
     from monsession._plugins._families import (
         KNOWN_ARGUMENT_FAMILIES,
         KNOWN_HOOK_FAMILIES,

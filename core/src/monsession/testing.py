@@ -33,7 +33,7 @@ from collections.abc import Iterable, Iterator
 from typing import IO, TYPE_CHECKING
 
 from monsession._api._hook_api import SessionRunHook
-from monsession._backends._closure_record import ClosureRecord, closure_record
+from monsession._attributes import lazy_attributes
 
 __all__ = [
     "ClosureRecord",
@@ -50,8 +50,13 @@ __all__ = [
 if TYPE_CHECKING:
     import tensorflow as tf
 
-    from monsession._backends._eager import EagerSession
+    from monsession._backends._eager import ClosureRecord, EagerSession, closure_record
     from monsession._session._hooked_session import _HookedSession
+
+
+__getattr__, __dir__ = lazy_attributes(
+    __name__, dict.fromkeys(("ClosureRecord", "closure_record"), "monsession._backends._eager")
+)
 
 
 def hooked_session(

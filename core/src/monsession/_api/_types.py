@@ -11,6 +11,7 @@ import math
 import numbers
 import os
 import tempfile
+from collections.abc import Callable, Mapping
 from typing import Any, Literal, Protocol, TypeAlias
 
 Fetches: TypeAlias = object
@@ -24,11 +25,17 @@ or a nested structure whose leaves are callables, variables or tensors.
 Results: TypeAlias = object
 """What a run gives back for its `Fetches`, in their structure."""
 
+StepFunction: TypeAlias = Callable[..., Results]
+"""A step (eager mode): a `tf.function` or another callable, given a run's arguments and feeds."""
+
 FeedKey: TypeAlias = object
 """A key of a run's feeds: a tensor or its name (graph), a keyword (eager)."""
 
 FeedValue: TypeAlias = object
 """A value fed to a run: under a `FeedKey`, or as an argument of the step."""
+
+FeedDict: TypeAlias = Mapping[FeedKey, FeedValue]
+"""A run's feeds: tensors (or their names) to values in graph mode, the step's keywords in eager."""
 
 HookState: TypeAlias = object
 """A hook's `state_dict()`: a value that `json.dumps` writes and `json.loads` gives back."""

@@ -1,56 +1,112 @@
-"""The one interface between the session layers and an execution backend.
+"""What the session layers get from a mode: the raw session, its `Backend`, how it is created.
 
 A backend runs one merged step (the caller's fetches and the hooks'), and
 knows the global step of every run on the host: that is the *step service*
 hooks read through `SessionRunContext.global_step` and
-`SessionRunContext.global_step_after()`. The graph backend
-(`_graph_backend`) wraps a `tf.compat.v1.Session`, the eager backend
-(`_eager_backend`) an `EagerSession`; `_session_layers` speaks only to this
-`Backend` protocol and never asks which mode it is in.
+`SessionRunContext.global_step_after()`. The graph backend wraps a
+`tf.compat.v1.Session`, the eager backend an `EagerSession`; both keep the
+host copy of the step in a `StepCounter`. The session layers speak only to
+these types and never ask which mode they are in.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
-from typing import Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeAlias
 
-import tensorflow as tf
+from monsession._api._types import FeedDict, FeedKey, Fetches, Results, SessionLike
 
-from monsession._api._types import FeedKey, FeedValue, Fetches, Results
+if TYPE_CHECKING:  # Not at import: `monsession.plugins.settle` imports no TensorFlow.
+    import tensorflow as tf
 
-FeedDict = Mapping[tf.Tensor | str, FeedValue]
-"""A run's feeds: tensors (or their names) to values in graph mode, the step's keywords in eager."""
+    from monsession._fusion._loop import LoopRunner
+
+logger = logging.getLogger("monsession")
+
 
 HookResults = dict[object, Results]
 """What each hook that asked for something fetches, or got, keyed by the hook (any hook object)."""
 
 
-class StepSource:
-    """Fetches that take their input just before they run (an `Epochs` loop's steps).
+class Session(SessionLike, Protocol):
+    """A raw session: a `tf.compat.v1.Session` (graph) or an `EagerSession` (eager)."""
 
-    The hooked session calls `bind(silent)` after the silent steps of a run
-    (see `_fusion`), before the hooks' `before_run` (or, for a quiet step,
-    without the hooks): it takes the input and returns the fetches to run.
-    Silent steps pull their input inside `fused`, a `tf.function` without
-    arguments (`None` when the step cannot be fused), at most `silent_limit`
-    of them; a quiet step only while `silent_limit` is at least 1 (the step
-    after it may still take the last input the hooks must see), unless
-    `ends_silently`: then the silent (or quiet) steps may take the last
-    input too, `silent_limit + 1` of them, and `bind` returns `None` (the
-    run has no step with the hooks). A step source is not run again after a
-    preemption error: its input was taken before the restore.
+    @property
+    def graph(self) -> tf.Graph | None:
+        """The session's graph; `None` in eager mode."""
+
+    @property
+    def sess_str(self) -> str:
+        """The master it is connected to (graph mode)."""
+
+    def run(
+        self,
+        fetches: Fetches,
+        feed_dict: FeedDict | None = None,
+        options: tf.compat.v1.RunOptions | None = None,
+        run_metadata: tf.compat.v1.RunMetadata | None = None,
+    ) -> Results:
+        """Runs `fetches` (without hooks) and returns their values."""
+
+    def close(self) -> None:
+        """Closes the session."""
+
+
+ScaffoldSaver: TypeAlias = (
+    "tf.compat.v1.train.Saver | tf.train.Checkpoint | tf.train.CheckpointManager"
+)
+"""What saves and restores: a `Saver` (graph), or the state, object-based (see `Scaffold`)."""
+
+
+class CreatedSession(NamedTuple):
+    """A new raw session and the checkpoint it was restored from (`None`: none)."""
+
+    session: Session
+    restored_from: str | None
+
+
+class ChiefRestore(NamedTuple):
+    """What the chief's session is created from (see `ChiefSessionCreator`).
+
+    Args:
+      saver: The scaffold's saver (graph) or `tf.train.Checkpoint` /
+        `CheckpointManager` (eager), or `None`.
+      init_fn: The scaffold's `init_fn(session)`, or `None`.
+      checkpoint_dir: Directory whose newest readable checkpoint is restored.
+      checkpoint_path: A checkpoint to restore instead.
+      prepare: Graph mode: a new session with the checkpoint at the given
+        path restored, or the model initialized when `None`.
     """
 
-    fused: tf.types.experimental.PolymorphicFunction | None = None
-    silent_limit = 0
-    ends_silently = False
+    saver: ScaffoldSaver | None
+    init_fn: Callable[[Session], None] | None
+    checkpoint_dir: str | None
+    checkpoint_path: str | None
+    prepare: Callable[[str | None], Session]
 
-    def bind(self, silent: int) -> Fetches | None:
-        """The fetches to run now, `silent` steps after the ones the last bind knew of.
 
-        `None` when the silent steps took the last input (`ends_silently`).
-        """
-        raise NotImplementedError
+class WorkerRestore(NamedTuple):
+    """What a worker's session is created from (see `WorkerSessionCreator`).
+
+    Args:
+      wait: Graph mode: waits until the chief's model is ready; the session.
+      saver: The scaffold's `tf.train.Checkpoint` (eager mode), or `None`.
+      init_fn: The scaffold's `init_fn(session)`, or `None`.
+      checkpoint_dir: The chief's checkpoint directory, or `None`.
+      restores: Eager mode: whether this worker restores its own copy of the
+        state from `checkpoint_dir` (or runs `init_fn`), as the workers of
+        `MonitoredTrainingSession` do; otherwise its session starts empty.
+      wait_for_peers: Eager mode: called once restored, to wait for the
+        other workers of a multi-worker strategy.
+    """
+
+    wait: Callable[[], Session]
+    saver: ScaffoldSaver | None = None
+    init_fn: Callable[[Session], None] | None = None
+    checkpoint_dir: str | None = None
+    restores: bool = False
+    wait_for_peers: Callable[[], None] | None = None
 
 
 class Backend(Protocol):
@@ -100,36 +156,140 @@ class Backend(Protocol):
         """What runs this backend's fused loops (see `_fusion`); `None`: it runs single steps."""
 
 
-class LoopRunner(Protocol):
-    """The backend side of fused steps (eager mode): what `_fusion` runs its loops with."""
+class StepCounter:
+    """The global step on the host: counted per training run, read when unknown.
 
-    def known_step(self) -> int | None:
-        """The global step after the last run, if the host counts it (no device read)."""
+    Each training run that calls a step adds one on the host, so no run needs
+    a device read to know its step. A run that is not a training step
+    (`forget_step`) leaves the step unknown until it is read again. When a
+    value read from the device shows that runs do not add one each, the
+    counter logs it once and is *drifted*: from then on the backend reads the
+    device whenever a hook needs the step.
 
-    def schedules_steps(self) -> bool:
-        """Whether steps run later, as closures on workers (a `ClusterCoordinator`).
+    Args:
+      read: Reads the global step from the device now; `None` when there
+        is no global step (the step is then never known).
+      value: The step read as the session starts, or `None` (unknown).
+    """
 
-        A loop then runs exactly the steps asked for, counted when it is scheduled.
+    def __init__(self, read: Callable[[], int] | None, value: int | None = None) -> None:
+        self._read = read
+        self._before = value
+        self._after = value
+        self._stale = False
+        self._uncounted = False
+        self._drifted = False
+
+    @property
+    def before(self) -> int | None:
+        """The step before the current run, or `None` (unknown)."""
+        return self._before
+
+    @property
+    def after(self) -> int | None:
+        """The step after the last run, what the next run starts from; `None`: unknown."""
+        return self._after
+
+    @property
+    def stale(self) -> bool:
+        """Whether the last run left the step unknown (`forget_step`) and no read followed."""
+        return self._stale
+
+    @property
+    def uncounted(self) -> bool:
+        """Whether the current run is not a training step."""
+        return self._uncounted
+
+    @property
+    def drifted(self) -> bool:
+        """Whether runs were seen not to add one each."""
+        return self._drifted
+
+    def start_run(self, read_if_stale: bool = True) -> None:
+        """A run begins: the step before it is the step after the last one.
+
+        Args:
+          read_if_stale: Whether to read the device now when the last run
+            left the step unknown; otherwise it stays unknown until read.
         """
+        if self._stale:
+            self._stale = False
+            if read_if_stale:
+                self.refresh()
+        self._before = self._after
+        self._uncounted = False
 
-    def calls_a_step(self, fetches: Fetches) -> bool:
-        """Whether running `fetches` calls a step (a callable, not only values)."""
+    def forget_step(self) -> None:
+        """The current run is not a training step: it does not add one."""
+        self._uncounted = True
 
-    def loop_variables(self) -> tuple[tf.Variable, tf.Variable | None]:
-        """The global step a loop reads after its steps, and the one each fused
-        step must advance (the session owns it, and no closure advances it), if any."""
+    def end_run(self, counted_step: bool) -> None:
+        """The current run is over; `counted_step`: it called a step that adds one."""
+        if self._uncounted:
+            self._after, self._stale = None, self._read is not None
+        elif counted_step and self._after is not None:
+            self._after += 1
 
-    def run_loop(
-        self,
-        loop: tf.types.experimental.PolymorphicFunction,
-        max_steps: int,
-        deadline: float,
-        keeps: bool,
-    ) -> tuple[int, Mapping[str, tf.Tensor]]:
-        """Runs `loop(max_steps, deadline)` and advances the host step by the steps it ran.
+    def refresh(self) -> int:
+        """Reads the device: the step after the last run."""
+        assert self._read is not None
+        self._after = int(self._read())
+        self._stale = False
+        return self._after
 
-        `keeps`: whether the loop keeps outputs (a scheduled loop's are then waited for).
+    def read_before(self) -> int:
+        """Reads the device before a run starts (or the session): the step before it."""
+        self._before = self.refresh()
+        return self._before
 
-        Returns:
-          How many steps ran (or were scheduled), and the kept outputs, stacked.
+    def learn_before(self, value: int) -> None:
+        """The step before the current run, learned once asked (it was unknown)."""
+        self._before = value
+
+    def adopt(self, value: int | None) -> None:
+        """The device showed `value` after the last run: it replaces the host count.
+
+        `None`: only a read can tell (the runs do not add one each).
         """
+        self._after, self._stale = value, False
+
+    def advance(self, steps: int) -> None:
+        """`steps` steps were scheduled (run later, on workers): counted now."""
+        assert self._after is not None, "advance() needs a known step."
+        self._after += steps
+
+    def known_after(self) -> int | None:
+        """The step after the last run, read first if the last run left it unknown."""
+        if self._stale:
+            self.refresh()
+        return self._after
+
+    def drift(self, message: str, *args: object) -> None:
+        """Runs do not add one each: logs `message` once, and reads from now on."""
+        if not self._drifted:
+            logger.warning(message, *args)
+        self._drifted = True
+
+
+def settle(session: SessionLike) -> None:
+    """Waits until every step run so far has executed (joins the coordinator).
+
+    For hooks that save or read state that the global step must describe,
+    e.g. `CheckpointSaverHook` before each save and in `end()`. After the
+    join the session compares the global step with the steps it ran, and
+    warns once if a closure advanced it more than once (run again after its
+    worker died). In graph mode, and in eager mode without a
+    `ClusterCoordinator`, steps are done when `run()` returns: it returns at
+    once.
+
+    Args:
+      session: The session a hook was given (`after_create_session`,
+        `run_context.session`, `end`).
+
+    Raises:
+      Exception: Whatever a scheduled closure raised (as `ClusterCoordinator.join()`).
+    """
+    from monsession._backends._eager import EagerSession  # TensorFlow is loaded: a session exists.
+
+    if isinstance(session, EagerSession):
+        session.settle()

@@ -1,105 +1,55 @@
-"""The session object of eager mode, for TF2 loops.
+"""The session of eager mode (`EagerSession`), for TF2 loops.
 
-In eager mode there is no graph and no `tf.compat.v1.Session`. The "session"
-is an `EagerSession` whose `run()` calls the step (usually a `tf.function`);
-`_eager_backend` runs it with the hooks. Checkpoint state is a
-`tf.train.Checkpoint` handed over through `Scaffold(saver=...)`.
+There is no graph and no `tf.compat.v1.Session`: `run()` calls the step
+(usually a `tf.function`), and the state is a `tf.train.Checkpoint` given as
+`Scaffold(saver=...)`. A session created without a global step creates and
+*owns* one (`own_global_step_if_missing`), which joins that checkpoint. Under
+a `ClusterCoordinator` steps schedule closures: `settle` waits for them, and
+`closure_record` keeps which worker ran each (TensorFlow keeps no record).
 """
 
 from __future__ import annotations
 
-import inspect
-import logging
+import dataclasses
+import threading
+import weakref
 from collections.abc import Callable, Mapping
 from functools import partial
-from typing import Any, TypeGuard, TypeVar
+from typing import Any, TypeVar
 
 import tensorflow as tf
 
-from monsession._api._types import FeedKey, FeedValue, Fetches, Results
-from monsession._backends._backend import FeedDict
-from monsession._backends._called_step import graph_fetch_error
-from monsession._backends._closure_record import closure_record
-from monsession._backends._owned_step import advancing, owned_global_step
-from monsession._backends._step_value import can_return_global_step, returning_global_step
-from monsession._backends._traces import Traces
+from monsession._api._global_step import get_global_step, get_or_create_global_step
+from monsession._api._types import FeedDict, FeedKey, FeedValue, Fetches, Results
+from monsession._backends._eager_calls import (
+    CONTAINERS,
+    Traces,
+    accepted_keywords,
+    advancing,
+    can_return_global_step,
+    describe,
+    is_step_callable,
+    map_structure,
+    not_a_step_error,
+    read_fetched,
+    returning_global_step,
+)
 from monsession._durability._retry import join_unless_lost, parameter_server_tasks
-from monsession._tf_compat import cluster_coordinator, read_variable_to_host, wait_for_closures
+from monsession._fusion._loop import BoundStep
+from monsession._tf_compat import (
+    cluster_coordinator,
+    read_variable_to_host,
+    wait_for_closures,
+    watch_closures,
+)
 
-logger = logging.getLogger("monsession")
+_R = TypeVar("_R")
+
 
 _NO_FEEDS: Mapping[str, FeedValue] = {}  # Never changed: passed on as `**feeds`.
 _NO_OWNERS: Mapping[FeedKey, str] = {}  # Never changed.
 
 _Caller = Callable[..., Any]
-_R = TypeVar("_R")
-
-
-def _is_step_callable(leaf: Fetches) -> TypeGuard[Callable[..., Results]]:
-    return callable(leaf) and not isinstance(leaf, (tf.Variable, tf.Tensor))
-
-
-def _accepted_keywords(fn: _Caller) -> frozenset[str] | None:
-    """The keyword names `fn` accepts, or `None` when it takes `**kwargs`."""
-    try:
-        parameters = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):
-        return None
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
-        return None
-    usable = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    return frozenset(p.name for p in parameters if p.kind in usable)
-
-
-_CONTAINERS = (list, tuple, dict)
-
-
-def _map_structure(fn: _Caller, structure: Fetches | Results) -> Results:
-    """`tf.nest.map_structure` over lists, tuples and dicts; other values are leaves.
-
-    Plain lists, tuples and dicts (what hooks fetch) are mapped here, keeping
-    the key order as `tf.nest` does; their subclasses (namedtuples,
-    `OrderedDict`...) go to `tf.nest`.
-    """
-    if type(structure) is dict:
-        return {key: _map_structure(fn, value) for key, value in structure.items()}
-    if type(structure) is list:
-        return [_map_structure(fn, item) for item in structure]
-    if type(structure) is tuple:
-        return tuple([_map_structure(fn, item) for item in structure])
-    if isinstance(structure, _CONTAINERS):
-        return tf.nest.map_structure(fn, structure)
-    return fn(structure)
-
-
-class BoundStep:
-    """A step with the arguments of one `MonitoredSession.call()`.
-
-    Calling it calls the step with them (and a hook's feeds as keywords).
-    `retry=False`: after a preemption error the session is re-created (the
-    checkpoint restored) but the call is not retried with these arguments;
-    it returns `None` (`Epochs.run` takes the batch again at the restored
-    position).
-    """
-
-    def __init__(
-        self,
-        step: _Caller,
-        args: tuple[FeedValue, ...],
-        kwargs: Mapping[str, FeedValue],
-        retry: bool = True,
-    ) -> None:
-        self.step = step
-        self.args = args
-        self.kwargs = kwargs
-        self.retry = retry
-
-    def __call__(self, **feeds: FeedValue) -> Results:
-        return self.step(*self.args, **self.kwargs, **feeds)
-
-    @property
-    def __name__(self) -> str:
-        return _describe(self.step)
 
 
 def steps_called(fetches: Fetches) -> list[_Caller]:
@@ -125,12 +75,8 @@ def steps_called(fetches: Fetches) -> list[_Caller]:
     return [
         leaf.step if isinstance(leaf, BoundStep) else leaf
         for leaf in leaves
-        if _is_step_callable(leaf)
+        if is_step_callable(leaf)
     ]
-
-
-def _describe(fn: _Caller) -> str:
-    return getattr(fn, "__name__", None) or type(fn).__name__
 
 
 class _StepCaller:
@@ -140,7 +86,7 @@ class _StepCaller:
         self._checked: set[tuple[int, frozenset[str]]] = set()
         self._traces = traces
         self.owned_step = owned_step  # The global step, if the session advances it.
-        # The global step to read inside the step's call on this run (`_step_value`),
+        # The global step to read inside the step's call on this run (`returning_global_step`),
         # and its value after the last such call.
         self.read_with: tf.Variable | None = None
         self.step_value: tf.Tensor | None = None
@@ -151,12 +97,12 @@ class _StepCaller:
         key = (id(fn), names)
         if key in self._checked:
             return
-        accepted = _accepted_keywords(fn)
+        accepted = accepted_keywords(fn)
         if accepted is not None:
             for name in sorted(names - accepted):
                 raise TypeError(
                     f"{owner_of.get(name, 'The caller')} feeds {name!r}, but the step "
-                    f"{_describe(fn)!r} takes no argument of that name; it takes "
+                    f"{describe(fn)!r} takes no argument of that name; it takes "
                     f"{sorted(accepted)}."
                 )
         self._checked.add(key)
@@ -165,10 +111,8 @@ class _StepCaller:
         self, fetches: Fetches, feeds: Mapping[str, FeedValue], owner_of: Mapping[FeedKey, str]
     ) -> Results:
         names = frozenset(feeds) if feeds else None
-        if isinstance(fetches, _CONTAINERS):
-            return _map_structure(
-                lambda leaf: self._run_leaf(leaf, feeds, names, owner_of), fetches
-            )
+        if isinstance(fetches, CONTAINERS):
+            return map_structure(lambda leaf: self._run_leaf(leaf, feeds, names, owner_of), fetches)
         return self._run_leaf(fetches, feeds, names, owner_of)
 
     def _run_leaf(
@@ -179,11 +123,11 @@ class _StepCaller:
         owner_of: Mapping[FeedKey, str],
     ) -> Results:
         if isinstance(leaf, tf.Variable):
-            return _read(leaf)
+            return read_fetched(leaf)
         if isinstance(leaf, tf.Tensor):
             return leaf
         if not callable(leaf):
-            raise _not_a_step(leaf)
+            raise not_a_step_error(leaf)
         if names:  # Without feeds there is nothing to check.
             self.check_feeds(leaf, names, owner_of)
         return self._call_step(leaf, feeds)
@@ -208,17 +152,21 @@ class _StepCaller:
 
     def _traced_call(self, step: Callable[..., _R], args: tuple[FeedValue, ...]) -> _R:
         """Calls `step` through the trace of its arguments' signature, or straight to its
-        trace without arguments (see `_traces`)."""
+        trace without arguments (see `Traces`)."""
         return self._traces.call_with(step, args) if args else self._traces.call(step)
 
 
-def _check_feed_keys(feed_dict: Mapping[Any, Any], owner_of: Mapping[Any, str]) -> None:
-    for key in feed_dict:
+def _keywords(feed_dict: FeedDict, owner_of: Mapping[FeedKey, str]) -> dict[str, FeedValue]:
+    """The feeds as the step's keyword arguments; raises for a key that is no name."""
+    feeds = {}
+    for key, value in feed_dict.items():
         if not isinstance(key, str):
             raise TypeError(
                 f"{owner_of.get(key, 'The caller')} feeds {key!r}; in eager mode feed_dict "
                 "keys are the names of the step's keyword arguments (strings)."
             )
+        feeds[key] = value
+    return feeds
 
 
 def to_numpy(value: Any) -> Any:
@@ -248,30 +196,6 @@ def _current_coordinator() -> tuple[
     return coordinator, parameter_server_tasks(strategy) if coordinator else {}
 
 
-def _read(variable: tf.Variable) -> tf.Tensor:
-    """Reads `variable`; one of a graph gets the error naming where to create the session."""
-    try:
-        return variable.read_value()
-    except TypeError:
-        graph_error = graph_fetch_error(variable)
-        if graph_error is not None:
-            raise graph_error from None
-        raise
-
-
-def _not_a_step(leaf: Fetches) -> TypeError:
-    """The error for a fetch that is no step, no variable and no tensor."""
-    graph_error = graph_fetch_error(leaf)
-    if graph_error is not None:
-        return graph_error
-    return TypeError(
-        f"MonitoredSession.run() in eager mode takes a step: a callable (usually a "
-        f"tf.function), a tf.Variable, a tensor, or a structure of them. Got "
-        f"{leaf!r} of type {type(leaf).__name__}. If it is what a step returned, "
-        "pass the step itself: sess.run(train_step), not sess.run(train_step())."
-    )
-
-
 class EagerSession:
     """The session of eager mode, handed to hooks and to `run_step_fn`.
 
@@ -296,7 +220,7 @@ class EagerSession:
 
     @property
     def owned_global_step(self) -> tf.Variable | None:
-        """The global step the session advances per step (see `_owned_step`), or `None`."""
+        """The global step the session advances per step (`owned_global_step`), or `None`."""
         return self._caller.owned_step
 
     @property
@@ -327,7 +251,7 @@ class EagerSession:
         run_metadata: tf.compat.v1.RunMetadata | None = None,
     ) -> Results:
         """Runs `fetches` and returns their values as NumPy (without hooks: advances nothing)."""
-        return _map_structure(to_numpy, self.call(fetches, feed_dict, advance=False))
+        return map_structure(to_numpy, self.call(fetches, feed_dict, advance=False))
 
     def call(
         self,
@@ -342,7 +266,7 @@ class EagerSession:
         `advance`: whether a global step the session owns is advanced by the
         steps called (not by a call with chosen hooks). `read_global_step`:
         the global step, to be read inside the step's call where the step
-        allows (`_step_value`); `take_global_step()` then returns its value.
+        allows (`returning_global_step`); `take_global_step()` then returns its value.
         """
         if self._closed:
             raise RuntimeError("Attempted to use a closed EagerSession.")
@@ -350,10 +274,8 @@ class EagerSession:
         caller.read_with, caller.step_value = read_global_step, None
         if not feed_dict:
             return caller.call(fetches, _NO_FEEDS, owner_of or _NO_OWNERS)
-        feeds = dict(feed_dict)
         owner_of = owner_of or {}
-        _check_feed_keys(feeds, owner_of)
-        return caller.call(fetches, feeds, owner_of)
+        return caller.call(fetches, _keywords(feed_dict, owner_of), owner_of)
 
     def take_global_step(self) -> tf.Tensor | None:
         """The global step read inside the last `call`'s step, or `None` (not read there)."""
@@ -368,3 +290,86 @@ class EagerSession:
     def close(self) -> None:
         """Marks the session closed (eager mode has no TensorFlow session to release)."""
         self._closed = True
+
+
+_RECORDS: weakref.WeakKeyDictionary[Any, ClosureRecord] = weakref.WeakKeyDictionary()
+_LOCK = threading.Lock()
+
+
+@dataclasses.dataclass
+class ClosureRecord:
+    """What the workers of one `ClusterCoordinator` did with its closures.
+
+    Attributes:
+      ran: Closures each worker ran to the end (a closure that raised counts),
+        by worker index.
+      put_back: Closures put back for another worker because their worker
+        failed while running them, by the index of the worker that failed.
+    """
+
+    ran: dict[int, int] = dataclasses.field(default_factory=dict)
+    put_back: dict[int, int] = dataclasses.field(default_factory=dict)
+
+    def _count(self, into: dict[int, int], worker: int) -> None:
+        with _LOCK:
+            into[worker] = into.get(worker, 0) + 1
+
+    def snapshot(self) -> ClosureRecord:
+        """A copy, as of now (the workers go on counting in the record itself)."""
+        with _LOCK:
+            return ClosureRecord(dict(self.ran), dict(self.put_back))
+
+
+def closure_record(coordinator: Any) -> ClosureRecord:
+    """The record of the closures `coordinator`'s workers ran and put back.
+
+    Counting starts at the first call (a monitored session created on the
+    coordinator makes it) and goes on for the coordinator's life.
+
+    Args:
+      coordinator: A `tf.distribute.experimental.coordinator.ClusterCoordinator`.
+
+    Returns:
+      The `ClosureRecord`; read it with `snapshot()`.
+    """
+    with _LOCK:
+        record = _RECORDS.get(coordinator)
+        if record is not None:
+            return record
+        record = _RECORDS[coordinator] = ClosureRecord()
+    watch_closures(
+        coordinator,
+        ran=lambda worker: record._count(record.ran, worker),
+        put_back=lambda worker: record._count(record.put_back, worker),
+    )
+    return record
+
+
+CHECKPOINT_NAME = "monsession_global_step"  # An owned global step's name in the checkpoint.
+_OWNED: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
+
+
+def own_global_step_if_missing() -> bool:
+    """Creates the global step, owned by the sessions, if there is none; returns whether."""
+    if get_global_step() is not None:
+        return False
+    get_or_create_global_step()
+    # The collection's variable: under ParameterServerStrategy the one
+    # returned is a wrapper (a `CachingVariable`) that nothing else holds.
+    variable = get_global_step()
+    _OWNED[id(variable)] = variable
+    return True
+
+
+def owned_global_step() -> tf.Variable | None:
+    """The global step if the sessions own it, else `None`."""
+    variable = get_global_step()
+    return variable if variable is not None and _OWNED.get(id(variable)) is variable else None
+
+
+def add_to_checkpoint(checkpoint: tf.train.Checkpoint | tf.train.CheckpointManager | None) -> None:
+    """Adds an owned global step to `checkpoint` (a `tf.train.Checkpoint`), once."""
+    variable = owned_global_step()
+    if variable is not None and isinstance(checkpoint, tf.train.Checkpoint):
+        if getattr(checkpoint, CHECKPOINT_NAME, None) is not variable:
+            setattr(checkpoint, CHECKPOINT_NAME, variable)

@@ -3,49 +3,52 @@
 Nothing is read back from the device for a hook that fetched nothing, and
 the caller's results stay tensors. A variable or tensor fetched by several
 hooks (typically the global step) is read once per step; a callable fetch
-may change variables, so reads after it start afresh.
+may change variables, so reads after it start afresh. A per-replica value of
+`strategy.run` becomes one value for a hook (`host_value`): the mean over
+this process's replicas of a floating-point value, else the value they all
+hold (or an error that says to reduce it in the step).
 
 The step service: the global step is read from the device once, when the
-session is created (or re-created after recovery), then advanced on the
-host by one for every training run that calls a step. Whenever hooks make the
-session read the device anyway, the variable is read too and compared (a
-`tf.function` step then returns it from its own call, `_step_value`); if
-the step did not advance it by exactly one, a warning is logged once and
-the backend reads the variable after every run from then on. A run that is
-not a training step (`forget_step`) is not counted: the variable is read when a
-hook next needs the step (one device read), so an evaluation that does not
-advance the global step does not shift the count.
+session is created, then advanced on the host by one for every training run
+that calls a step. Whenever hooks make the session read the device anyway,
+the variable is read too and compared (a traced step returns it from its own
+call, `returning_global_step`); if the step did not advance it by exactly
+one, a warning is logged once and the backend reads it after every run from
+then on. A run that is not a training step (`forget_step`) is not counted.
+Under a `ClusterCoordinator` the variable lags behind the count: it is read
+only once the coordinator is joined (`EagerSession.settle`, `ClosureSteps`).
 
-Under a `ClusterCoordinator` (`ParameterServerStrategy`) a step schedules
-closures and returns before they run, so the variable lags behind the
-count: it is not compared after a run, and it is read only once the
-coordinator is joined (`EagerSession.settle`). Then, if it is ahead of the
-count, a closure that advances it ran twice (`_closure_steps`).
+A run given a step's outputs instead of the step (`sess.run(train_step())`)
+runs nothing (`check_value_run`): an error where it can only be a mistake
+(the session owns the global step, or the step moved outside the session),
+otherwise a warning, once per session.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import numpy as np
 import tensorflow as tf
 
 from monsession._api._global_step import get_global_step
-from monsession._backends._backend import FeedDict, HookResults
-from monsession._backends._called_step import check_value_run, only_values
-from monsession._backends._closure_steps import ClosureSteps, step_names
-from monsession._backends._eager import (
-    _CONTAINERS,
-    EagerSession,
-    _describe,
-    _is_step_callable,
-    _map_structure,
-    to_numpy,
+from monsession._api._types import FeedDict, Fetches
+from monsession._backends._backend import HookResults, StepCounter
+from monsession._backends._eager import EagerSession, to_numpy
+from monsession._backends._eager_calls import (
+    CONTAINERS,
+    describe,
+    graph_fetch_error,
+    is_step_callable,
+    map_structure,
 )
-from monsession._backends._eager_loops import EagerLoops
-from monsession._backends._per_replica import host_value, is_per_replica
-from monsession._backends._step_counter import StepCounter
-from monsession._backends._step_value import reads_with_the_step
+from monsession._backends._eager_loops import ClosureSteps, EagerLoops, step_names
+from monsession._fusion._loop import is_per_replica
+from monsession._tf_compat import is_plain_resource_variable, local_replica_values
+
+logger = logging.getLogger("monsession")
 
 _REMOTE_VALUE = tf.distribute.experimental.coordinator.RemoteValue
 
@@ -92,11 +95,15 @@ class EagerBackend:
     def __init__(self, sess: EagerSession) -> None:
         self._sess = sess
         self._variable = get_global_step()
-        self._values_checked = False  # Whether a run of values alone was checked (_called_step).
+        self._values_checked = False  # Whether a run of values alone was checked.
         # Closures in flight (ClusterCoordinator): the device lags the count.
         self._in_flight = sess.coordinator is not None
         # Whether a run whose hooks read the device has the step return the global step.
-        self._reads_with_step = not self._in_flight and reads_with_the_step(self._variable)
+        self._reads_with_step = (
+            not self._in_flight
+            and is_plain_resource_variable(self._variable)
+            and not tf.distribute.has_strategy()
+        )
         self._counter = StepCounter(None if self._variable is None else self._read_step)
         if self._variable is not None:
             self._counter.read_before()
@@ -106,7 +113,7 @@ class EagerBackend:
             closure_steps = ClosureSteps(
                 self._counter,
                 lambda: int(to_numpy(self._variable)),
-                lambda: step_names(self._stepped, _is_step_callable, _describe),
+                lambda: step_names(self._stepped, is_step_callable, describe),
             )
             sess.call_after_join(closure_steps.after_join)
 
@@ -166,7 +173,7 @@ class EagerBackend:
     ) -> HookResults:
         """The values the hooks asked for, then the check of the host count.
 
-        `step_read`: whether the step's call returned the global step (`_step_value`).
+        `step_read`: whether the step's call returned the global step (`returning_global_step`).
         """
         counter = self._counter
         if self._in_flight:  # Hooks' values may wait for closures: a bounded wait first.
@@ -190,7 +197,7 @@ class EagerBackend:
         return hook_results
 
     def _check_value_run(self, fetches: object) -> None:
-        """`sess.run(train_step())` is an error or a WARNING (`_called_step`), on the first one."""
+        """`sess.run(train_step())`: an error or a WARNING (`check_value_run`), the first time."""
         self._values_checked = only_values(fetches)
         if self._values_checked:
             readable = self._variable is not None and not self._in_flight
@@ -221,8 +228,8 @@ class EagerBackend:
     def _evaluate(
         cls, hook: object, requested: object, outputs: object, read: dict[int, Any]
     ) -> object:
-        if isinstance(requested, _CONTAINERS):
-            return _map_structure(lambda leaf: cls._value_of(hook, leaf, outputs, read), requested)
+        if isinstance(requested, CONTAINERS):
+            return map_structure(lambda leaf: cls._value_of(hook, leaf, outputs, read), requested)
         return cls._value_of(hook, requested, outputs, read)
 
     @staticmethod
@@ -233,16 +240,16 @@ class EagerBackend:
             if isinstance(value, _REMOTE_VALUE):
                 # ClusterCoordinator.schedule's result: fetched (waiting for
                 # its closure) only now that a hook asks for it.
-                return _map_structure(to_host, value.fetch())
+                return map_structure(to_host, value.fetch())
             if is_per_replica(value):
                 return host_value(value, _hook_name(hook), fetch)
             return to_numpy(value)
 
         if isinstance(leaf, str):
             leaf = _output_entry(hook, leaf, outputs)
-        elif _is_step_callable(leaf):
+        elif is_step_callable(leaf):
             read.clear()
-            return _map_structure(to_host, leaf())
+            return map_structure(to_host, leaf())
         if isinstance(leaf, (tf.Tensor, tf.Variable)):
             # Alive for the whole step (held by the request or the outputs),
             # so its id names it until the step ends.
@@ -250,4 +257,91 @@ class EagerBackend:
             if key not in read:
                 read[key] = to_numpy(leaf)
             return read[key]
-        return _map_structure(to_host, leaf)
+        return map_structure(to_host, leaf)
+
+
+FIX = "pass the step itself: sess.run(train_step), not sess.run(train_step())"
+
+
+def only_values(fetches: Fetches) -> bool:
+    """Whether `fetches` (a run calling no step) holds tensors and nothing to run or read."""
+    leaves = tf.nest.flatten(fetches)
+    return bool(leaves) and all(isinstance(leaf, tf.Tensor) for leaf in leaves)
+
+
+def _described(fetches: Fetches) -> str:
+    if isinstance(fetches, tf.Tensor):
+        return "a tensor"
+    count = len(tf.nest.flatten(fetches))
+    return f"a {type(fetches).__name__} of {count} tensor{'s' if count != 1 else ''}"
+
+
+def check_value_run(
+    fetches: Fetches, owned: bool, counted_step: int | None, read_step: Callable[[], int] | None
+) -> None:
+    """Raises or warns for a run whose fetches are only values (see the module docstring).
+
+    Args:
+      fetches: The run's fetches: only tensors (`only_values`).
+      owned: Whether the session owns the global step.
+      counted_step: The step service's global step before this run, or `None`.
+      read_step: Reads the global step variable (a device read), or `None`
+        when it must not be read now.
+
+    Raises:
+      TypeError: When a run of these fetches can only be a mistake (also
+        when they come from a graph: `graph_fetch_error`).
+    """
+    graph_error = graph_fetch_error(fetches)
+    if graph_error is not None:
+        raise graph_error
+    given = (
+        f"MonitoredSession.run() was given {_described(fetches)}, values already computed, "
+        "instead of a step to run: in eager mode run() calls the step"
+    )
+    if owned:
+        raise TypeError(
+            f"{given}; {FIX}. This run calls nothing, and the global step, which the session "
+            f"advances for each step it calls, would stay at {counted_step}: StopAtStepHook and "
+            "every step-based hook would never act."
+        )
+    if counted_step is not None and read_step is not None:
+        actual = read_step()
+        if actual != counted_step:
+            raise TypeError(
+                f"{given}; {FIX}. The global step moved from {counted_step} to {actual} outside "
+                "the session, so a step ran outside it: its hooks would see the wrong steps."
+            )
+    logger.warning(
+        "%s, so this run calls nothing and advances no step. If you wrote "
+        "sess.run(train_step()), %s. (Logged once per session.)",
+        given,
+        FIX,
+    )
+
+
+def host_value(
+    value: tf.distribute.DistributedValues, hook_name: str, fetch: Fetches
+) -> np.ndarray | np.generic:
+    """One NumPy value for a per-replica `value`, by the rule of this module.
+
+    Args:
+      value: A `tf.distribute.DistributedValues` that is not a variable.
+      hook_name: The hook that fetched it, for the error.
+      fetch: What the hook fetched (e.g. ``"loss"``), for the error.
+
+    Raises:
+      ValueError: If non-floating values differ between replicas.
+    """
+    replicas = [np.asarray(to_numpy(item)) for item in local_replica_values(value)]
+    first = replicas[0]
+    if np.issubdtype(first.dtype, np.inexact):
+        return np.mean(np.stack(replicas), axis=0).astype(first.dtype)[()]
+    if all(item.shape == first.shape and np.array_equal(item, first) for item in replicas):
+        return first[()]
+    raise ValueError(
+        f"{hook_name} fetches {fetch!r}, a per-replica value of strategy.run whose "
+        f"{len(replicas)} replicas differ ({', '.join(str(item) for item in replicas)}), and "
+        f"its dtype ({first.dtype}) has no mean. Reduce it in the step, e.g. "
+        "strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None), and return that."
+    )

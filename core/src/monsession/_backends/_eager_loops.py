@@ -1,29 +1,41 @@
-"""The eager backend's `LoopRunner`: runs the fused loops `_fusion` builds, counts their steps.
+"""The steps the eager backend does not call one by one: fused loops and closures.
 
-A loop runs on the device and returns how many steps ran and the global
-step after them, which the host count adopts (a step that does not advance
-the global step by exactly one makes the count drift: hooks then read it
-from the device). Under a `ClusterCoordinator` the loop is one closure,
-scheduled and counted at once.
+`EagerLoops` is the backend's `LoopRunner`: a loop runs on the device and
+returns how many steps ran and the global step after them, which the host
+count adopts (a step that does not advance the global step by exactly one
+makes the count drift: hooks then read it from the device). Under a
+`ClusterCoordinator` the loop is one closure, scheduled and counted at once.
+
+The coordinator runs a closure again on another worker when its worker fails
+(at-least-once execution), so a closure that advances the global step itself
+may advance it twice for one step. The session sees that only when the
+coordinator is joined and the variable holds more than the steps it counted
+(`ClosureSteps`): it warns once, and takes the variable's value from then on.
+A global step the session owns is advanced on the coordinator, once per run.
 """
 
 from __future__ import annotations
 
+import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import tensorflow as tf
 
 from monsession._api._types import Fetches, Results
-from monsession._backends._eager import _CONTAINERS, EagerSession, _is_step_callable, to_numpy
-from monsession._backends._step_counter import StepCounter
+from monsession._backends._backend import StepCounter
+from monsession._backends._eager import EagerSession, to_numpy
+from monsession._backends._eager_calls import CONTAINERS, advancing, is_step_callable
+
+logger = logging.getLogger("monsession")
 
 
 def _calls_a_step(fetches: Fetches) -> bool:
     """Whether running `fetches` calls at least one callable."""
-    if isinstance(fetches, _CONTAINERS):
-        return any(_is_step_callable(leaf) for leaf in tf.nest.flatten(fetches))
-    return _is_step_callable(fetches)
+    if isinstance(fetches, CONTAINERS):
+        return any(is_step_callable(leaf) for leaf in tf.nest.flatten(fetches))
+    return is_step_callable(fetches)
 
 
 class EagerLoops:
@@ -55,15 +67,17 @@ class EagerLoops:
         if fetches is self._last_fetches:
             return self._last_calls
         calls = _calls_a_step(fetches)
-        if not isinstance(fetches, _CONTAINERS):  # A container may change between runs.
+        if not isinstance(fetches, CONTAINERS):  # A container may change between runs.
             self._last_fetches, self._last_calls = fetches, calls
         return calls
 
-    def loop_variables(self) -> tuple[tf.Variable, tf.Variable | None]:
+    def loop_step(
+        self, step: tf.types.experimental.PolymorphicFunction
+    ) -> tuple[tf.types.experimental.PolymorphicFunction, tf.Variable]:
         assert self._variable is not None
         # A scheduled closure never advances an owned global step: `_schedule` does.
         owned = None if self.schedules_steps() else self._sess.owned_global_step
-        return self._variable, owned
+        return (step if owned is None else advancing(step, owned)), self._variable
 
     def run_loop(
         self,
@@ -128,3 +142,55 @@ class EagerLoops:
         self._sess.wait_for_closures()
         kept: Mapping[str, Results] = remote.fetch()[1]
         return steps, {name: tf.convert_to_tensor(value) for name, value in kept.items()}
+
+
+class ClosureSteps:
+    """After each join of the coordinator: the global step against the session's count.
+
+    Args:
+      counter: The session's step counter.
+      read: Reads the global step variable (the coordinator is joined).
+      step_name: Names the step of the last run that called one.
+    """
+
+    def __init__(
+        self, counter: StepCounter, read: Callable[[], int], step_name: Callable[[], str]
+    ) -> None:
+        self._counter = counter
+        self._read = read
+        self._step_name = step_name
+        self.warned = False
+
+    def after_join(self) -> None:
+        """Compares once every closure scheduled so far has run; warns once if ahead."""
+        counted = self._counter.after
+        if counted is None or self._counter.stale:
+            return  # Nothing counted to compare with (a run that was not a step).
+        value = self._read()
+        if value <= counted:
+            return
+        if not self.warned:
+            self.warned = True
+            logger.warning(
+                "The global step is %d once the closures scheduled so far have run, but the "
+                "session ran %d steps: a closure of the step %s advanced it more than once. "
+                "Under ParameterServerStrategy the ClusterCoordinator runs a closure again on "
+                "another worker when its worker fails, so a global step advanced inside the "
+                "scheduled function counts such a step at least once, not exactly once (as "
+                "TensorFlow documents). Hooks now see the variable's value; the checkpoint "
+                "saved now holds a step ahead of its name. For steps counted exactly once, "
+                "let the session own the global step: create none, and do not advance it in "
+                "the closure.",
+                value,
+                counted,
+                self._step_name(),
+            )
+        self._counter.adopt(value)
+
+
+def step_names(
+    fetches: Fetches, is_step: Callable[[Any], bool], describe: Callable[[Any], str]
+) -> str:
+    """The names of the steps `fetches` calls, quoted, for a message."""
+    names = [repr(describe(leaf)) for leaf in tf.nest.flatten(fetches) if is_step(leaf)]
+    return ", ".join(names) or "(unknown)"

@@ -1,22 +1,30 @@
-"""Eager mode (TF2 loops): what a session does around its step functions."""
+"""Eager mode (TF2 loops): what a session does around its step functions.
+
+Each process restores its own copy of the state (`create_eager_session`).
+TensorFlow's own hooks (`tf.compat.v1.train.StopAtStepHook`...) build graph
+ops and look tensors up by graph name, and fail at the first eager step with
+errors naming neither the hook nor the fix: the session refuses them when it
+is created, naming monsession's equivalent (`refuse_tensorflow_hooks`).
+"""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from typing import ParamSpec
 
 import tensorflow as tf
 
 from monsession._api._types import Fetches, Results, Unchecked
-from monsession._backends._backend import Backend, StepSource
-from monsession._backends._eager import BoundStep, EagerSession
+from monsession._backends._backend import ChiefRestore, CreatedSession, Session, WorkerRestore
+from monsession._backends._eager import EagerSession, add_to_checkpoint, own_global_step_if_missing
 from monsession._backends._eager_backend import EagerBackend
-from monsession._backends._eager_restore import create_eager_session
-from monsession._backends._fetches import resolve_eager_fetch
-from monsession._backends._mode import ChiefRestore, CreatedSession, Session, WorkerRestore
-from monsession._backends._owned_step import own_global_step_if_missing
-from monsession._backends._tensorflow_hooks import refuse_tensorflow_hooks
+from monsession._durability._checkpoint_files import read_back, report_and_repair, restore_newest
+from monsession._fusion._fusion import fusion_for
+from monsession._fusion._loop import BoundStep, StepSource
+from monsession._fusion._plan import check_steps_per_execution
 
+logger = logging.getLogger("monsession")
 _P = ParamSpec("_P")
 
 
@@ -24,10 +32,12 @@ class EagerMode:
     """`Mode` of TF2 code, run eagerly (steps are usually `tf.function`s)."""
 
     eager = True
-    fuses_steps = True
 
     def build_graph(self, build: Callable[[], None]) -> None:
         """Eager mode has no graph to build."""
+
+    check_steps_per_execution = staticmethod(check_steps_per_execution)
+    fusion = staticmethod(fusion_for)
 
     def keep_graph_finalization(self) -> Callable[[], None]:
         return _keep
@@ -71,7 +81,7 @@ class EagerMode:
         workers = sum(len(jobs.get(job, ())) for job in ("chief", "worker"))
         return strategy if workers > 1 else None
 
-    def make_backend(self, sess: Session, follow_step: bool) -> Backend:
+    def make_backend(self, sess: Session, follow_step: bool) -> EagerBackend:
         if not isinstance(sess, EagerSession):
             raise TypeError(
                 f"In eager mode a monitored session runs an EagerSession; its session creator "
@@ -101,3 +111,140 @@ def _keep() -> None:
 
 
 EAGER = EagerMode()
+
+
+def create_eager_session(
+    saver: tf.train.Checkpoint | tf.train.CheckpointManager | None,
+    init_fn: Callable[[EagerSession], None] | None,
+    checkpoint_dir: str | None,
+    checkpoint_path: str | None = None,
+    repair_state_file: bool = False,
+) -> CreatedSession:
+    """An `EagerSession` whose state is restored, or initialized by `init_fn`.
+
+    `repair_state_file`: see `restore_eager_checkpoint` (the chief only).
+    Every worker of an eager job restores the chief's checkpoint, and with
+    it the hooks' state saved beside it (the same keys, the same schedule).
+    """
+    session = EagerSession()
+    restored = restore_eager_checkpoint(
+        saver, checkpoint_dir, checkpoint_path, repair_state_file=repair_state_file
+    )
+    if restored is None and init_fn is not None:
+        init_fn(session)
+    return CreatedSession(session, restored)
+
+
+def restore_eager_checkpoint(
+    saver: tf.train.Checkpoint | tf.train.CheckpointManager | None,
+    checkpoint_dir: str | None,
+    checkpoint_path: str | None = None,
+    repair_state_file: bool = False,
+) -> str | None:
+    """Restores the newest readable eager checkpoint into `saver`; returns its prefix.
+
+    Args:
+      saver: A `tf.train.Checkpoint`, a `tf.train.CheckpointManager` or `None`.
+      checkpoint_dir: Directory to take the latest checkpoint from. Defaults
+        to the manager's directory for a `CheckpointManager`.
+      checkpoint_path: A checkpoint prefix to restore instead.
+      repair_state_file: Whether to rewrite the directory's state file when
+        its latest checkpoint was damaged (the chief, which owns it).
+
+    Returns:
+      The prefix of the checkpoint restored, or `None` when there was none.
+
+    Raises:
+      ValueError: If there is a checkpoint to restore but no `tf.train.Checkpoint`
+        to restore it into.
+      DamagedCheckpointError: If `checkpoint_dir` holds checkpoint files but
+        none can be read.
+    """
+    checkpoint = saver
+    if isinstance(saver, tf.train.CheckpointManager):
+        checkpoint = saver.checkpoint
+        checkpoint_dir = checkpoint_dir or saver.directory
+    add_to_checkpoint(checkpoint)
+
+    def restore(prefix: str, whole: bool = True) -> None:
+        if not isinstance(checkpoint, tf.train.Checkpoint):
+            raise ValueError(
+                f"Found checkpoint {prefix!r} to restore, but in eager mode there is nothing to "
+                f"restore it into: Scaffold.saver is {saver!r}. Pass the state as "
+                "Scaffold(saver=tf.train.Checkpoint(model=..., optimizer=..., step=global_step))."
+            )
+        # Every existing object must match: a restore re-run after damaged
+        # data was found leaves no value of the damaged checkpoint behind.
+        status = checkpoint.restore(prefix)
+        status.assert_existing_objects_matched()
+        if whole:
+            try:
+                status.assert_consumed()
+            except AssertionError:
+                # Values for objects not created yet (e.g. an optimizer's
+                # slots) are read when they are, too late to fall back.
+                read_back(prefix)
+
+    path = checkpoint_path
+    if path:
+        restore(path, whole=False)
+    elif checkpoint_dir:
+        choice, _ = restore_newest(checkpoint_dir, restore)
+        report_and_repair(choice, repair=repair_state_file)
+        path = choice.path
+    if not path:
+        return None
+    logger.info("Restored checkpoint %s.", path)
+    return path
+
+
+# The module of TensorFlow's own hooks, named through a public class.
+_TF_HOOKS_MODULE = tf.compat.v1.train.StopAtStepHook.__module__
+_CORE_HOOKS = frozenset({"StopAtStepHook", "FeedFnHook", "FinalOpsHook", "GlobalStepWaiterHook"})
+
+
+def _tensorflow_hook_class(hook: Unchecked) -> type | None:
+    """The TensorFlow hook class `hook` is (or derives from), or `None`."""
+    for cls in type(hook).__mro__:
+        if cls.__module__ == _TF_HOOKS_MODULE:
+            return cls
+    return None
+
+
+def _equivalent(name: str) -> str:
+    if name in _CORE_HOOKS:
+        return f"monsession.{name}"
+    from monsession._plugins._families import KNOWN_HOOK_FAMILIES
+
+    family = KNOWN_HOOK_FAMILIES.get(name)
+    where = f" (pip install {family})" if family else ""
+    return f"monsession.hooks.{name}{where}"
+
+
+def refuse_tensorflow_hooks(owner: str, hooks: Sequence[Unchecked]) -> None:
+    """Raises if one of `hooks` is one of TensorFlow's own hooks (eager mode only).
+
+    Raises:
+      TypeError: Naming the hook, its index and monsession's equivalent.
+    """
+    for index, hook in enumerate(hooks):
+        cls = _tensorflow_hook_class(hook)
+        if cls is None:
+            continue
+        raise TypeError(
+            f"{owner}: hooks[{index}] is tf.compat.v1.train.{cls.__name__} "
+            f"({type(hook).__name__}), TensorFlow's own hook, which works only in graph mode; "
+            f"this session runs in eager mode (it was created outside a tf.Graph). Use "
+            f"{_equivalent(cls.__name__)} instead: the same arguments, in both modes."
+        )
+
+
+def resolve_eager_fetch(owner: str, argument: str, target: Unchecked) -> Fetches:
+    """`resolve_fetch` in eager mode."""
+    if isinstance(target, (str, tf.Variable, tf.Tensor)) or callable(target):
+        return target
+    raise TypeError(
+        f"{owner}: in eager mode {argument} must be the name of an entry of the mapping "
+        "the step returns, a tf.Variable, a tensor or a zero-argument callable; got "
+        f"{target!r}."
+    )

@@ -1,41 +1,197 @@
-"""The graph backend: one `Session.run` per step (see `_graph_steps`), and the step service.
+"""The graph backend: one prepared `Session.run` per step, and the step service.
 
-The step service: when hooks are called per step, the global step is read
-once when the session is created (or re-created), the first run fetches
-TensorFlow's global-step read tensor (what TensorFlow's own hooks fetch) to
-check that runs add one, and from then on each run adds one on the host.
-Once a hook asks for the step, every run fetches that read tensor too.
-TensorFlow runs that read and the step's increment in no fixed
-order, so the value fetched is either the step before the run or after it;
-for steps that add one, the expected step after the run is exact either
-way (see `_step_after_run`). A hook that first asks after runs that were
-counted but not fetched gets the variable read once, and compared. A value
-that fits no count (a run that added
-nothing, or several) is logged once, and from then on the variable is read
-whenever a hook needs the step after a run. While no hook asks (idle hooks),
-a run fetches nothing more than TensorFlow would. `global_step_after(reaching)`
-reads the variable itself only when the expected value passes `reaching`,
-once per run at most, as TensorFlow's hooks do before they act; a session
-connected to a server (`master=`), whose step other workers advance too,
-reads it after every run in which a hook asks, as TensorFlow's hooks do, so
-a between-graph chief acts on TensorFlow's steps. A run that is
-not a training step (`forget_step`) fetches no step and is not counted: a hook that
-needs the step after it reads the variable, and the next run starts from a
-fresh read, so an evaluation that does not add one shifts nothing.
+The caller's fetches and the hooks' run in one call, prepared once per
+distinct structure (`StepRunner`). The step service: the global step is read
+as the session starts and counted on the host per training run; the first
+run, and every run once a hook asks for the step, also fetch TensorFlow's
+global-step read tensor to check the count (`_step_after_run`). A value that
+fits no count is logged once, and from then on the variable is read whenever
+a hook needs the step; so is a shared step (`master=`), as TensorFlow's hooks
+do. A run that is not a training step (`forget_step`) is not counted.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+import operator
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 import tensorflow as tf
 
 from monsession import _tf_compat
 from monsession._api._types import Fetches
-from monsession._backends._graph_steps import StepRunner
-from monsession._backends._step_counter import StepCounter
+from monsession._backends._backend import StepCounter
+
+CALLER = "caller"  # The key of the caller's fetches among the merged fetches.
+_MAX_CACHED_CALLABLES = 64
+_leaf_types: set[type] = set()  # Types seen to be plain leaves (not containers, not names).
+
+
+def _sequence_key(fetches: list[Any] | tuple[Any, ...]) -> Hashable:
+    return (type(fetches), *[_signature(item) for item in fetches])
+
+
+_KEYS: dict[type, Callable[[Any], Hashable]] = {
+    dict: lambda fetches: (dict, *[(key, _signature(value)) for key, value in fetches.items()]),
+    list: _sequence_key,
+    tuple: _sequence_key,
+    str: lambda name: name,
+    bytes: lambda name: name,
+}
+
+
+def _signature(fetches: Any) -> Hashable:
+    """A hashable key for a fetch structure (else TypeError): containers by content,
+    names by value, other leaves by `id` (hashing a graph `Tensor` runs Python code;
+    the cache entry keeps the structure, and so its ids, alive)."""
+    kind = type(fetches)
+    if kind in _leaf_types:
+        return id(fetches)
+    key = _KEYS.get(kind)
+    if key is not None:
+        return key(fetches)
+    if isinstance(fetches, tuple) and hasattr(kind, "_fields"):  # A namedtuple.
+        return _sequence_key(fetches)
+    if isinstance(fetches, (list, tuple, Mapping)):
+        raise TypeError(f"No cache key for a {kind.__name__}.")
+    _leaf_types.add(kind)
+    return id(fetches)
+
+
+class _NotPlainError(Exception):
+    """A fetch structure that `_result_builder` leaves to TensorFlow."""
+
+
+_HANDLE_OPS = ("GetSessionHandle", "GetSessionHandleV2")
+
+
+def _result_builder(fetches: Any, index_of: Mapping[Any, int]) -> Callable[[list[Any]], Any]:
+    """A function from the fetched values to the structure of `fetches`: dicts, lists
+    and tuples of tensors and ops (what hooks fetch); `_NotPlainError` for the rest."""
+    kind = type(fetches)
+    if kind is dict:
+        items = [(key, _result_builder(value, index_of)) for key, value in fetches.items()]
+        return lambda values: {key: build(values) for key, build in items}
+    if kind is list or kind is tuple:
+        parts = [_result_builder(item, index_of) for item in fetches]
+        if kind is list:
+            return lambda values: [build(values) for build in parts]
+        return lambda values: tuple([build(values) for build in parts])
+    return _leaf_builder(fetches, index_of)
+
+
+def _leaf_builder(fetch: Any, index_of: Mapping[Any, int]) -> Callable[[list[Any]], Any]:
+    """`_result_builder` of one op (`None`) or one fetched tensor (its value)."""
+    if isinstance(fetch, tf.Operation):
+        return lambda values: None
+    if isinstance(fetch, tf.Tensor) and fetch.op.type not in _HANDLE_OPS:
+        index = index_of.get(fetch.ref())
+        if index is not None:
+            return operator.itemgetter(index)
+    raise _NotPlainError
+
+
+class _CallableStep:
+    """Runs one merged fetch structure through a C++ step prepared once
+    (`_tf_compat.prepared_step`), skipping the name lookups of `Session.run`.
+
+    TensorFlow's fetch handler reads the structure, so fetches mean what they
+    mean to `Session.run`, and errors are raised as it raises them.
+    """
+
+    def __init__(self, sess: tf.compat.v1.Session, fetches: dict[Any, Any]) -> None:
+        handler = _tf_compat.fetch_handler(sess.graph, fetches)
+        tensors = handler.fetches()
+        self._callable = _tf_compat.prepared_step(
+            sess, [tensor.name for tensor in tensors], [op.name for op in handler.targets()]
+        )
+        self._sess = sess
+        try:
+            index_of = {tensor.ref(): index for index, tensor in enumerate(tensors)}
+            self._build = _result_builder(fetches, index_of)
+        except _NotPlainError:
+            self._build = functools.partial(handler.build_results, sess)
+
+    def __call__(self) -> dict[Any, Any]:
+        try:
+            values = self._callable()
+        except tf.errors.OpError as error:
+            _tf_compat.reraise_as_session_run(self._sess, error)
+            raise
+        return self._build(values)
+
+
+class StepRunner:
+    """Runs the merged fetches of a step with one call of the session.
+
+    Without feeds each distinct structure is prepared once: a C++ step
+    (`_CallableStep`) for a `tf.compat.v1.Session`, else (or with run options)
+    `Session.make_callable`. Steps with feeds use `Session.run`.
+    """
+
+    def __init__(self, sess: tf.compat.v1.Session) -> None:
+        self._sess = sess
+        # Signature -> (step, merged fetches). The fetches are kept so that
+        # the ids in the signature stay theirs.
+        self._callables: dict[Any, tuple[Any, Any]] = {}
+        self._prepares = callable(getattr(sess, "make_callable", None))
+        self._use_callables = _tf_compat.supports_prepared_steps(sess)
+
+    def run(
+        self,
+        fetches: Fetches,
+        hook_fetches: dict[Any, Any],
+        feed_dict: Mapping[Any, Any] | None,
+        options: tf.compat.v1.RunOptions | None,
+        run_metadata: tf.compat.v1.RunMetadata | None,
+    ) -> tuple[Any, dict[Any, Any]]:
+        """The caller's results and all results (keyed as `hook_fetches`, and `CALLER`)."""
+        with_options = options is not None or run_metadata is not None
+        prepare = self._prepares and not feed_dict
+        step = self._prepared(fetches, hook_fetches, with_options) if prepare else None
+        if step is None:
+            merged = {CALLER: fetches, **hook_fetches}
+            outputs = self._sess.run(
+                merged, feed_dict=feed_dict, options=options, run_metadata=run_metadata
+            )
+        elif with_options:
+            outputs = step(options=options, run_metadata=run_metadata)
+        else:
+            outputs = step()
+        return outputs[CALLER], outputs
+
+    def _prepared(
+        self, fetches: Fetches, hook_fetches: dict[Any, Any], with_options: bool
+    ) -> Callable[..., dict[Any, Any]] | None:
+        """The prepared step of this merged structure, built on first use; `None`: unhashable."""
+        try:
+            # The signature of {CALLER: fetches, **hook_fetches}, without building it.
+            key = (
+                with_options,
+                _signature(fetches),
+                *[(hook, _signature(requested)) for hook, requested in hook_fetches.items()],
+            )
+            entry = self._callables.get(key)
+        except TypeError:  # An unhashable fetch: nothing to cache by.
+            return None
+        if entry is None:
+            if len(self._callables) >= _MAX_CACHED_CALLABLES:
+                self._callables.clear()
+            merged = {CALLER: fetches, **hook_fetches}
+            entry = (self._prepare(merged, with_options), merged)
+            self._callables[key] = entry
+        step: Callable[..., dict[Any, Any]] = entry[0]
+        return step
+
+    def _prepare(self, merged: dict[Any, Any], with_options: bool) -> Callable[..., dict[Any, Any]]:
+        if self._use_callables and not with_options:
+            try:
+                return _CallableStep(self._sess, merged)
+            except tf.errors.OpError:
+                pass  # Session.run reports it better, with the op that failed.
+        return self._sess.make_callable(merged, accept_options=with_options)
+
 
 _STEP = object()  # The key of the global-step read among the merged fetches.
 

@@ -1,23 +1,24 @@
-"""Graph mode (`tf.compat.v1`): what a session does around `Session.run`."""
+"""Graph mode (`tf.compat.v1`): what a session does around `Session.run`, and fetches in a graph."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import ParamSpec
+from typing import TYPE_CHECKING, ParamSpec
 
 import tensorflow as tf
 
 from monsession import _tf_compat
 from monsession._api._types import Fetches, Results, Unchecked
-from monsession._backends._backend import Backend
-from monsession._backends._fetches import resolve_graph_fetch
+from monsession._backends._backend import ChiefRestore, CreatedSession, Session, WorkerRestore
 from monsession._backends._graph_backend import GraphBackend, global_step_fetch
-from monsession._backends._mode import ChiefRestore, CreatedSession, Session, WorkerRestore
 from monsession._durability._checkpoint_files import report_and_repair, restore_newest
+from monsession._fusion._plan import check_steps_per_execution
+
+if TYPE_CHECKING:
+    from monsession._api._dispatcher import HookDispatcher
 
 logger = logging.getLogger("monsession")
-
 _P = ParamSpec("_P")
 
 
@@ -25,10 +26,21 @@ class GraphMode:
     """`Mode` of code that builds a graph (`tf.compat.v1`)."""
 
     eager = False
-    fuses_steps = False
 
     def build_graph(self, build: Callable[[], None]) -> None:
         build()
+
+    def check_steps_per_execution(self, owner: str, value: Unchecked) -> int | None:
+        cap = check_steps_per_execution(owner, value)
+        if cap != 1:
+            raise ValueError(
+                f"{owner}: steps_per_execution={value!r} fuses the steps of a TF2 (eager) loop; "
+                "in graph mode each Session.run() is one step: leave it at 1."
+            )
+        return cap
+
+    def fusion(self, owner: str, cap: int | None, hooks: HookDispatcher) -> None:
+        """Graph mode: each `Session.run` is one step with the hooks."""
 
     def keep_graph_finalization(self) -> Callable[[], None]:
         graph = tf.compat.v1.get_default_graph()
@@ -70,7 +82,7 @@ class GraphMode:
     def multi_worker_strategy(self) -> None:
         """Graph mode: the program says who is chief (TensorFlow's between-graph clusters)."""
 
-    def make_backend(self, sess: Session, follow_step: bool) -> Backend:
+    def make_backend(self, sess: Session, follow_step: bool) -> GraphBackend:
         return GraphBackend(sess, follow_step)
 
     def start_queue_runners(self, sess: Session, coord: tf.train.Coordinator) -> None:
@@ -97,3 +109,58 @@ def _keep_finalized() -> None:
 
 
 GRAPH = GraphMode()
+
+
+class TensorNotFoundError(KeyError, ValueError):
+    """A hook names a tensor that is not in the graph.
+
+    A `KeyError` as in TensorFlow, and a `ValueError` like other bad input.
+    """
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+def resolve_graph_fetch(owner: str, argument: str, target: Unchecked) -> Fetches:
+    """`resolve_fetch` in graph mode, under the session's graph."""
+    graph = tf.compat.v1.get_default_graph()
+    if isinstance(target, str):
+        return _graph_element(owner, argument, graph, target)
+    if callable(target) and not isinstance(target, (tf.Tensor, tf.Variable, tf.Operation)):
+        raise TypeError(
+            f"{owner}: a callable {argument} only works in eager mode; in graph mode pass "
+            f"the tensor or its name, got {target!r}."
+        )
+    if getattr(target, "graph", None) is not graph:
+        raise ValueError(
+            f"{owner}: {argument} {target!r} belongs to another graph than the session's "
+            f"({graph}); create the hook's tensors in the graph the session runs."
+        )
+    return target
+
+
+def _graph_element(
+    owner: str, argument: str, graph: tf.Graph, name: str
+) -> tf.Tensor | tf.Operation:
+    full_name = name if ":" in name else f"{name}:0"
+    try:
+        element = graph.as_graph_element(full_name)
+    except (KeyError, ValueError) as error:
+        reason = error.args[0] if error.args else error
+        raise TensorNotFoundError(
+            f"{owner}: {argument} {name!r} names no tensor of the graph. {reason}"
+        ) from None
+    if ":" not in name and _exists(graph, f"{name}:1"):
+        raise ValueError(
+            f"{owner}: the name {name!r} is ambiguous, as this operation has multiple "
+            f"outputs (at least 2); name one of them, e.g. {full_name!r}."
+        )
+    return element
+
+
+def _exists(graph: tf.Graph, name: str) -> bool:
+    try:
+        graph.as_graph_element(name)
+    except (KeyError, ValueError):
+        return False
+    return True

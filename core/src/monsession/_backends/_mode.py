@@ -3,104 +3,33 @@
 Everything that differs by mode before and around a session (building the
 graph, resolving what hooks fetch, owning the global step, creating and
 restoring the session, fusing steps) is a member of the `Mode` protocol,
-implemented by `_graph_mode` and `_eager_mode`; `_current_mode` picks one.
-Per-step work is the `Backend`'s (`_backend`). This module imports no
-implementation.
+implemented by `_graph_mode` and `_eager_mode`; `current_mode()` picks one.
+Per-step work is the `Backend`'s (`_backend`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, NamedTuple, ParamSpec, Protocol, TypeAlias
+from typing import TYPE_CHECKING, ParamSpec, Protocol
 
 import tensorflow as tf
 
-from monsession._api._types import Fetches, Results, SessionLike, Unchecked
+from monsession._api._types import Fetches, Results, Unchecked, in_eager_mode
 
 if TYPE_CHECKING:
-    from monsession._backends._backend import Backend, FeedDict
+    import numpy as np
+
+    from monsession._api._dispatcher import HookDispatcher
+    from monsession._backends._backend import (
+        Backend,
+        ChiefRestore,
+        CreatedSession,
+        Session,
+        WorkerRestore,
+    )
+    from monsession._fusion._fusion import Fusion
 
 _P = ParamSpec("_P")
-
-
-class Session(SessionLike, Protocol):
-    """A raw session: a `tf.compat.v1.Session` (graph) or an `EagerSession` (eager)."""
-
-    @property
-    def graph(self) -> tf.Graph | None:
-        """The session's graph; `None` in eager mode."""
-
-    @property
-    def sess_str(self) -> str:
-        """The master it is connected to (graph mode)."""
-
-    def run(
-        self,
-        fetches: Fetches,
-        feed_dict: FeedDict | None = None,
-        options: tf.compat.v1.RunOptions | None = None,
-        run_metadata: tf.compat.v1.RunMetadata | None = None,
-    ) -> Results:
-        """Runs `fetches` (without hooks) and returns their values."""
-
-    def close(self) -> None:
-        """Closes the session."""
-
-
-ScaffoldSaver: TypeAlias = (
-    tf.compat.v1.train.Saver | tf.train.Checkpoint | tf.train.CheckpointManager
-)
-"""What saves and restores: a `Saver` (graph), or the state, object-based (see `Scaffold`)."""
-
-
-class CreatedSession(NamedTuple):
-    """A new raw session and the checkpoint it was restored from (`None`: none)."""
-
-    session: Session
-    restored_from: str | None
-
-
-class ChiefRestore(NamedTuple):
-    """What the chief's session is created from (see `ChiefSessionCreator`).
-
-    Args:
-      saver: The scaffold's saver (graph) or `tf.train.Checkpoint` /
-        `CheckpointManager` (eager), or `None`.
-      init_fn: The scaffold's `init_fn(session)`, or `None`.
-      checkpoint_dir: Directory whose newest readable checkpoint is restored.
-      checkpoint_path: A checkpoint to restore instead.
-      prepare: Graph mode: a new session with the checkpoint at the given
-        path restored, or the model initialized when `None`.
-    """
-
-    saver: ScaffoldSaver | None
-    init_fn: Callable[[Session], None] | None
-    checkpoint_dir: str | None
-    checkpoint_path: str | None
-    prepare: Callable[[str | None], Session]
-
-
-class WorkerRestore(NamedTuple):
-    """What a worker's session is created from (see `WorkerSessionCreator`).
-
-    Args:
-      wait: Graph mode: waits until the chief's model is ready; the session.
-      saver: The scaffold's `tf.train.Checkpoint` (eager mode), or `None`.
-      init_fn: The scaffold's `init_fn(session)`, or `None`.
-      checkpoint_dir: The chief's checkpoint directory, or `None`.
-      restores: Eager mode: whether this worker restores its own copy of the
-        state from `checkpoint_dir` (or runs `init_fn`), as the workers of
-        `MonitoredTrainingSession` do; otherwise its session starts empty.
-      wait_for_peers: Eager mode: called once restored, to wait for the
-        other workers of a multi-worker strategy.
-    """
-
-    wait: Callable[[], Session]
-    saver: ScaffoldSaver | None = None
-    init_fn: Callable[[Session], None] | None = None
-    checkpoint_dir: str | None = None
-    restores: bool = False
-    wait_for_peers: Callable[[], None] | None = None
 
 
 class Mode(Protocol):
@@ -109,11 +38,17 @@ class Mode(Protocol):
     eager: bool
     """Whether this is eager mode (`TrainingSettings.eager`, for plugins)."""
 
-    fuses_steps: bool
-    """Whether `steps_per_execution` may run several steps per call."""
-
     def build_graph(self, build: Callable[[], None]) -> None:
         """Runs `build`, which builds graph pieces; eager mode has no graph to build."""
+
+    def check_steps_per_execution(self, owner: str, value: Unchecked) -> int | None:
+        """The cap on steps per call (`None`: "auto"); raises unless the mode runs it.
+
+        Graph mode runs one step per `Session.run`: only 1.
+        """
+
+    def fusion(self, owner: str, cap: int | None, hooks: HookDispatcher) -> Fusion | None:
+        """The session's `Fusion` (eager mode, when some run may skip the hooks), or `None`."""
 
     def keep_graph_finalization(self) -> Callable[[], None]:
         """Notes whether the default graph is finalized; returns what undoes finalizing it."""
@@ -156,3 +91,79 @@ class Mode(Protocol):
 
     def resolve_fetch(self, owner: str, argument: str, target: Unchecked) -> Fetches:
         """What a hook fetches for `target` (see `monsession.plugins.resolve_fetch`)."""
+
+
+def current_mode() -> Mode:
+    """The mode of the code running now: eager unless a graph is the default."""
+    if in_eager_mode():
+        from monsession._backends._eager_mode import EAGER
+
+        return EAGER
+    from monsession._backends._graph_mode import GRAPH
+
+    return GRAPH
+
+
+def resolve_fetch(owner: str, argument: str, target: Unchecked) -> Fetches:
+    """Returns what a hook fetches for `target`, checked for the current mode.
+
+    Graph mode (call it in `begin()`, under the session's graph): a string
+    names a tensor of the default graph (``"loss"`` means ``"loss:0"``; an
+    op with several outputs must be named with the index); a tensor, op or
+    variable must belong to the default graph; callables are refused. Eager
+    mode: a string names an entry of the mapping the step returns, and
+    `tf.Variable`s, tensors and zero-argument callables are kept.
+
+    Args:
+      owner: The hook's name, for messages.
+      argument: The constructor argument `target` came from, for messages.
+      target: What the hook was given.
+
+    Returns:
+      The fetch to put in `SessionRunArgs`.
+
+    Raises:
+      TensorNotFoundError: (a `KeyError` and `ValueError`) If a name is not
+        in the graph.
+      ValueError: If a name is ambiguous or a tensor belongs to another graph.
+      TypeError: If `target` is of a type the mode cannot fetch.
+    """
+    return current_mode().resolve_fetch(owner, argument, target)
+
+
+def check_scalar(
+    owner: str,
+    argument: str,
+    what: str,
+    dtype: tf.dtypes.DType | np.dtype,
+    shape: tf.TensorShape | Sequence[int | None] | None,
+    *,
+    floating: bool = True,
+) -> None:
+    """Raises unless `dtype` and `shape` describe one number.
+
+    Args:
+      owner: The hook's name, for messages.
+      argument: The constructor argument the value came from.
+      what: What has this dtype and shape, e.g. ``"tensor 'loss:0'"``.
+      dtype: A dtype (TensorFlow or NumPy).
+      shape: A shape; unknown dimensions pass, more than one element fails.
+      floating: Require a floating dtype; otherwise any integer or float.
+
+    Raises:
+      TypeError: If the dtype is not a number type (or not floating).
+      ValueError: If the shape holds more than one element.
+    """
+    dtype = tf.as_dtype(dtype)
+    numeric = dtype.is_floating or (not floating and dtype.is_integer and not dtype.is_bool)
+    if not numeric:
+        kind = "float" if floating else "numeric"
+        raise TypeError(
+            f"{owner}: {argument} must be a scalar {kind} tensor; {what} has dtype {dtype.name}."
+        )
+    known = tf.TensorShape(shape)
+    if known.rank is not None and known.num_elements() not in (None, 1):
+        raise ValueError(
+            f"{owner}: {argument} must be a scalar; {what} has shape {known.as_list()}. "
+            "Reduce it to a scalar, e.g. with tf.reduce_mean."
+        )

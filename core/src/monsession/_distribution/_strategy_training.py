@@ -20,7 +20,7 @@ import numpy as np
 import tensorflow as tf
 
 from monsession._api._hook_api import SessionRunHook
-from monsession._backends._mode import WorkerRestore
+from monsession._backends._backend import WorkerRestore
 from monsession._distribution._distributed import (
     describe,
     is_chief,

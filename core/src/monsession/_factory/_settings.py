@@ -7,8 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from monsession._api._hook_api import SessionRunHook, check_hooks
 from monsession._api._types import Unchecked, check_directory, check_flag, check_interval
-from monsession._backends._current_mode import current_mode
-from monsession._fusion._plan import check_steps_per_execution
+from monsession._backends._mode import current_mode
 from monsession._plugins._families import (
     KNOWN_ARGUMENTS,
     missing_family_message,
@@ -122,7 +121,7 @@ def check_arguments(
     """
     hooks = check_hooks(OWNER, "hooks", hooks)
     chief_only_hooks = check_hooks(OWNER, "chief_only_hooks", chief_only_hooks)
-    check_steps_per_execution(OWNER, steps_per_execution, current_mode().fuses_steps)
+    current_mode().check_steps_per_execution(OWNER, steps_per_execution)
     _check_schedules(**schedules)
     for name, directory in directories.items():
         if directory:

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, NamedTuple
 
 from monsession._api._hook_api import SessionRunHook
-from monsession._backends._current_mode import current_mode
+from monsession._backends._mode import current_mode
 from monsession._distribution import _strategy_training
 from monsession._factory._settings import (
     USE_DEFAULT,

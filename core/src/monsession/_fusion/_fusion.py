@@ -42,9 +42,15 @@ from typing import NamedTuple, Protocol
 import tensorflow as tf
 
 from monsession._api._dispatcher import HookDispatcher
-from monsession._api._types import Fetches
-from monsession._backends._backend import Backend, FeedDict, LoopRunner, StepSource
-from monsession._fusion._loop import Loops, fused_function, why_not_fused
+from monsession._api._types import FeedDict, Fetches
+from monsession._fusion._loop import (
+    LoopRunner,
+    Loops,
+    RunsLoops,
+    StepSource,
+    fused_function,
+    why_not_fused,
+)
 from monsession._fusion._plan import (
     MAX_COUNTED_SILENT_STEPS,
     UNCAPPED,
@@ -99,20 +105,14 @@ class StepVotes(Protocol):
         """
 
 
-def fusion_for(
-    owner: str, cap: int | None, hooks: HookDispatcher, fuses_steps: bool
-) -> Fusion | None:
-    """The session's `Fusion`, or `None` where no run skips the hooks.
+def fusion_for(owner: str, cap: int | None, hooks: HookDispatcher) -> Fusion | None:
+    """An eager session's `Fusion` (`EagerMode.fusion`), or `None` where no run skips the hooks.
 
     Args:
       owner: The session's class name, for messages.
-      cap: The checked `steps_per_execution` (`check_steps_per_execution`).
+      cap: The checked `steps_per_execution` (`Mode.check_steps_per_execution`).
       hooks: The session's `HookDispatcher`, whose `FusionPolicy` is read once.
-      fuses_steps: Whether the mode runs fused steps (`Mode.fuses_steps`):
-        graph mode gets no fusion.
     """
-    if not fuses_steps:
-        return None
     blocking = tuple(type(hook).__name__ for hook in hooks.every_step)
     fusion = Fusion(owner, cap, FusionPolicy(blocking, hooks.next_actions))
     return fusion if fusion.skips_hooks() else None
@@ -152,7 +152,7 @@ class Fusion:
         """Whether some run may skip the hooks (fused or quiet steps)."""
         return self._enabled or self._quiet.enabled
 
-    def attach(self, backend: Backend) -> None:
+    def attach(self, backend: RunsLoops) -> None:
         """The backend of the session just created, which runs the loops."""
         self._runner = backend.loop_runner()
         assert self._runner is not None, "attached to a backend that runs no loops"

@@ -1,27 +1,126 @@
-"""The fused loop: silent steps inside one `tf.function`; which function a run fuses, or why none.
+"""The fused loop, and the seam between fusion and the backends.
 
-`Loops.loop_for` builds (once per session, step function and kept entries)
-a `tf.function(max_steps, deadline)` that runs the step while fewer than
-`max_steps` ran and the deadline has not passed, and returns how many ran,
-the global step after them, and the entries hooks keep from every step. It
-takes the count and the deadline as tensors, so it is traced once per step
-function, never per count. `_fusion` decides how many steps to run; the
-backend's `LoopRunner` runs the loop.
+What a run may be given beside plain fetches: a `BoundStep` (`sess.call`),
+a `StepSource` (an `Epochs` step); what fusion asks a backend for: its
+`LoopRunner`. `Loops.loop_for` builds (once per session, step function and
+kept entries) a `tf.function(max_steps, deadline)` that runs the step while
+fewer than `max_steps` ran and the deadline has not passed, and returns how
+many ran, the global step after them, and the entries hooks keep from every
+step. It takes the count and the deadline as tensors, so it is traced once
+per step function, never per count. `_fusion` decides how many steps to
+run; the backend's `LoopRunner` runs the loop.
 """
 
 from __future__ import annotations
 
 import weakref
 from collections.abc import Mapping
+from typing import Protocol, TypeVar
 
 import tensorflow as tf
 
-from monsession._api._types import Fetches
-from monsession._backends._backend import FeedDict, LoopRunner, StepSource
-from monsession._backends._eager import BoundStep
-from monsession._backends._owned_step import advancing
-from monsession._backends._per_replica import is_per_replica, replica_value
+from monsession._api._types import FeedDict, FeedValue, Fetches, Results, StepFunction
 from monsession._tf_compat import local_replica_values
+
+_T = TypeVar("_T")
+
+
+class BoundStep:
+    """A step with the arguments of one `MonitoredSession.call()`.
+
+    Calling it calls the step with them (and a hook's feeds as keywords).
+    `retry=False`: after a preemption error the session is re-created (the
+    checkpoint restored) but the call is not retried with these arguments;
+    it returns `None` (`Epochs.run` takes the batch again at the restored
+    position).
+    """
+
+    def __init__(
+        self,
+        step: StepFunction,
+        args: tuple[FeedValue, ...],
+        kwargs: Mapping[str, FeedValue],
+        retry: bool = True,
+    ) -> None:
+        self.step = step
+        self.args = args
+        self.kwargs = kwargs
+        self.retry = retry
+
+    def __call__(self, **feeds: FeedValue) -> Results:
+        return self.step(*self.args, **self.kwargs, **feeds)
+
+    @property
+    def __name__(self) -> str:
+        return getattr(self.step, "__name__", None) or type(self.step).__name__
+
+
+class StepSource:
+    """Fetches that take their input just before they run (an `Epochs` loop's steps).
+
+    The hooked session calls `bind(silent)` after the silent steps of a run,
+    before the hooks' `before_run` (or, for a quiet step, without the hooks):
+    it takes the input and returns the fetches to run. Silent steps pull
+    their input inside `fused`, a `tf.function` without arguments (`None`
+    when the step cannot be fused), at most `silent_limit` of them; a quiet
+    step only while `silent_limit` is at least 1, unless `ends_silently`:
+    then the silent (or quiet) steps may take the last input too, and `bind`
+    returns `None`. A step source is not run again after a preemption error:
+    its input was taken before the restore.
+    """
+
+    fused: tf.types.experimental.PolymorphicFunction | None = None
+    silent_limit = 0
+    ends_silently = False
+
+    def bind(self, silent: int) -> Fetches | None:
+        """The fetches to run now, `silent` steps after the ones the last bind knew of."""
+        raise NotImplementedError
+
+
+class LoopRunner(Protocol):
+    """The backend side of fused steps (eager mode): what `_fusion` runs its loops with."""
+
+    def known_step(self) -> int | None:
+        """The global step after the last run, if the host counts it (no device read)."""
+
+    def schedules_steps(self) -> bool:
+        """Whether steps run later, as closures on workers (a `ClusterCoordinator`).
+
+        A loop then runs exactly the steps asked for, counted when it is scheduled.
+        """
+
+    def calls_a_step(self, fetches: Fetches) -> bool:
+        """Whether running `fetches` calls a step (a callable, not only values)."""
+
+    def loop_step(
+        self, step: tf.types.experimental.PolymorphicFunction
+    ) -> tuple[tf.types.experimental.PolymorphicFunction, tf.Variable]:
+        """The step as the loop calls it (advancing a global step the session owns, if no
+        closure does), and the global step the loop reads after its steps."""
+
+    def run_loop(
+        self,
+        loop: tf.types.experimental.PolymorphicFunction,
+        max_steps: int,
+        deadline: float,
+        keeps: bool,
+    ) -> tuple[int, Mapping[str, tf.Tensor]]:
+        """Runs `loop(max_steps, deadline)` and advances the host step by the steps it ran.
+
+        `keeps`: whether the loop keeps outputs (a scheduled loop's are then waited for).
+
+        Returns:
+          How many steps ran (or were scheduled), and the kept outputs, stacked.
+        """
+
+
+class RunsLoops(Protocol):
+    """A backend, as fusion sees it."""
+
+    def loop_runner(self) -> LoopRunner | None:
+        """What runs this backend's fused loops; `None`: it runs single steps."""
+
 
 FUSED_STEP_ATTRIBUTE = "monsession_fused_step"
 _LOOP_SIGNATURE = [tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.float64)]
@@ -93,11 +192,9 @@ class Loops:
     ) -> tf.types.experimental.PolymorphicFunction:
         """The fused loop of `step` keeping `keep`, for `runner`, traced on first use.
 
-        With a global step the session owns, each step is wrapped to advance it.
+        With a global step the session owns, each step advances it (`LoopRunner.loop_step`).
         """
-        variable, owned = runner.loop_variables()
-        if owned is not None:
-            step = advancing(step, owned)
+        step, variable = runner.loop_step(step)
         loops = self._loops.setdefault(step, {})
         cached = loops.get(keep)
         if cached is None or cached[0] is not variable:
@@ -105,6 +202,48 @@ class Loops:
             loop.get_concrete_function()
             cached = loops[keep] = (variable, loop)
         return cached[1]
+
+
+def is_per_replica(value: Results) -> bool:
+    """Whether `value` holds one value per replica (a synced variable is one value)."""
+    return isinstance(value, tf.distribute.DistributedValues) and not isinstance(value, tf.Variable)
+
+
+def replica_value(value: _T, what: str) -> _T | tf.Tensor:
+    """One tensor for a per-replica `value` of `strategy.run`, on the device.
+
+    A hook that takes a step's outputs itself (not as fetches), e.g. to keep
+    them on the device, gets one value per step as fetches do: the mean over
+    this process's replicas of a floating-point value, else the value every
+    replica holds. Works inside a `tf.function` too; any other value is
+    returned as it is.
+
+    ```python
+    loss = monsession.plugins.replica_value(outputs["loss"], "MyHook keeps 'loss'")
+    ```
+
+    Args:
+      value: A step output.
+      what: Who takes it, for the error, e.g. ``"MyHook keeps the step's 'loss'"``.
+
+    Raises:
+      tf.errors.InvalidArgumentError: If non-floating values differ between
+        replicas (when the value is computed).
+    """
+    if not is_per_replica(value):
+        return value
+    replicas = local_replica_values(value)
+    first = replicas[0]
+    if first.dtype.is_floating or first.dtype.is_complex:
+        return tf.reduce_mean(tf.stack(replicas), axis=0)
+    message = (
+        f"{what}: a per-replica value of strategy.run whose replicas differ, and whose dtype "
+        "has no mean. Reduce it in the step, e.g. strategy.reduce(tf.distribute.ReduceOp.SUM, "
+        "value, axis=None), and return that."
+    )
+    checks = [tf.debugging.assert_equal(item, first, message=message) for item in replicas[1:]]
+    with tf.control_dependencies(checks):
+        return tf.identity(first)
 
 
 def _kept_specs(

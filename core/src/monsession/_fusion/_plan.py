@@ -54,38 +54,28 @@ def seconds_per_call() -> float:
     return seconds
 
 
-def check_steps_per_execution(owner: str, value: Unchecked, fuses_steps: bool) -> int | None:
-    """Validates `steps_per_execution`.
-
-    `fuses_steps`: whether the mode may run several steps per call
-    (`Mode.fuses_steps`: eager mode).
+def check_steps_per_execution(owner: str, value: Unchecked) -> int | None:
+    """Validates `steps_per_execution` (`Mode.check_steps_per_execution`).
 
     Returns:
       The cap on steps per call, or `None` for `"auto"`.
 
     Raises:
       TypeError: If `value` is neither an int nor `"auto"`.
-      ValueError: If it is smaller than 1, or other than 1 in graph mode.
+      ValueError: If it is smaller than 1.
     """
     if value == AUTO and isinstance(value, str):
-        cap = None
-    elif isinstance(value, int) and not isinstance(value, bool):
-        if value < 1:
-            raise ValueError(
-                f"{owner}: steps_per_execution must be an int >= 1 or 'auto'; got {value}."
-            )
-        cap = value
-    else:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool):
         raise TypeError(
             f"{owner}: steps_per_execution must be an int >= 1 or 'auto'; got {value!r} "
             f"of type {type(value).__name__}."
         )
-    if cap != 1 and not fuses_steps:
+    if value < 1:
         raise ValueError(
-            f"{owner}: steps_per_execution={value!r} fuses the steps of a TF2 (eager) loop; "
-            "in graph mode each Session.run() is one step: leave it at 1."
+            f"{owner}: steps_per_execution must be an int >= 1 or 'auto'; got {value}."
         )
-    return cap
+    return value
 
 
 class FusionPolicy(NamedTuple):

@@ -26,7 +26,7 @@ from monsession._api._hook_api import SessionRunHook
 from monsession._api._run_context import SessionRunContext
 from monsession._api._types import HookState, SessionLike
 from monsession._attributes import deprecated
-from monsession._backends._pending import settle
+from monsession._backends._backend import settle
 
 if TYPE_CHECKING:
     import tensorflow as tf

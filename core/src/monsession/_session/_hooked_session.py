@@ -18,11 +18,11 @@ import tensorflow as tf
 from monsession._api._hook_api import SessionRunHook
 from monsession._api._run_context import SessionRunContext, finish_run, run_args
 from monsession._api._types import FeedKey, Unchecked
-from monsession._backends._backend import Backend, HookResults, StepSource
-from monsession._backends._current_mode import current_mode
-from monsession._backends._mode import Mode, Session
+from monsession._backends._backend import Backend, HookResults, Session
+from monsession._backends._mode import Mode, current_mode
 from monsession._durability._files import file_error_behind
 from monsession._fusion._fusion import Fusion
+from monsession._fusion._loop import StepSource
 from monsession._session._hook_lifecycle import HookLifecycle
 from monsession._session._session_layers import Results, RunCall, _WrappedSession
 

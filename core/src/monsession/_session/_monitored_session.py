@@ -10,10 +10,9 @@ import tensorflow as tf
 
 from monsession._api._dispatcher import HookDispatcher
 from monsession._api._hook_api import SessionRunHook, check_hooks
-from monsession._backends._current_mode import current_mode
-from monsession._backends._mode import Session
+from monsession._backends._backend import Session
+from monsession._backends._mode import current_mode
 from monsession._fusion._fusion import StepVotes
-from monsession._fusion._plan import check_steps_per_execution
 from monsession._session._hooked_session import HookSelection, _HookedSession
 from monsession._session._scaffold import Scaffold
 from monsession._session._session_creators import (
@@ -68,7 +67,7 @@ class _MonitoredSession:
         one_line_per_record()  # Before TensorFlow's own lines (restoring, ...).
         owner = type(self).__name__
         self._mode = current_mode()
-        cap = check_steps_per_execution(owner, steps_per_execution, self._mode.fuses_steps)
+        cap = self._mode.check_steps_per_execution(owner, steps_per_execution)
         self._steps_per_execution = steps_per_execution
         self._hooks = check_hooks(owner, "hooks", hooks)
         self._mode.check_hooks(owner, self._hooks)

@@ -9,9 +9,9 @@ from typing import TypeVar
 import tensorflow as tf
 
 from monsession import _tf_compat
-from monsession._backends._backend import FeedDict
-from monsession._backends._current_mode import current_mode
-from monsession._backends._mode import ScaffoldSaver, Session
+from monsession._api._types import FeedDict
+from monsession._backends._backend import ScaffoldSaver, Session
+from monsession._backends._mode import current_mode
 
 logger = logging.getLogger("monsession")
 

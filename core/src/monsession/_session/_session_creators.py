@@ -17,8 +17,8 @@ import os
 import tensorflow as tf
 
 from monsession._api._types import Unchecked, check_directory, check_interval
-from monsession._backends._current_mode import current_mode
-from monsession._backends._mode import ChiefRestore, CreatedSession, Mode, Session, WorkerRestore
+from monsession._backends._backend import ChiefRestore, CreatedSession, Session, WorkerRestore
+from monsession._backends._mode import Mode, current_mode
 from monsession._durability._retry import RetryPolicy, retry_policy_of
 from monsession._fusion._fusion import Fusion
 from monsession._session._hook_lifecycle import HookLifecycle

@@ -18,10 +18,11 @@ from typing import Generic, NamedTuple, Protocol, TypeVar
 import tensorflow as tf
 
 from monsession._api._step_context import StepContext
+from monsession._api._types import FeedDict
 from monsession._api._types import Fetches as Fetches  # The layers' vocabulary, for them.
 from monsession._api._types import Results as Results
-from monsession._backends._backend import FeedDict
-from monsession._backends._mode import Mode, Session
+from monsession._backends._backend import Session
+from monsession._backends._mode import Mode
 from monsession._durability._retry import (
     PREEMPTION_ERRORS,
     RetryBudget,

@@ -20,9 +20,10 @@ from typing import TypeVar
 import tensorflow as tf
 
 from monsession._api._hook_api import SessionRunHook
-from monsession._backends._mode import Mode, Session
+from monsession._backends._backend import Session
+from monsession._backends._mode import Mode
 from monsession._durability._signal_stop import SignalStop, resolve_stop_signals
-from monsession._fusion._fusion import Fusion, StepVotes, fusion_for
+from monsession._fusion._fusion import Fusion, StepVotes
 from monsession._session._hook_lifecycle import HookLifecycle
 from monsession._session._hooked_session import HookSelection
 from monsession._session._session_creators import CoordinatedSessionCreator, SessionCreator
@@ -188,7 +189,7 @@ class SessionStack:
         self._lifecycle = lifecycle
         lifecycle.begin()
         mode.prepare_graph()
-        self.fusion = fusion_for(owner, cap, self.dispatcher, mode.fuses_steps)
+        self.fusion = mode.fusion(owner, cap, self.dispatcher)
         self.creator = CoordinatedSessionCreator(
             session_creator, mode, lifecycle, stop_grace_period_secs, self.fusion, self.selection
         )
