@@ -29,23 +29,16 @@ if TYPE_CHECKING:
 
 
 def supports_prepared_steps(sess: object) -> bool:
-    """Whether `sess` is a TensorFlow session (`session.BaseSession`) with prepared steps.
-
-    No public base class covers both `tf.compat.v1.Session` and
-    `InteractiveSession`; it tells a real session from a session wrapper.
-    """
+    """Whether `sess` is a TensorFlow session (`session.BaseSession`) with prepared steps:
+    no public base class covers `tf.compat.v1.Session` and `InteractiveSession`."""
     from tensorflow.python.client import session
 
     return isinstance(sess, session.BaseSession) and hasattr(sess, "_make_callable_from_options")
 
 
 def fetch_handler(graph: tf.Graph, fetches: object) -> tf_session._FetchHandler:
-    """`session._FetchHandler`: TensorFlow's own reading of a fetch structure.
-
-    Used once per distinct merged fetch structure so that fetches mean
-    exactly what they mean to `Session.run` (names, variables, sparse
-    tensors, namedtuples). There is no public equivalent.
-    """
+    """`session._FetchHandler`: TensorFlow's own reading of a fetch structure, so that
+    fetches mean exactly what they mean to `Session.run`; no public equivalent."""
     from tensorflow.python.client import session
 
     return session._FetchHandler(graph, fetches, {})
@@ -68,11 +61,8 @@ def prepared_step(
 
 
 def reraise_as_session_run(sess: tf.compat.v1.Session, error: Exception) -> None:
-    """Re-raises `error` the way `Session.run` does (`Session._do_call`).
-
-    This names the failing op and its creation trace, as `Session.run`
-    errors do; no public function formats them.
-    """
+    """Re-raises `error` as `Session.run` does (`Session._do_call`), naming the failing op
+    and its creation trace; no public function formats them."""
 
     def fail() -> None:
         raise error
@@ -81,23 +71,18 @@ def reraise_as_session_run(sess: tf.compat.v1.Session, error: Exception) -> None
 
 
 def unfinalize_graph(graph: tf.Graph) -> None:
-    """`Graph._unsafe_unfinalize`: undoes `finalize()`, as TensorFlow's session does on close.
-
-    A graph the monitored session finalized must accept new ops once the
-    session is closed (TensorFlow's tests rely on it); no public API does it.
-    """
+    """`Graph._unsafe_unfinalize`: undoes `finalize()` when the monitored session closes,
+    as TensorFlow's does (its tests rely on it); no public API does it."""
     graph._unsafe_unfinalize()
 
 
 def global_step_read_tensor(graph: tf.Graph | None = None, create: bool = True) -> tf.Tensor | None:
     """TensorFlow's shared read tensor of the global step; created if needed and `create`.
 
-    The same tensor TensorFlow's own hooks fetch (`training_util`'s
-    private cache), so a graph that mixes them holds one read op; it is
-    safe to run before the variable is initialized. `None` without a
-    global step (or, unless `create`, without that tensor). Created outside
-    any control-dependency context of the caller, so that reading the step
-    never runs other ops.
+    The tensor TensorFlow's own hooks fetch (`training_util`'s private cache),
+    safe to run before the variable is initialized; `None` without a global
+    step (or, unless `create`, without that tensor). Created outside the
+    caller's control dependencies, so reading the step runs no other op.
     """
     from tensorflow.python.training import training_util
 
@@ -109,20 +94,16 @@ def global_step_read_tensor(graph: tf.Graph | None = None, create: bool = True) 
 
 
 def resources_module() -> types.ModuleType:
-    """`tensorflow.python.ops.resources`: the resource collections of default init ops.
-
-    No public API lists or initializes shared/local resources.
-    """
+    """`tensorflow.python.ops.resources`: the resource collections of default init ops
+    (no public API lists or initializes shared/local resources)."""
     from tensorflow.python.ops import resources
 
     return resources
 
 
 def checkpoint_saveables(checkpoint: tf.train.Checkpoint) -> list[object]:
-    """The saveable objects of a `tf.train.Checkpoint`, for a graph-mode `Saver`.
-
-    No public API turns an object-based checkpoint into a `Saver` var list.
-    """
+    """The saveable objects of a `tf.train.Checkpoint`, for a graph-mode `Saver` (no
+    public API turns an object-based checkpoint into a `Saver` var list)."""
     from tensorflow.python.checkpoint import graph_view
 
     return graph_view.ObjectGraphView(checkpoint).frozen_saveable_objects()
@@ -136,17 +117,12 @@ def file_writer_cache_get_or_add(
 ) -> tf.compat.v1.summary.FileWriter:
     """The writer `tf.compat.v1.summary.FileWriterCache` holds for `logdir`, else `create()`'s.
 
-    `FileWriterCache._lock` and `_cache`. `FileWriterCache.get(logdir)` names
-    its event file by seconds and host only (two processes on one host
-    starting in the same second corrupt one file), and the cache takes no
-    writer with a `filename_suffix` publicly. Our writer in TensorFlow's cache
-    keeps one writer and event file per directory per process, shared with
-    TensorFlow's hooks.
-
-    Args:
-      logdir: The cache key (TensorFlow keys by the string as given).
-      create: Called without arguments, under the cache's lock, when the
-        cache holds no writer for `logdir`; returns the writer to cache.
+    `FileWriterCache._lock` and `_cache`: `FileWriterCache.get(logdir)` names
+    its event file by seconds and host only (two processes starting in the
+    same second corrupt one file), and the cache takes no writer with a
+    `filename_suffix` publicly. Ours keeps one writer and event file per
+    directory per process, shared with TensorFlow's hooks. `create` is called
+    under the cache's lock; `logdir` is the key as given.
     """
     cache_class = tf.compat.v1.summary.FileWriterCache
     with cache_class._lock:
@@ -160,24 +136,17 @@ def file_writer_cache_get_or_add(
 
 
 def file_writer_class() -> type[tf.compat.v1.summary.FileWriter]:
-    """The class `tf.compat.v1.summary.FileWriterCache` builds writers with, now.
-
-    `tensorflow.python.summary.writer.writer_cache.FileWriter`, looked up at
-    call time: TensorFlow's own hook tests replace it there with a fake
-    writer, and `tf.compat.v1.summary.FileWriter` keeps the original class.
-    """
+    """`writer_cache.FileWriter`, the class `FileWriterCache` builds writers with, looked
+    up at call time: TensorFlow's hook tests replace it there with a fake writer."""
     from tensorflow.python.summary.writer import writer_cache
 
     return writer_cache.FileWriter
 
 
 def tf_logging() -> types.ModuleType:
-    """TensorFlow's logging module, `tensorflow.python.platform.tf_logging`.
-
-    Looked up at call time: TensorFlow's own hook tests patch this module's
-    functions, which `tf.compat.v1.logging` holds separate references to.
-    Each lookup applies `one_line_per_record` (it acts once per process).
-    """
+    """`tensorflow.python.platform.tf_logging`, looked up at call time: TensorFlow's hook
+    tests patch its functions, which `tf.compat.v1.logging` holds separate references to.
+    Each lookup applies `one_line_per_record` (it acts once per process)."""
     from tensorflow.python.platform import tf_logging
 
     one_line_per_record()
@@ -191,15 +160,13 @@ _CONFIGURING = threading.Lock()
 def one_line_per_record() -> None:
     """Removes the handler TensorFlow gave its logger once the root logger has one; once.
 
-    `tf.get_logger()` adds a stderr handler to the ``"tensorflow"`` logger
-    only if the root logger has no handler yet, and decides once: a program
-    that configures logging after importing TensorFlow would print every
-    record twice (through that handler and the root's). Once records reach a
-    root handler, TensorFlow's own handler (a plain `StreamHandler` with
-    `logging.BASIC_FORMAT`) goes; handlers a program added are kept. Called
-    by each monitored session and each line logged through
-    `monsession.tf_logging`, it acts once per process, and never touches the
-    loggers again.
+    `tf.get_logger()` adds a stderr handler to the ``"tensorflow"`` logger if
+    the root logger has none yet: a program that configures logging after
+    importing TensorFlow would print every record twice. Once records reach a
+    root handler, TensorFlow's own (a plain `StreamHandler` with
+    `logging.BASIC_FORMAT`) goes; handlers a program added stay. Each
+    monitored session and `monsession.tf_logging` line calls it; it acts once
+    per process.
     """
     if _LOGGER_CONFIGURED.is_set() or not logging.getLogger().handlers:
         return  # Done, or nothing to do until records reach a root handler.
@@ -233,12 +200,8 @@ def eager_tensor_base_class() -> type:
 
 @contextlib.contextmanager
 def host_copies_counted(count: Callable[[], None]) -> Iterator[None]:
-    """Calls `count()` at every host copy of an eager tensor made in the block.
-
-    Every Python-level copy (`numpy()`, `int()`, `float()`, `bool()`,
-    formatting) goes through `_EagerTensorBase._numpy`, replaced for the
-    block; there is no public hook to observe device-to-host copies.
-    """
+    """Calls `count()` at every host copy of an eager tensor made in the block: each one
+    goes through `_EagerTensorBase._numpy`, replaced for the block (no public hook)."""
     tensor_class: Any = eager_tensor_base_class()
     read = tensor_class._numpy
 
@@ -256,13 +219,10 @@ def host_copies_counted(count: Callable[[], None]) -> Iterator[None]:
 def flat_call(concrete: Any) -> Callable[..., Any]:
     """A call of `concrete` taking exactly the tensors of its inputs, in order.
 
-    `ConcreteFunction._call_flat`: a public call first binds its arguments to
-    the structured signature and casts each to its spec, which costs about as
-    much as a small step's hooks. Callers pass the eager tensors the trace
-    was made for (same dtypes and shapes), so there is nothing to bind. The
-    call is named in a profile as a public call is (by the function's name).
-    The captured tensors (variable handles) are listed once; a trace with
-    deferred captures (values taken at each call) lists them at each call.
+    `ConcreteFunction._call_flat`: a public call binds its arguments to the
+    signature and casts each, about as costly as a small step's hooks; callers
+    pass the eager tensors the trace was made for. A profile names the call as
+    a public one. Captures are listed once, or at each call when deferred.
     """
     call_flat, name, trace = (
         concrete._call_flat,
@@ -298,13 +258,9 @@ def read_variable_to_host(variable: tf.Variable) -> np.ndarray | np.generic:
 
 
 def local_replica_values(value: tf.distribute.DistributedValues) -> tuple[Any, ...]:
-    """The values of this process's replicas in a `tf.distribute.DistributedValues`.
-
-    `DistributedValues.values`: the public way,
-    `strategy.experimental_local_results`, needs the strategy, which a hook
-    fetching ``"loss"`` after the step does not have (the session may run
-    outside `strategy.scope()`).
-    """
+    """`DistributedValues.values`: this process's replicas' values. The public way,
+    `strategy.experimental_local_results`, needs the strategy, which a hook fetching
+    ``"loss"`` after the step may not have (outside `strategy.scope()`)."""
     return tuple(value.values)
 
 
@@ -314,21 +270,14 @@ def local_replica_values(value: tf.distribute.DistributedValues) -> tuple[Any, .
 def cluster_coordinator(
     strategy: tf.distribute.Strategy,
 ) -> tf.distribute.experimental.coordinator.ClusterCoordinator | None:
-    """The `ClusterCoordinator` of `strategy`, or `None` if it has none yet.
-
-    `ParameterServerStrategy._cluster_coordinator`: the public constructor,
-    `ClusterCoordinator(strategy)`, gives the existing one but creates one
-    (with its worker threads) when there is none; a session must not.
-    """
+    """`ParameterServerStrategy._cluster_coordinator`, or `None`: the public
+    `ClusterCoordinator(strategy)` creates one (with its threads) when there is none."""
     return getattr(strategy, "_cluster_coordinator", None)
 
 
 def cluster_spec_of(strategy: tf.distribute.Strategy) -> tf.train.ClusterSpec:
-    """The `ClusterSpec` of a `ParameterServerStrategy`.
-
-    Its public `cluster_resolver` is `None` (TensorFlow 2.21); the strategy
-    keeps the resolver it was given in `_cluster_resolver`.
-    """
+    """The `ClusterSpec` of a `ParameterServerStrategy`: its public `cluster_resolver`
+    is `None` (TensorFlow 2.21), the one it was given is `_cluster_resolver`."""
     resolver = strategy.cluster_resolver or strategy._cluster_resolver
     return resolver.cluster_spec()
 
@@ -338,9 +287,8 @@ def wait_for_closures(
 ) -> bool:
     """`coordinator.join()` that gives up after `secs`; whether every closure scheduled ran.
 
-    `ClusterCoordinator.join` has no timeout. Its closure queue's `wait`
-    (`coordinator._cluster.closure_queue.wait(timeout)`) has one, and raises
-    the closures' first error as `join` does.
+    `join` has no timeout; its closure queue's `wait` (`_cluster.closure_queue`)
+    has one, and raises the closures' first error as `join` does.
     """
     return bool(coordinator._cluster.closure_queue.wait(timeout=secs))
 
@@ -385,13 +333,9 @@ def watch_closures(
 
 
 def parameter_server_unavailable_error() -> type:
-    """`cluster_coordinator.PSUnavailableError`, an `UnavailableError` subclass.
-
-    With TensorFlow's coordination service on (``TF_PSS_ENABLE_COORDINATION_SERVICE``)
-    the coordinator raises it when the service reports a parameter server
-    failed: the one structured sign of a lost parameter server. It is not
-    exported.
-    """
+    """`cluster_coordinator.PSUnavailableError` (not exported), an `UnavailableError`:
+    with ``TF_PSS_ENABLE_COORDINATION_SERVICE``, the one structured sign of a lost
+    parameter server."""
     from tensorflow.python.distribute.coordinator import cluster_coordinator as module
 
     error_class: type = module.PSUnavailableError

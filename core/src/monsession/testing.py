@@ -65,9 +65,8 @@ def hooked_session(
     """Wraps `session` so that every `run()` calls the hooks around it.
 
     Each `run()` calls `before_run()`, one merged step and `after_run()` of
-    `hooks`, exactly as inside a `MonitoredSession`, with the step service
-    (`run_context.global_step`). `begin()`, `after_create_session()` and
-    `end()` are not called: call them yourself to drive a hook's whole life.
+    `hooks`, as inside a `MonitoredSession`, with the step service. Call
+    `begin()`, `after_create_session()` and `end()` yourself.
 
     Args:
       session: A `tf.compat.v1.Session` (graph mode) or a
@@ -86,11 +85,9 @@ def hooked_session(
 def global_step_read_tensor(graph: tf.Graph | None = None) -> tf.Tensor | None:
     """TensorFlow's shared read tensor of the global step (graph mode), created if needed.
 
-    What TensorFlow's own hooks fetch with every step and what the step
-    service fetches once a hook asks for the step. TensorFlow runs that read
-    and a step's increment in no fixed order, so it may see either value;
-    side-by-side tests make it deterministic by ordering the increment after
-    the read:
+    What TensorFlow's hooks, and the step service once a hook asks, fetch with
+    a step. TensorFlow runs the read and the step's increment in no fixed
+    order; side-by-side tests order the increment after the read:
 
         read = monsession.testing.global_step_read_tensor()
         with tf.control_dependencies([read]):
@@ -122,11 +119,9 @@ def count_host_reads() -> Iterator[HostReads]:
     """Counts the device-to-host copies of eager tensors made in the block.
 
     Every Python-level read of an eager tensor or variable (`numpy()`,
-    `int()`, `float()`, `bool()`, formatting) is counted, whoever makes it:
-    the session, a hook or the test. On a GPU each one makes Python wait for
-    the device, so a hook that has nothing to do on a step should cause
-    none. The reads still happen as usual; only their number is recorded.
-    Blocks do not nest.
+    `int()`, formatting...) counts, whoever makes it. On a GPU each one makes
+    Python wait for the device: a hook with nothing to do on a step should
+    cause none. Blocks do not nest.
 
     Yields:
       A `HostReads` whose `count` grows as reads happen.
@@ -180,10 +175,9 @@ def run_signal_phases(child: str, phases: list[str], *args: str, timeout: float 
 
     For testing what a hook does on preemption (SIGTERM) or Ctrl-C (SIGINT).
     The child, `python child *args *phases`, runs the phases in order and
-    prints lines of words: ``READY <phase>`` when a phase trains and wants
-    its signal (SIGINT for a phase named ``<n>-sigint...``, else SIGTERM),
-    ``DONE <phase>`` when the phase stopped, and anything else the test
-    reads back (e.g. ``RAN <phase> <step>``, see `SignalRun.steps`).
+    prints ``READY <phase>`` when a phase wants its signal (SIGINT for a phase
+    named ``<n>-sigint...``, else SIGTERM), ``DONE <phase>`` when it stopped,
+    and anything else the test reads back (e.g. ``RAN <phase> <step>``).
 
     Args:
       child: The path of the script.
@@ -226,12 +220,8 @@ def run_signal_phases(child: str, phases: list[str], *args: str, timeout: float 
 def _signal_each_phase(
     process: subprocess.Popen[str], stdout: IO[str], last_phase: str
 ) -> tuple[list[str], dict[str, float]]:
-    """Reads the child's lines until it exits, signalling each phase that is ``READY``.
-
-    Returns:
-      The lines, and per phase the seconds from its signal to its ``DONE``
-      (for the last phase, to the exit if it printed no ``DONE``).
-    """
+    """Reads the child's lines until it exits, signalling each phase that is ``READY``;
+    returns them, and per phase the seconds from its signal to ``DONE`` (or the exit)."""
     lines: list[str] = []
     sent: dict[str, float] = {}
     stop_secs: dict[str, float] = {}

@@ -116,12 +116,8 @@ class Backend(Protocol):
         """Called before the hooks' `before_run` of every run."""
 
     def forget_step(self) -> None:
-        """The current run is not a training step: it may not add one to the global step.
-
-        Called after `start_run`: the step before the run stays known, but the
-        step after it is read from the device when a hook asks, and the next
-        run starts from the value read rather than from a count.
-        """
+        """The current run (after `start_run`) is not a training step: the step after it
+        is read from the device when a hook asks, and the next run starts from that read."""
 
     def global_step_before(self) -> int | None:
         """The global step before the current run, or `None` (see `SessionRunContext`)."""
@@ -138,15 +134,10 @@ class Backend(Protocol):
         run_metadata: tf.compat.v1.RunMetadata | None,
         feed_owners: Mapping[FeedKey, str],
     ) -> tuple[Results, HookResults]:
-        """Runs one step with the hooks' fetches.
+        """Runs one step (the caller's fetches, or step) with each hook's fetches.
 
-        Args:
-          fetches: The caller's fetches (graph) or step (eager).
-          hook_fetches: Each hook that asked for something, to its fetches.
-          feed_dict: The merged feeds, or `None`.
-          options: Merged `RunOptions`, or `None` when nobody asked for any.
-          run_metadata: A `RunMetadata` to fill, or `None`.
-          feed_owners: The hook that fed each key, for error messages.
+        `options`: merged, or `None` when nobody asked for any; `feed_owners`:
+        the hook that fed each key, for error messages.
 
         Returns:
           `(caller_results, {hook: hook_results})`.
@@ -206,12 +197,8 @@ class StepCounter:
         return self._drifted
 
     def start_run(self, read_if_stale: bool = True) -> None:
-        """A run begins: the step before it is the step after the last one.
-
-        Args:
-          read_if_stale: Whether to read the device now when the last run
-            left the step unknown; otherwise it stays unknown until read.
-        """
+        """A run begins: the step before it is the step after the last one (read first if
+        the last run left it unknown and `read_if_stale`)."""
         if self._stale:
             self._stale = False
             if read_if_stale:
@@ -247,10 +234,7 @@ class StepCounter:
         self._before = value
 
     def adopt(self, value: int | None) -> None:
-        """The device showed `value` after the last run: it replaces the host count.
-
-        `None`: only a read can tell (the runs do not add one each).
-        """
+        """The device showed `value` after the last run (`None`: only a read can tell)."""
         self._after, self._stale = value, False
 
     def advance(self, steps: int) -> None:

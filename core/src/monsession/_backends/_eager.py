@@ -151,8 +151,7 @@ class _StepCaller:
         return self._traced_call(step, args)
 
     def _traced_call(self, step: Callable[..., _R], args: tuple[FeedValue, ...]) -> _R:
-        """Calls `step` through the trace of its arguments' signature, or straight to its
-        trace without arguments (see `Traces`)."""
+        """Calls `step` through its trace (`Traces`), with or without arguments."""
         return self._traces.call_with(step, args) if args else self._traces.call(step)
 
 
@@ -263,10 +262,9 @@ class EagerSession:
     ) -> Results:
         """Runs `fetches` and returns the step's outputs as they are (tensors).
 
-        `advance`: whether a global step the session owns is advanced by the
-        steps called (not by a call with chosen hooks). `read_global_step`:
-        the global step, to be read inside the step's call where the step
-        allows (`returning_global_step`); `take_global_step()` then returns its value.
+        `advance`: whether the steps advance a global step the session owns.
+        `read_global_step`: read inside the step's call where it allows
+        (`returning_global_step`), then given by `take_global_step()`.
         """
         if self._closed:
             raise RuntimeError("Attempted to use a closed EagerSession.")

@@ -1,27 +1,18 @@
 """The eager backend: runs the step, then evaluates the hooks' fetches.
 
-Nothing is read back from the device for a hook that fetched nothing, and
-the caller's results stay tensors. A variable or tensor fetched by several
-hooks (typically the global step) is read once per step; a callable fetch
-may change variables, so reads after it start afresh. A per-replica value of
-`strategy.run` becomes one value for a hook (`host_value`): the mean over
-this process's replicas of a floating-point value, else the value they all
-hold (or an error that says to reduce it in the step).
+Nothing is read back for a hook that fetched nothing; the caller's results
+stay tensors. A variable or tensor fetched by several hooks is read once per
+step (a callable fetch may change variables: reads after it start afresh).
+A per-replica value of `strategy.run` becomes one value (`host_value`).
 
-The step service: the global step is read from the device once, when the
-session is created, then advanced on the host by one for every training run
-that calls a step. Whenever hooks make the session read the device anyway,
-the variable is read too and compared (a traced step returns it from its own
-call, `returning_global_step`); if the step did not advance it by exactly
-one, a warning is logged once and the backend reads it after every run from
-then on. A run that is not a training step (`forget_step`) is not counted.
-Under a `ClusterCoordinator` the variable lags behind the count: it is read
-only once the coordinator is joined (`EagerSession.settle`, `ClosureSteps`).
-
-A run given a step's outputs instead of the step (`sess.run(train_step())`)
-runs nothing (`check_value_run`): an error where it can only be a mistake
-(the session owns the global step, or the step moved outside the session),
-otherwise a warning, once per session.
+The step service: the global step is read once as the session starts, then
+counted on the host per training run that calls a step. Whenever hooks read
+the device anyway, the variable is compared (a traced step returns it from
+its own call); a step that does not advance it by one is warned of once, and
+the variable is read after every run from then on. Under a
+`ClusterCoordinator` it is compared only after a join (`ClosureSteps`).
+A run given a step's outputs instead of the step is an error or a warning
+(`check_value_run`).
 """
 
 from __future__ import annotations
@@ -279,7 +270,11 @@ def _described(fetches: Fetches) -> str:
 def check_value_run(
     fetches: Fetches, owned: bool, counted_step: int | None, read_step: Callable[[], int] | None
 ) -> None:
-    """Raises or warns for a run whose fetches are only values (see the module docstring).
+    """Raises or warns for a run of values already computed (`sess.run(train_step())`).
+
+    It runs nothing: an error where that can only be a mistake (the session
+    owns the global step, or the step moved outside the session), otherwise
+    a warning, once per session.
 
     Args:
       fetches: The run's fetches: only tensors (`only_values`).
@@ -323,7 +318,8 @@ def check_value_run(
 def host_value(
     value: tf.distribute.DistributedValues, hook_name: str, fetch: Fetches
 ) -> np.ndarray | np.generic:
-    """One NumPy value for a per-replica `value`, by the rule of this module.
+    """One NumPy value for a per-replica `value`: the mean over this process's replicas
+    of a floating-point value, else the value they all hold.
 
     Args:
       value: A `tf.distribute.DistributedValues` that is not a variable.

@@ -1,20 +1,18 @@
-"""Eager mode: how a session calls step functions, at the least cost per step.
+"""Eager mode: how a session calls the steps a run is given, at the least cost per step.
 
-* `Traces` calls a `tf.function` straight through the trace it already has.
-  A public call binds its arguments, looks its trace up, and binds and casts
-  them again before it runs it: a third of a small step. A call with tensors
-  (`sess.call(step, x, y)`) goes through the trace of their dtypes and shapes
-  once one served them. A first call (which traces and creates variables), a
-  new signature, or `tf.config.run_functions_eagerly` go through the
+* `Traces` calls a `tf.function` straight through the trace it already has:
+  a public call binds and casts its arguments twice, a third of a small step.
+  A call with tensors (`sess.call(step, x, y)`) goes through the trace of
+  their dtypes and shapes once one served them; a first call (which traces),
+  a new signature, or `tf.config.run_functions_eagerly` go through the
   `tf.function`.
 * `returning_global_step`: on runs whose hooks read the device anyway, a
-  traced step is called through a `tf.function` that also reads the global
-  step inside the same call, so the step service's check copies one more
-  output instead of running an op (plain variables outside strategies only).
-* The owned global step: a `MonitoredSession` created in eager mode without a
-  global step creates and *owns* it; `advancing` makes every step advance it
-  by one on the device, in the same call, unless the step did. It joins the
-  `tf.train.Checkpoint` the session restores and saves.
+  traced step also returns the global step read in the same call, so the
+  step service's check copies one more output instead of running an op.
+* `advancing`: each step advances a global step the session owns by one on
+  the device, in the same call, unless the step did.
+* What a run's fetches are (`map_structure`, `is_step_callable`), and the
+  errors for what is no step (`graph_fetch_error`, `not_a_step_error`).
 """
 
 from __future__ import annotations
@@ -43,10 +41,9 @@ class Traces:
     """Calls `tf.function`s straight through the traces they already have.
 
     A session keeps one; a hook package calling a step of its own on every
-    run (as `NanTensorHook.watch` does) keeps one per step. A call binds no
-    arguments and looks up no trace when one served the same call before;
-    a first call, a new argument signature and anything that is not a
-    `tf.function` go through the usual call. See the module docstring.
+    run (as `NanTensorHook.watch` does) keeps one per step. A first call, a
+    new argument signature and anything that is not a `tf.function` go
+    through the usual call.
     """
 
     def __init__(self) -> None:
@@ -133,11 +130,8 @@ _EAGER_TENSOR = eager_tensor_base_class()  # Not `type(tf.constant(0))`: may run
 
 
 def _binds_positionally(fn: tf.types.experimental.PolymorphicFunction, count: int) -> bool:
-    """Whether `count` positional arguments fill every parameter of `fn`'s Python function.
-
-    A parameter left to its default may be a tensor, an input of the trace
-    that a call of the concrete function with the arguments alone cannot bind.
-    """
+    """Whether `count` positional arguments fill every parameter of `fn`'s Python function
+    (a default may be a tensor: an input of the trace the arguments alone cannot bind)."""
     try:
         parameters = list(inspect.signature(fn.python_function).parameters.values())
     except (AttributeError, TypeError, ValueError):
@@ -150,12 +144,8 @@ def _binds_positionally(fn: tf.types.experimental.PolymorphicFunction, count: in
 
 
 def _has_parameters(fn: tf.types.experimental.PolymorphicFunction) -> bool:
-    """Whether the Python function of `fn` names parameters (besides `*args`, `**kwargs`).
-
-    A call without arguments leaves them to their defaults; a tensor default
-    is an input of the trace, which `get_concrete_function()` without
-    arguments cannot bind.
-    """
+    """Whether the Python function of `fn` names parameters (besides `*args`, `**kwargs`),
+    whose defaults, tensors perhaps, `get_concrete_function()` cannot bind."""
     try:
         parameters = inspect.signature(fn.python_function).parameters.values()
     except (AttributeError, TypeError, ValueError):
@@ -163,9 +153,9 @@ def _has_parameters(fn: tf.types.experimental.PolymorphicFunction) -> bool:
     return any(p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in parameters)
 
 
-_RETURNING: weakref.WeakKeyDictionary[Any, tuple[Any, Callable[..., Any]]] = (
-    weakref.WeakKeyDictionary()
-)
+_Wrappers = weakref.WeakKeyDictionary[Any, tuple[tf.Variable, Callable[..., Any]]]
+_RETURNING: _Wrappers = weakref.WeakKeyDictionary()
+_ADVANCING: _Wrappers = weakref.WeakKeyDictionary()
 
 
 def can_return_global_step(step: Callable[..., Results]) -> bool:
@@ -179,19 +169,19 @@ def can_return_global_step(step: Callable[..., Results]) -> bool:
 def returning_global_step(step: Any, variable: tf.Variable) -> Callable[..., Any]:
     """A `tf.function` returning `(step(*args), variable)` read after the step (cached per step)."""
     cached = _RETURNING.get(step)
-    if cached is not None and cached[0] is variable:
-        return cached[1]
-    wrapper = tf.function(_WithGlobalStep(step, variable), autograph=False, reduce_retracing=True)
-    _RETURNING[step] = (variable, wrapper)
-    return wrapper
+    if cached is None or cached[0] is not variable:
+        wrapper = tf.function(
+            _WithGlobalStep(step, variable), autograph=False, reduce_retracing=True
+        )
+        cached = _RETURNING[step] = (variable, wrapper)
+    return cached[1]
 
 
 class _WithGlobalStep:
     """What `returning_global_step` traces: the step's call, then a read of the variable.
 
-    A callable object rather than a closure: TensorFlow counts the traces of
-    every `tf.function` made from one function's code together and warns of
-    retracing; each object is counted on its own.
+    An object, not a closure: TensorFlow counts the traces of all the
+    `tf.function`s of one code object together (and warns of retracing).
     """
 
     def __init__(self, step: Any, variable: tf.Variable) -> None:
@@ -204,21 +194,16 @@ class _WithGlobalStep:
         return self._step()(*args), self._variable.read_value()  # type: ignore[misc]
 
 
-_ADVANCING: weakref.WeakKeyDictionary[Any, tuple[Any, Callable[..., Any]]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
 def advancing(step: Callable[_P, _R], variable: tf.Variable) -> Callable[_P, _R]:
-    """`step` wrapped to advance `variable` by one per call unless the step did.
-
-    A `tf.function` gets a `tf.function` wrapper (cached per step): the
-    comparison and the increment run on the device in the same call. Another
-    callable gets a Python wrapper doing the same with eager ops.
-    """
+    """`step` wrapped (once per step) to advance `variable` by one per call unless the step
+    did: on the device in the same call for a `tf.function`, with eager ops otherwise."""
     cached = _ADVANCING.get(step)
-    if cached is not None and cached[0] is variable:
-        return cached[1]
+    if cached is None or cached[0] is not variable:
+        cached = _ADVANCING[step] = (variable, _advancing(step, variable))
+    return cached[1]
+
+
+def _advancing(step: Callable[_P, _R], variable: tf.Variable) -> Callable[_P, _R]:
     if isinstance(step, tf.types.experimental.PolymorphicFunction):
         traced = weakref.ref(step)  # Called only while tracing: the cache's key stays weak.
 
@@ -238,7 +223,6 @@ def advancing(step: Callable[_P, _R], variable: tf.Variable) -> Callable[_P, _R]
             _advance_eagerly(variable, before)
             return outputs
 
-    _ADVANCING[step] = (variable, wrapper)
     return wrapper
 
 
@@ -277,9 +261,8 @@ CONTAINERS = (list, tuple, dict)
 def map_structure(fn: _Caller, structure: Fetches | Results) -> Results:
     """`tf.nest.map_structure` over lists, tuples and dicts; other values are leaves.
 
-    Plain lists, tuples and dicts (what hooks fetch) are mapped here, keeping
-    the key order as `tf.nest` does; their subclasses (namedtuples,
-    `OrderedDict`...) go to `tf.nest`.
+    Plain ones (what hooks fetch) are mapped here, in `tf.nest`'s key order;
+    subclasses (namedtuples, `OrderedDict`...) go to `tf.nest`.
     """
     if type(structure) is dict:
         return {key: map_structure(fn, value) for key, value in structure.items()}
@@ -321,11 +304,8 @@ def not_a_step_error(leaf: Fetches) -> TypeError:
 
 
 def graph_fetch_error(fetches: Fetches) -> TypeError | None:
-    """The error for fetches holding a `tf.Operation` or tensor of a graph, else `None`.
-
-    An eager session (created outside ``with graph.as_default():``) cannot
-    run what was built in a graph; the fix is where the session is created.
-    """
+    """The error for fetches holding a graph's `tf.Operation` or tensor (an eager session
+    cannot run them: the fix is where it is created), else `None`."""
     for leaf in tf.nest.flatten(fetches):
         if isinstance(leaf, tf.Operation):
             kind = "tf.Operation"

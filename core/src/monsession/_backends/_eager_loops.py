@@ -86,12 +86,8 @@ class EagerLoops:
         deadline: float,
         keeps: bool,
     ) -> tuple[int, Mapping[str, tf.Tensor]]:
-        """Runs the fused loop, and advances the host step (see `LoopRunner`).
-
-        Raises:
-          Whatever the loop raises, once the host step is read back from the
-          device (the end of the data ends the loop after the last full step).
-        """
+        """Runs the fused loop, and advances the host step (see `LoopRunner`); on an error
+        (the end of the data ends the loop after the last full step), reads it back first."""
         coordinator = self._sess.coordinator
         if coordinator is not None:  # Closures in flight.
             return self._schedule(coordinator, loop, max_steps, keeps)

@@ -4,7 +4,7 @@ Each process restores its own copy of the state (`create_eager_session`).
 TensorFlow's own hooks (`tf.compat.v1.train.StopAtStepHook`...) build graph
 ops and look tensors up by graph name, and fail at the first eager step with
 errors naming neither the hook nor the fix: the session refuses them when it
-is created, naming monsession's equivalent (`refuse_tensorflow_hooks`).
+is created, naming monsession's equivalent (`EagerMode.check_hooks`).
 """
 
 from __future__ import annotations
@@ -40,13 +40,22 @@ class EagerMode:
     fusion = staticmethod(fusion_for)
 
     def keep_graph_finalization(self) -> Callable[[], None]:
-        return _keep
+        return lambda: None  # No graph to unfinalize.
 
     def own_global_step(self) -> None:
         own_global_step_if_missing()
 
     def check_hooks(self, owner: str, hooks: Sequence[Unchecked]) -> None:
-        refuse_tensorflow_hooks(owner, hooks)
+        """TensorFlow's own hooks build graph ops: refused, naming monsession's equivalent."""
+        for index, hook in enumerate(hooks):
+            cls = _tensorflow_hook_class(hook)
+            if cls is not None:
+                raise TypeError(
+                    f"{owner}: hooks[{index}] is tf.compat.v1.train.{cls.__name__} "
+                    f"({type(hook).__name__}), TensorFlow's own hook, which works only in graph "
+                    "mode; this session runs in eager mode (it was created outside a tf.Graph). "
+                    f"Use {_equivalent(cls.__name__)} instead: the same arguments, in both modes."
+                )
 
     def prepare_graph(self) -> None:
         """Eager mode has no graph to prepare."""
@@ -103,11 +112,13 @@ class EagerMode:
         return not isinstance(fetches, BoundStep) or fetches.retry
 
     def resolve_fetch(self, owner: str, argument: str, target: Unchecked) -> Fetches:
-        return resolve_eager_fetch(owner, argument, target)
-
-
-def _keep() -> None:
-    """Eager mode: no graph to unfinalize."""
+        if isinstance(target, (str, tf.Variable, tf.Tensor)) or callable(target):
+            return target
+        raise TypeError(
+            f"{owner}: in eager mode {argument} must be the name of an entry of the mapping "
+            "the step returns, a tf.Variable, a tensor or a zero-argument callable; got "
+            f"{target!r}."
+        )
 
 
 EAGER = EagerMode()
@@ -120,39 +131,13 @@ def create_eager_session(
     checkpoint_path: str | None = None,
     repair_state_file: bool = False,
 ) -> CreatedSession:
-    """An `EagerSession` whose state is restored, or initialized by `init_fn`.
+    """An `EagerSession` with the newest readable checkpoint restored, or `init_fn` run.
 
-    `repair_state_file`: see `restore_eager_checkpoint` (the chief only).
-    Every worker of an eager job restores the chief's checkpoint, and with
-    it the hooks' state saved beside it (the same keys, the same schedule).
-    """
-    session = EagerSession()
-    restored = restore_eager_checkpoint(
-        saver, checkpoint_dir, checkpoint_path, repair_state_file=repair_state_file
-    )
-    if restored is None and init_fn is not None:
-        init_fn(session)
-    return CreatedSession(session, restored)
-
-
-def restore_eager_checkpoint(
-    saver: tf.train.Checkpoint | tf.train.CheckpointManager | None,
-    checkpoint_dir: str | None,
-    checkpoint_path: str | None = None,
-    repair_state_file: bool = False,
-) -> str | None:
-    """Restores the newest readable eager checkpoint into `saver`; returns its prefix.
-
-    Args:
-      saver: A `tf.train.Checkpoint`, a `tf.train.CheckpointManager` or `None`.
-      checkpoint_dir: Directory to take the latest checkpoint from. Defaults
-        to the manager's directory for a `CheckpointManager`.
-      checkpoint_path: A checkpoint prefix to restore instead.
-      repair_state_file: Whether to rewrite the directory's state file when
-        its latest checkpoint was damaged (the chief, which owns it).
-
-    Returns:
-      The prefix of the checkpoint restored, or `None` when there was none.
+    Every worker of an eager job restores the chief's checkpoint, and with it
+    the hooks' state saved beside it. `checkpoint_dir` defaults to a
+    `CheckpointManager`'s; `checkpoint_path` is restored instead when given;
+    `repair_state_file`: whether to rewrite the directory's state file when
+    its latest checkpoint was damaged (the chief, which owns it).
 
     Raises:
       ValueError: If there is a checkpoint to restore but no `tf.train.Checkpoint`
@@ -160,6 +145,7 @@ def restore_eager_checkpoint(
       DamagedCheckpointError: If `checkpoint_dir` holds checkpoint files but
         none can be read.
     """
+    session = EagerSession()
     checkpoint = saver
     if isinstance(saver, tf.train.CheckpointManager):
         checkpoint = saver.checkpoint
@@ -193,9 +179,11 @@ def restore_eager_checkpoint(
         report_and_repair(choice, repair=repair_state_file)
         path = choice.path
     if not path:
-        return None
+        if init_fn is not None:
+            init_fn(session)
+        return CreatedSession(session, None)
     logger.info("Restored checkpoint %s.", path)
-    return path
+    return CreatedSession(session, path)
 
 
 # The module of TensorFlow's own hooks, named through a public class.
@@ -219,32 +207,3 @@ def _equivalent(name: str) -> str:
     family = KNOWN_HOOK_FAMILIES.get(name)
     where = f" (pip install {family})" if family else ""
     return f"monsession.hooks.{name}{where}"
-
-
-def refuse_tensorflow_hooks(owner: str, hooks: Sequence[Unchecked]) -> None:
-    """Raises if one of `hooks` is one of TensorFlow's own hooks (eager mode only).
-
-    Raises:
-      TypeError: Naming the hook, its index and monsession's equivalent.
-    """
-    for index, hook in enumerate(hooks):
-        cls = _tensorflow_hook_class(hook)
-        if cls is None:
-            continue
-        raise TypeError(
-            f"{owner}: hooks[{index}] is tf.compat.v1.train.{cls.__name__} "
-            f"({type(hook).__name__}), TensorFlow's own hook, which works only in graph mode; "
-            f"this session runs in eager mode (it was created outside a tf.Graph). Use "
-            f"{_equivalent(cls.__name__)} instead: the same arguments, in both modes."
-        )
-
-
-def resolve_eager_fetch(owner: str, argument: str, target: Unchecked) -> Fetches:
-    """`resolve_fetch` in eager mode."""
-    if isinstance(target, (str, tf.Variable, tf.Tensor)) or callable(target):
-        return target
-    raise TypeError(
-        f"{owner}: in eager mode {argument} must be the name of an entry of the mapping "
-        "the step returns, a tf.Variable, a tensor or a zero-argument callable; got "
-        f"{target!r}."
-    )

@@ -194,6 +194,10 @@ class StepRunner:
 
 
 _STEP = object()  # The key of the global-step read among the merged fetches.
+_NOT_ONE_EACH = (
+    "do not each add one to the global step (a run that adds nothing, such as an evaluation, "
+    "or a step that adds several). Hooks now read it after every run in which they need it."
+)
 
 
 def _step_reader(sess: tf.compat.v1.Session, tensor: tf.Tensor | tf.Variable) -> Callable[[], Any]:
@@ -265,10 +269,8 @@ class GraphBackend:
             if self._ran:
                 counter.learn_before(seen - 1)
             counter.drift(
-                "The global step is %d where the runs of this session counted %d: they do "
-                "not each add one to the global step (a run that adds nothing, such as an "
-                "evaluation, or a step that adds several). Hooks now read it after every run "
-                "in which they need it.",
+                "The global step is %d where the runs of this session counted %d: they "
+                + _NOT_ONE_EACH,
                 seen,
                 counted,
             )
@@ -352,9 +354,7 @@ class GraphBackend:
         if expected is None:
             self._counter.drift(
                 "The global step was %d during a run expected to start at %d: the runs of "
-                "this session do not each add one to the global step (a run that adds "
-                "nothing, such as an evaluation, or a step that adds several). Hooks now "
-                "read it after every run in which they need it.",
+                "this session " + _NOT_ONE_EACH,
                 seen,
                 self._counter.before,
             )

@@ -45,7 +45,7 @@ class GraphMode:
     def keep_graph_finalization(self) -> Callable[[], None]:
         graph = tf.compat.v1.get_default_graph()
         if graph.finalized:
-            return _keep_finalized
+            return lambda: None  # A graph finalized before the session stays so.
         return lambda: _tf_compat.unfinalize_graph(graph)
 
     def own_global_step(self) -> None:
@@ -101,11 +101,21 @@ class GraphMode:
         return True
 
     def resolve_fetch(self, owner: str, argument: str, target: Unchecked) -> Fetches:
-        return resolve_graph_fetch(owner, argument, target)
-
-
-def _keep_finalized() -> None:
-    """A graph finalized before the session stays finalized."""
+        """Under the session's graph."""
+        graph = tf.compat.v1.get_default_graph()
+        if isinstance(target, str):
+            return _graph_element(owner, argument, graph, target)
+        if callable(target) and not isinstance(target, (tf.Tensor, tf.Variable, tf.Operation)):
+            raise TypeError(
+                f"{owner}: a callable {argument} only works in eager mode; in graph mode pass "
+                f"the tensor or its name, got {target!r}."
+            )
+        if getattr(target, "graph", None) is not graph:
+            raise ValueError(
+                f"{owner}: {argument} {target!r} belongs to another graph than the session's "
+                f"({graph}); create the hook's tensors in the graph the session runs."
+            )
+        return target
 
 
 GRAPH = GraphMode()
@@ -119,24 +129,6 @@ class TensorNotFoundError(KeyError, ValueError):
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
-
-
-def resolve_graph_fetch(owner: str, argument: str, target: Unchecked) -> Fetches:
-    """`resolve_fetch` in graph mode, under the session's graph."""
-    graph = tf.compat.v1.get_default_graph()
-    if isinstance(target, str):
-        return _graph_element(owner, argument, graph, target)
-    if callable(target) and not isinstance(target, (tf.Tensor, tf.Variable, tf.Operation)):
-        raise TypeError(
-            f"{owner}: a callable {argument} only works in eager mode; in graph mode pass "
-            f"the tensor or its name, got {target!r}."
-        )
-    if getattr(target, "graph", None) is not graph:
-        raise ValueError(
-            f"{owner}: {argument} {target!r} belongs to another graph than the session's "
-            f"({graph}); create the hook's tensors in the graph the session runs."
-        )
-    return target
 
 
 def _graph_element(

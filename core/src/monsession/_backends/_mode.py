@@ -72,11 +72,8 @@ class Mode(Protocol):
         """The current `tf.distribute` strategy if it spans several workers (eager mode)."""
 
     def make_backend(self, sess: Session, follow_step: bool) -> Backend:
-        """The backend that runs the steps of `sess` (see `_backend.Backend`).
-
-        `follow_step`: whether hooks are called per step (they may ask for
-        the global step on every run).
-        """
+        """The backend that runs the steps of `sess`; `follow_step`: whether hooks are
+        called per step (they may ask for the global step on every run)."""
 
     def start_queue_runners(self, sess: Session, coord: tf.train.Coordinator) -> None:
         """Starts the graph's queue runners, if any, under `coord`."""
