@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, ParamSpec
+from typing import ParamSpec
 
 import tensorflow as tf
 
@@ -13,10 +13,7 @@ from monsession._api._types import Fetches, Results, Unchecked
 from monsession._backends._backend import ChiefRestore, CreatedSession, Session, WorkerRestore
 from monsession._backends._graph_backend import GraphBackend, global_step_fetch
 from monsession._durability._checkpoint_files import report_and_repair, restore_newest
-from monsession._fusion._plan import check_steps_per_execution
-
-if TYPE_CHECKING:
-    from monsession._api._dispatcher import HookDispatcher
+from monsession._fusion._plan import PlanningHooks, check_steps_per_execution
 
 logger = logging.getLogger("monsession")
 _P = ParamSpec("_P")
@@ -39,7 +36,7 @@ class GraphMode:
             )
         return cap
 
-    def fusion(self, owner: str, cap: int | None, hooks: HookDispatcher) -> None:
+    def fusion(self, owner: str, cap: int | None, hooks: PlanningHooks) -> None:
         """Graph mode: each `Session.run` is one step with the hooks."""
 
     def keep_graph_finalization(self) -> Callable[[], None]:

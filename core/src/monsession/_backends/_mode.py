@@ -19,7 +19,6 @@ from monsession._api._types import Fetches, Results, Unchecked, in_eager_mode
 if TYPE_CHECKING:
     import numpy as np
 
-    from monsession._api._dispatcher import HookDispatcher
     from monsession._backends._backend import (
         Backend,
         ChiefRestore,
@@ -28,6 +27,7 @@ if TYPE_CHECKING:
         WorkerRestore,
     )
     from monsession._fusion._fusion import Fusion
+    from monsession._fusion._plan import PlanningHooks
 
 _P = ParamSpec("_P")
 
@@ -47,7 +47,7 @@ class Mode(Protocol):
         Graph mode runs one step per `Session.run`: only 1.
         """
 
-    def fusion(self, owner: str, cap: int | None, hooks: HookDispatcher) -> Fusion | None:
+    def fusion(self, owner: str, cap: int | None, hooks: PlanningHooks) -> Fusion | None:
         """The session's `Fusion` (eager mode, when some run may skip the hooks), or `None`."""
 
     def keep_graph_finalization(self) -> Callable[[], None]:

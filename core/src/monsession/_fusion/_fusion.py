@@ -41,7 +41,6 @@ from typing import NamedTuple, Protocol
 
 import tensorflow as tf
 
-from monsession._api._dispatcher import HookDispatcher
 from monsession._api._types import FeedDict, Fetches
 from monsession._fusion._loop import (
     LoopRunner,
@@ -55,6 +54,7 @@ from monsession._fusion._plan import (
     MAX_COUNTED_SILENT_STEPS,
     UNCAPPED,
     FusionPolicy,
+    PlanningHooks,
     QuietSteps,
     plan,
     seconds_per_call,
@@ -105,13 +105,13 @@ class StepVotes(Protocol):
         """
 
 
-def fusion_for(owner: str, cap: int | None, hooks: HookDispatcher) -> Fusion | None:
+def fusion_for(owner: str, cap: int | None, hooks: PlanningHooks) -> Fusion | None:
     """An eager session's `Fusion` (`EagerMode.fusion`), or `None` where no run skips the hooks.
 
     Args:
       owner: The session's class name, for messages.
       cap: The checked `steps_per_execution` (`Mode.check_steps_per_execution`).
-      hooks: The session's `HookDispatcher`, whose `FusionPolicy` is read once.
+      hooks: The session's hooks (`HookDispatcher`), whose `FusionPolicy` is read once.
     """
     blocking = tuple(type(hook).__name__ for hook in hooks.every_step)
     fusion = Fusion(owner, cap, FusionPolicy(blocking, hooks.next_actions))

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
-from typing import NamedTuple
+from collections.abc import Callable, Sequence
+from typing import NamedTuple, Protocol
 
-from monsession._api._hook_api import NextAction
+from monsession._api._hook_api import NextAction, SessionRunHook
 from monsession._api._types import Unchecked
 
 AUTO = "auto"
@@ -76,6 +76,17 @@ def check_steps_per_execution(owner: str, value: Unchecked) -> int | None:
             f"{owner}: steps_per_execution must be an int >= 1 or 'auto'; got {value}."
         )
     return value
+
+
+class PlanningHooks(Protocol):
+    """A session's hooks as fusion reads them, once (its `HookDispatcher`)."""
+
+    @property
+    def every_step(self) -> Sequence[SessionRunHook]:
+        """The hooks that run per step without planning ahead (no `next_action`)."""
+
+    def next_actions(self, global_step: int) -> list[NextAction]:
+        """When each hook that plans ahead next acts, asked with the global step."""
 
 
 class FusionPolicy(NamedTuple):
