@@ -1,6 +1,6 @@
 """The per-step ratios of two revisions side by side, in one run.
 
-    python benchmarks/compare_revisions.py BASE [THIS] [--bench core hooks fused] [--repeats 3]
+    python benchmarks/compare_revisions.py BASE [THIS] [--bench core debug fused] [--repeats 3]
 
 For a change that must not change speed (a refactor): each benchmark runs
 alternately from a worktree of BASE and of THIS (default: HEAD),
@@ -8,7 +8,8 @@ alternately from a worktree of BASE and of THIS (default: HEAD),
 tree's sources (`PYTHONPATH`; the installed distributions still name the
 plugins). Each run computes its own ratios side by side (see the
 benchmark); reported is the median of each ratio over the repeats, for both
-trees, and their quotient. The checkout's own results files are untouched.
+trees, their quotient, and each tree's range over the repeats (the spread).
+The checkout's own results files are untouched.
 
 Writes benchmarks/results/compare_revisions.json.
 """
@@ -24,6 +25,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
+from typing import Any
 
 HERE = pathlib.Path(__file__).parent
 REPO = HERE.parent
@@ -37,17 +40,29 @@ SOURCES = (
     "hooks-keras",
 )
 
-# Each benchmark: its quick arguments and the entries of its JSON compared.
-BENCHES = {
-    "core": (["--steps", "200", "--rounds", "9"], "ratios"),
-    "hooks": (["--steps", "200", "--rounds", "9"], "added_us_per_step"),
-    "fused": (["--steps", "500", "--rounds", "5"], "ratios"),
+
+def _debug_entries(result: dict[str, Any]) -> dict[str, float]:
+    """`bench_debug`'s ratios to the session without the hook, per executor."""
+    return {
+        f"{executor}/{name}": ratio
+        for executor, measured in result["executors"].items()
+        for name, ratio in measured["nan_hook_overhead_over_session"].items()
+    }
+
+
+# Each benchmark: its quick arguments and the entries of its JSON compared
+# (bench_fused takes a multiple of 1000 steps: its checkpoints every 1000).
+BENCHES: dict[str, tuple[list[str], Callable[[dict[str, Any]], dict[str, float]]]] = {
+    "core": (["--steps", "200", "--rounds", "9"], lambda result: result["ratios"]),
+    "hooks": (["--steps", "200", "--rounds", "9"], lambda result: result["added_us_per_step"]),
+    "fused": (["--steps", "1000", "--rounds", "5"], lambda result: result["ratios"]),
+    "debug": (["--steps", "100", "--rounds", "11"], _debug_entries),
 }
 
 
 def _run(tree: pathlib.Path, bench: str) -> dict[str, float]:
     """One run of `bench` from `tree`'s sources; the entries it compares."""
-    arguments, entry = BENCHES[bench]
+    arguments, entries = BENCHES[bench]
     path = os.pathsep.join(str(tree / source / "src") for source in SOURCES)
     env = {**os.environ, "PYTHONPATH": path, "TF_CPP_MIN_LOG_LEVEL": "2"}
     script = tree / "benchmarks" / f"bench_{bench}.py"
@@ -60,11 +75,25 @@ def _run(tree: pathlib.Path, bench: str) -> dict[str, float]:
         check=True,
     )
     printed = done.stdout[done.stdout.index("{") :]
-    return {key: float(value) for key, value in json.loads(printed)[entry].items()}
+    return {key: float(value) for key, value in entries(json.loads(printed)).items()}
 
 
-def _medians(runs: list[dict[str, float]]) -> dict[str, float]:
-    return {key: round(statistics.median(run[key] for run in runs), 3) for key in runs[0]}
+def _compared(base: list[dict[str, float]], this: list[dict[str, float]]) -> dict[str, Any]:
+    """Each entry: the median of each tree, their quotient, and each tree's range (the spread)."""
+    compared: dict[str, Any] = {}
+    for key in this[0]:
+        if key not in base[0]:
+            continue
+        base_values, this_values = [run[key] for run in base], [run[key] for run in this]
+        base_median, this_median = statistics.median(base_values), statistics.median(this_values)
+        compared[key] = {
+            "base": round(base_median, 3),
+            "this": round(this_median, 3),
+            "this / base": round(this_median / base_median, 3) if base_median else None,
+            "base range": [round(min(base_values), 3), round(max(base_values), 3)],
+            "this range": [round(min(this_values), 3), round(max(this_values), 3)],
+        }
+    return compared
 
 
 def main() -> None:
@@ -94,18 +123,7 @@ def main() -> None:
                 for _ in range(args.repeats):  # Alternating: both trees see the same noise.
                     for name, tree in trees.items():
                         runs[name].append(_run(tree, bench))
-                base_medians, this_medians = _medians(runs["base"]), _medians(runs["this"])
-                report[bench] = {
-                    key: {
-                        "base": base_medians[key],
-                        "this": this_medians[key],
-                        "this / base": round(this_medians[key] / base_medians[key], 3)
-                        if base_medians[key]
-                        else None,
-                    }
-                    for key in this_medians
-                    if key in base_medians
-                }
+                report[bench] = _compared(runs["base"], runs["this"])
                 print(bench, json.dumps(report[bench], indent=2), flush=True)
         finally:
             for tree in trees.values():

@@ -246,6 +246,70 @@ TARGETS = [
             ("async", 1.03 if variant == "nan_every_100" else 1.5),
         )
     ],
+    *[
+        Target(f"issue 51: {name}", unit, limit, value)
+        for name, unit, limit, value in (
+            (
+                'eager, a hook fetching the loss every step (`NanTensorHook("loss")`), sync '
+                "executor: added per step over the session without it",
+                "µs",
+                10.0,
+                lambda r: _debug_added_us(r, "nan_every_step", "sync"),
+            ),
+            (
+                "eager, `NanTensorHook` every step (`watch`), async executor: / the session "
+                "reading a hand-written device flag every step",
+                "x",
+                1.05,
+                lambda r: _debug_ratio(
+                    r, "nan_every_step_watch", "async", "session_flag_every_step"
+                ),
+            ),
+            (
+                "eager, `NanTensorHook` every 100 steps (`watch`), async executor: its ratio "
+                "to the session, less that of the session reading a hand-written flag every 100 "
+                "steps",
+                "x",
+                0.02,
+                lambda r: round(
+                    _debug_ratio(r, "nan_every_100", "async")
+                    - _debug_ratio(r, "session_flag_every_100", "async"),
+                    3,
+                ),
+            ),
+            (
+                "eager, standard hooks, single steps: monsession / a raw loop (no duties: a "
+                "stricter reference than the same duties by hand)",
+                "x",
+                1.0,
+                lambda r: r["core"]["ratios"]["eager/standard: monsession / raw"],
+            ),
+            (
+                'eager, issue-14 set, `"auto"`: monsession / fused loop doing the duties by hand',
+                "x",
+                1.05,
+                lambda r: r["fused"]["ratios"]["monsession/auto / fused100+duties"],
+            ),
+            (
+                '`Epochs.run`, `"auto"`, 32 batches per epoch: monsession / a hand-written epoch '
+                "loop over one iterator",
+                "x",
+                1.0,
+                lambda r: r["fused"]["ratios"][
+                    "monsession/epochs-auto/32 / hand-epochs-one-iterator/32"
+                ],
+            ),
+            *(
+                (
+                    f"{mode}, the session without hooks / a raw loop",
+                    "x",
+                    0.8,
+                    lambda r, mode=mode: r["core"]["ratios"][f"{mode}/none: monsession / raw"],
+                )
+                for mode in ("eager", "graph")
+            ),
+        )
+    ],
     Target(
         "graph session creation, ~100 MB checkpoint: with / without the damaged-checkpoint check",
         "x",
@@ -261,10 +325,18 @@ TARGETS = [
 ]
 
 
-def _debug_ratio(results: dict[str, Any], variant: str, executor: str) -> float:
-    """A `bench_debug` variant's median step time over the session's without the hook."""
+def _debug_ratio(
+    results: dict[str, Any], variant: str, executor: str, reference: str = "session"
+) -> float:
+    """A `bench_debug` variant's median step time over `reference`'s (the session without hooks)."""
     us = results["debug"]["executors"][executor]["median_step_us"]
-    return round(us[variant] / us["session"], 3)
+    return round(us[variant] / us[reference], 3)
+
+
+def _debug_added_us(results: dict[str, Any], variant: str, executor: str) -> float:
+    """The µs per step a `bench_debug` variant adds over the session without the hook."""
+    us = results["debug"]["executors"][executor]["median_step_us"]
+    return round(us[variant] - us["session"], 2)
 
 
 def idle_hook_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
