@@ -19,13 +19,17 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from monsession._api._hook_api import NextAction, SessionRunHook, hook_overrides
-from monsession._api._run_context import SessionRunArgs, SessionRunContext, run_values
+from monsession._api._run_context import SessionRunArgs, SessionRunContext, SessionRunValues
 from monsession._api._types import FeedKey, HookState, HookStateWriter, SessionLike, Unchecked
 
 if TYPE_CHECKING:
     import tensorflow as tf
 
 logger = logging.getLogger("monsession")
+
+_new_tuple = tuple.__new__  # Builds a named tuple with no Python call (every step, every hook).
+_NO_OWNERS: dict[Any, str] = {}
+"""Which hook fed each key, when none did (shared: never written to)."""
 
 
 def _name(hook: SessionRunHook | None) -> str:
@@ -71,10 +75,35 @@ def _merge_run_options(options: tf.compat.v1.RunOptions, incoming: tf.compat.v1.
     )
 
 
-def _new_run_options() -> tf.compat.v1.RunOptions:
-    import tensorflow as tf
+def _merged_options(
+    merged: tf.compat.v1.RunOptions | None,
+    caller: tf.compat.v1.RunOptions | None,
+    incoming: tf.compat.v1.RunOptions,
+) -> tf.compat.v1.RunOptions:
+    """`incoming` merged into the options `merged` so far (as TensorFlow: the caller's if given)."""
+    if merged is None:
+        if caller is None:
+            import tensorflow as tf
 
-    return tf.compat.v1.RunOptions()
+            caller = tf.compat.v1.RunOptions()
+        merged = caller
+    _merge_run_options(merged, incoming)
+    return merged
+
+
+def _add_feeds(
+    hook: SessionRunHook,
+    feeds: Mapping[Any, Any],
+    merged: dict[Any, Any] | None,
+    owners: dict[Any, str],
+) -> tuple[dict[Any, Any], dict[Any, str]]:
+    """The hooks' `merged` feeds and their `owners` (new ones for the first), with `hook`'s."""
+    if merged is None:
+        merged, owners = {}, {}
+    _raise_if_feeds_intersect(merged, feeds, "Same tensor is fed by two hooks.")
+    merged.update(feeds)
+    owners.update(dict.fromkeys(feeds, _name(hook)))
+    return merged, owners
 
 
 def _ends_the_data(error: BaseException) -> bool:
@@ -129,13 +158,11 @@ def _checked_request(hook: SessionRunHook, request: Unchecked) -> SessionRunArgs
     return request  # type: ignore[return-value]
 
 
-def _checked_action(hook: SessionRunHook, action: Unchecked) -> NextAction:
-    """`action`, what `hook.next_action` returned, if a `NextAction`."""
-    if not isinstance(action, NextAction):
-        raise TypeError(
-            f"{_name(hook)}.next_action() returned {action!r}; expected a monsession.NextAction."
-        )
-    return action
+def _not_an_action(hook: SessionRunHook, action: Unchecked) -> TypeError:
+    """The error for `action`, what `hook.next_action` returned: not a `NextAction`."""
+    return TypeError(
+        f"{_name(hook)}.next_action() returned {action!r}; expected a monsession.NextAction."
+    )
 
 
 def _not_the_end_of_data(hook: SessionRunHook | None, error: BaseException) -> RuntimeError:
@@ -236,28 +263,26 @@ class HookDispatcher:
           RuntimeError: If two hooks, or a hook and the caller, feed the same key.
         """
         hook_fetches: dict[Any, Any] = {}
-        hook_feeds: dict[Any, Any] = {}
-        feed_owners: dict[Any, str] = {}
+        hook_feeds: dict[Any, Any] | None = None
+        feed_owners: dict[Any, str] = _NO_OWNERS
         merged_options = None
         hooks = self.before_run_hooks if chosen is None else _only(self.before_run_hooks, chosen)
         for hook in hooks:
             request = hook.before_run(run_context)
             if request is None:
                 continue
-            fetches, feeds, request_options = _checked_request(hook, request)
+            if type(request) is not SessionRunArgs:
+                request = _checked_request(hook, request)
+            fetches, feeds, request_options = request
             if fetches is not None:
                 hook_fetches[hook] = fetches
             if feeds:
-                _raise_if_feeds_intersect(hook_feeds, feeds, "Same tensor is fed by two hooks.")
-                hook_feeds.update(feeds)
-                feed_owners.update(dict.fromkeys(feeds, _name(hook)))
+                hook_feeds, feed_owners = _add_feeds(hook, feeds, hook_feeds, feed_owners)
             if request_options:
-                # Like TensorFlow, merge into the caller's options when given.
-                if merged_options is None:
-                    merged_options = _new_run_options() if options is None else options
-                _merge_run_options(merged_options, request_options)
-        feeds = _merge_feeds(user_feeds, hook_feeds) if hook_feeds else user_feeds
-        return hook_fetches, feeds, merged_options or options, feed_owners
+                merged_options = _merged_options(merged_options, options, request_options)
+        if hook_feeds:
+            user_feeds = _merge_feeds(user_feeds, hook_feeds)
+        return hook_fetches, user_feeds, merged_options or options, feed_owners
 
     def after_run(
         self,
@@ -273,15 +298,14 @@ class HookDispatcher:
           RuntimeError: If a hook raises `OutOfRangeError` or `StopIteration`,
             which must not pass for the end of the input data.
         """
-        no_results = run_values(None, run_options, run_metadata)
+        no_results = _new_tuple(SessionRunValues, (None, run_options, run_metadata))
         hooks = self.after_run_hooks if chosen is None else _only(self.after_run_hooks, chosen)
         hook: SessionRunHook | None = None
         try:
             for hook in hooks:
                 if hook_results and hook in hook_results:
-                    hook.after_run(
-                        run_context, run_values(hook_results[hook], run_options, run_metadata)
-                    )
+                    values = (hook_results[hook], run_options, run_metadata)
+                    hook.after_run(run_context, _new_tuple(SessionRunValues, values))
                 else:
                     hook.after_run(run_context, no_results)
         except Exception as error:
@@ -297,8 +321,7 @@ class HookDispatcher:
     def on_failure(self, session: SessionLike, error: BaseException) -> None:
         """Calls `on_failure(session, error)` of the hooks that override it, in order.
 
-        What one raises is logged, and the next hook is called.
-        """
+        What one raises is logged; the next hook is called."""
         for hook in self._failing:
             try:
                 hook.on_failure(session, error)
@@ -316,7 +339,12 @@ class HookDispatcher:
         Raises:
           TypeError: If a hook returns something other than a `NextAction`.
         """
-        return [_checked_action(hook, hook.next_action(global_step)) for hook in self.planning]
+        actions = []
+        for hook in self.planning:  # No comprehension: a call fewer, on every step.
+            actions.append(action := hook.next_action(global_step))
+            if not isinstance(action, NextAction):
+                raise _not_an_action(hook, action)
+        return actions
 
     def epoch_begin(self, epoch: int) -> None:
         """Calls `epoch_begin(epoch)` of the hooks that override it."""
@@ -334,9 +362,8 @@ class HookDispatcher:
     def state_keys(self) -> list[str]:
         """The keys of the hooks whose state is saved, in the hooks' order.
 
-        A hook's key is its `state_key` when it has one, else its class name
-        and its index among the stateful hooks of that class:
-        ``"StepCounterHook[0]"``.
+        A hook's key is its `state_key`, else its class name and its index
+        among the stateful hooks of that class (``"StepCounterHook[0]"``).
         """
         return list(self._stateful)
 
@@ -356,8 +383,6 @@ class HookDispatcher:
 def _merge_feeds(
     user_feeds: Mapping[Any, Any] | None, hook_feeds: dict[Any, Any]
 ) -> Mapping[Any, Any] | None:
-    if not hook_feeds:
-        return user_feeds
     if not user_feeds:
         return hook_feeds
     _raise_if_feeds_intersect(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from monsession._api._types import FeedKey, FeedValue, Fetches, Results, SessionLike
 
@@ -82,6 +82,8 @@ class SessionRunContext:
         self._steps = _SessionReads(session) if step_service is None else step_service
         self._silent_steps = silent_steps
         self._silent_outputs = silent_outputs or _NOTHING_KEPT
+        self._step_asked = False  # Whether `global_step` was asked in this run; its answer.
+        self._step_before: int | None = None
 
     @property
     def original_args(self) -> SessionRunArgs:
@@ -138,7 +140,9 @@ class SessionRunContext:
         variable through `session` the first time a hook asks (in
         `before_run`), and keeps that value for the run.
         """
-        return self._steps.global_step_before()
+        if not self._step_asked:  # Once per run, however many hooks ask.
+            self._step_before, self._step_asked = self._steps.global_step_before(), True
+        return self._step_before
 
     def global_step_after(self, reaching: Callable[[int], bool] | None = None) -> int | None:
         """The global step after this run, as a host integer (in `after_run`).
@@ -300,8 +304,8 @@ def as_run_context(run_context: SessionRunContext | RunContextLike) -> SessionRu
         `request_stop()` and `stop_requested`.
     """
     if isinstance(run_context, SessionRunContext) or hasattr(run_context, "global_step_after"):
-        # Ours, or a proxy of ours: it has the step service.
-        return cast(SessionRunContext, run_context)
+        # Ours, or a proxy of ours: it has the step service (no `cast` call: every hook, step).
+        return run_context  # type: ignore[return-value]
     view = getattr(run_context, _VIEW, None)
     if view is None:
         view = _ForeignRunContext(run_context)

@@ -137,6 +137,8 @@ class Fusion:
         self._quiet = QuietSteps(policy)
         self._loops = Loops()
         self._runner: LoopRunner | None = None  # Of the current session.
+        self._read_step = self._known  # The runner's `known_step` once attached.
+        self._quiet_fetches = _QuietFetches(None)
         # Under collective ops: the silent steps the workers agreed on (module docstring).
         self._peers = False
         self._agreed = 0
@@ -156,6 +158,7 @@ class Fusion:
         """The backend of the session just created, which runs the loops."""
         self._runner = backend.loop_runner()
         assert self._runner is not None, "attached to a backend that runs no loops"
+        self._read_step, self._quiet_fetches = self._runner.known_step, _QuietFetches(self._runner)
         self._agreed, self._paced_from, self._loop_pace = 0, None, None
 
     def prepare(self, fetches: Fetches, feed_dict: FeedDict | None, selection: Selection) -> Call:
@@ -165,10 +168,13 @@ class Fusion:
         """
         silent, kept = 0, None
         if selection.hooks is None and selection.training:
-            silent, kept = self._run_silent_steps(fetches, feed_dict)
-            if not silent and _may_run_quiet(fetches) and self._quiet.next_is_quiet(self._known):
-                return Call(_quiet_step(_bound(fetches, 0), self._runner), quiet=True)
-        bound = _bound(fetches, silent)
+            if self._enabled:
+                silent, kept = self._run_silent_steps(fetches, feed_dict)
+            may_skip = not silent and self._quiet.enabled
+            may_skip = may_skip and (not isinstance(fetches, StepSource) or _may_run_quiet(fetches))
+            if may_skip and self._quiet.next_is_quiet(self._read_step):
+                return Call(self._quiet_fetches(fetches), quiet=True)
+        bound = fetches.bind(silent) if isinstance(fetches, StepSource) else fetches
         if bound is None:  # The silent steps took a step source's last input.
             self._quiet.report_later(silent)
             return Call(None)
@@ -215,7 +221,7 @@ class Fusion:
     def _run_silent_steps(self, fetches: Fetches, feed_dict: FeedDict | None) -> tuple[int, Kept]:
         """Runs the silent steps before the coming run, if any: how many ran, what was kept."""
         runner = self._runner
-        if not self._enabled or runner is None:
+        if runner is None:
             return 0, {}
         if self._peers or runner.schedules_steps():
             counted = self._agreed if self._peers else self.next_silent_steps()
@@ -285,10 +291,7 @@ class Fusion:
     def _fusable(
         self, fetches: Fetches, feed_dict: FeedDict | None, runner: LoopRunner
     ) -> tuple[tf.types.experimental.PolymorphicFunction | None, int | None]:
-        """The `tf.function` to fuse for the call, and the cap on its silent steps, if any.
-
-        A call of a step that cannot fuse is explained once per session.
-        """
+        """The `tf.function` to fuse and the cap on its silent steps; says once why not fused."""
         limit = fetches.silent_limit if isinstance(fetches, StepSource) else None
         step = None if feed_dict else fused_function(fetches)
         if step is None and (limit is not None or runner.calls_a_step(fetches)):
@@ -323,17 +326,25 @@ def _quiet_step(fetches: Fetches, runner: LoopRunner | None) -> Fetches:
     return step
 
 
-def _bound(fetches: Fetches, silent: int) -> Fetches | None:
-    """The fetches to run: a `StepSource` takes its input now, after `silent` steps."""
-    return fetches.bind(silent) if isinstance(fetches, StepSource) else fetches
+class _QuietFetches:
+    """What a quiet step runs for a run's fetches (`_quiet_step`), kept for the same fetches."""
+
+    def __init__(self, runner: LoopRunner | None) -> None:
+        self._runner = runner
+        self._for: tuple[Fetches, Fetches] = (None, None)
+
+    def __call__(self, fetches: Fetches) -> Fetches:
+        if isinstance(fetches, StepSource):  # Takes its input now: nothing to keep.
+            return _quiet_step(fetches.bind(0), self._runner)
+        if fetches is not self._for[0]:
+            self._for = (fetches, _quiet_step(fetches, self._runner))
+        return self._for[1]
 
 
-def _may_run_quiet(fetches: Fetches) -> bool:
-    """Whether the run may skip the hooks: not when it takes an input they must see.
+def _may_run_quiet(fetches: StepSource) -> bool:
+    """Whether a step source's run may skip the hooks: not when it takes an input they must see.
 
     A step source's last input (an epoch's last batch) goes to the hooks
     unless the source `ends_silently` (no hook acts at the epoch's end).
     """
-    if not isinstance(fetches, StepSource):
-        return True
     return fetches.silent_limit >= 1 or fetches.ends_silently

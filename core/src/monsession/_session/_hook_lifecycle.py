@@ -13,12 +13,11 @@ the checkpoint, so the latest checkpoint always has its hook state.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
 import weakref
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from monsession._api._dispatcher import HookDispatcher
@@ -100,20 +99,19 @@ class HookStates:
         _prune(directory, keep=path)
         return path
 
-    @contextlib.contextmanager
-    def after_run_calls(self) -> Iterator[None]:
-        """Wraps a step's `after_run` calls: a state saved during them is saved again after.
+    def after_run_starts(self) -> None:
+        """Before a step's `after_run` calls: a state saved during them is saved again after.
 
         The hooks after the one that saved have not seen the step yet; once all
-        returned, every hook's state is as of the end of the step.
+        returned (`after_run_ends`), every hook's state is as of the end of the step.
         """
         self._in_after_run, self._written_in_step = True, None
-        try:
-            yield
-        finally:
-            self._in_after_run = False
+
+    def after_run_ends(self, returned: bool) -> None:
+        """After them: saves a state saved meanwhile again if every `after_run` `returned`."""
+        self._in_after_run = False
         prefix, self._written_in_step = self._written_in_step, None
-        if prefix is not None:
+        if returned and prefix is not None:
             self.save(prefix)
 
     def load(self, checkpoint_prefix: str) -> None:
@@ -196,7 +194,8 @@ class HookLifecycle:
         """The `HookDispatcher` that calls the hooks (`before_run` goes straight to it)."""
         self.hook_state = HookStates(self.dispatcher)
         """The hooks' `HookStates`: what `use_hook_state` hands the hooks."""
-        self._keeps_state = bool(self.hook_state.keys)
+        if not self.hook_state.keys:
+            self.after_run = self.dispatcher.after_run  # type: ignore[method-assign]
 
     def begin(self) -> None:
         """Calls every hook's `begin()`, then hands `hook_state` to the hooks that take it."""
@@ -231,12 +230,19 @@ class HookLifecycle:
         run_metadata: tf.compat.v1.RunMetadata | None,
         chosen: frozenset[int] | None = None,
     ) -> None:
-        """Calls `after_run`; a hook state written meanwhile is rewritten once all returned."""
-        if not self._keeps_state:
+        """Calls `after_run`; a hook state written meanwhile is rewritten once all returned.
+
+        Without hook states this is the dispatcher's own `after_run` (set in
+        `__init__`: no call in between on every step).
+        """
+        states = self.hook_state
+        states.after_run_starts()
+        try:
             self.dispatcher.after_run(run_context, hook_results, run_options, run_metadata, chosen)
-            return
-        with self.hook_state.after_run_calls():
-            self.dispatcher.after_run(run_context, hook_results, run_options, run_metadata, chosen)
+        except BaseException:
+            states.after_run_ends(returned=False)
+            raise
+        states.after_run_ends(returned=True)
 
     def end(self, session: SessionLike) -> None:
         """A clean stop: waits for the steps in flight (`settle`), then every hook's `end()`."""

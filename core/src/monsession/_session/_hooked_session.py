@@ -12,13 +12,19 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Iterator, Mapping
+from typing import NoReturn
 
 import tensorflow as tf
 
 from monsession._api._hook_api import SessionRunHook
-from monsession._api._run_context import SessionRunContext, finish_run, run_args
+from monsession._api._run_context import (
+    _NOTHING_KEPT,
+    SessionRunArgs,
+    SessionRunContext,
+    run_args,
+)
 from monsession._api._types import FeedKey, Unchecked
-from monsession._backends._backend import Backend, HookResults, Session
+from monsession._backends._backend import Backend, Session
 from monsession._backends._mode import Mode, current_mode
 from monsession._durability._files import file_error_behind
 from monsession._fusion._fusion import Fusion
@@ -67,6 +73,8 @@ class HookSelection:
         `hooks`: `None` (all), or some of the session's `own` hooks.
         `training`: `None` means "unless `hooks` is given".
         """
+        if hooks is None and training is None:  # Every step of most loops: nothing to check.
+            return None, True
         where = f"{owner}.run()"
         chosen = None if hooks is None else _some_of(where, hooks, own)
         if training is None:
@@ -89,6 +97,11 @@ class HookSelection:
             yield
         finally:
             self.hooks, self.training = previous
+
+
+_new_tuple = tuple.__new__
+_NO_OWNERS: dict[FeedKey, str] = {}
+"""Which hook fed each key of a step no hook fed (shared: never written to)."""
 
 
 class _HookedSession(_WrappedSession[Session]):
@@ -120,11 +133,17 @@ class _HookedSession(_WrappedSession[Session]):
         self.selection = selection or HookSelection()
         self._lifecycle = hooks if isinstance(hooks, HookLifecycle) else HookLifecycle(hooks)
         self._dispatcher = self._lifecycle.dispatcher
-        self._calls_after_run = bool(self._dispatcher.after_run_hooks)
+        # Whether a step with all the hooks calls some hook before (after) the run.
+        self._before = bool(self._dispatcher.before_run_hooks)
+        self._after = bool(self._dispatcher.after_run_hooks)
         self._should_stop = False
         mode = mode or current_mode()
         self.backend: Backend = mode.make_backend(sess, bool(self._dispatcher.per_step))
+        # Hooks that asked for no options see empty protos, as in TensorFlow,
+        # allocated once per session rather than on every step.
         self._empty_protos = (tf.compat.v1.RunOptions(), tf.compat.v1.RunMetadata())
+        # One context for every run, its step fields set before each (`run_hooked`).
+        self._context = SessionRunContext(run_args(None, None), sess, self.backend)
         self._fusion = fusion
         if fusion is not None:
             fusion.attach(self.backend)
@@ -132,18 +151,19 @@ class _HookedSession(_WrappedSession[Session]):
     def _check_stop(self) -> bool:
         return self._should_stop
 
-    def check_runnable(self) -> None:
-        """Raises if a hook asked to stop: no run may follow."""
-        if self._should_stop or self.should_stop():
-            raise RuntimeError("Run called even after should_stop requested.")
-
     def run_call(self, call: RunCall) -> Results:
-        self.check_runnable()
+        if self._should_stop or self._sess is None:
+            raise RuntimeError("Run called even after should_stop requested.")
         if self._fusion is None:
             return self.run_hooked(call)
         step = self._fusion.prepare(call.fetches, call.feed_dict, self.selection)
         if step.quiet:
-            return self.run_quiet(call._replace(fetches=step.fetches))
+            self.backend.start_run()
+            try:
+                fetches, feed_dict, options, metadata = step.fetches, call.feed_dict, *call[2:]
+                return self.backend.run(fetches, {}, feed_dict, options, metadata, _NO_OWNERS)[0]
+            except tf.errors.OutOfRangeError as error:
+                _raise_file_error(error)
         if step.fetches is None:  # The silent steps took a step source's last input.
             return None
         return self.run_hooked(call._replace(fetches=step.fetches), step.silent, step.kept)
@@ -151,57 +171,60 @@ class _HookedSession(_WrappedSession[Session]):
     def run_hooked(
         self, call: RunCall, silent: int = 0, kept: Mapping[str, Results] | None = None
     ) -> Results:
-        """One step with the hooks, `silent` steps (with the outputs `kept`) after their last."""
+        """One step with the hooks, `silent` steps (with the outputs `kept`) after their last.
+
+        The step's plan was made before it: which hooks it calls (the
+        dispatcher sorts them once per choice of hooks), the context it gives
+        them (one per session). A hook that overrides neither per-step method
+        costs nothing; a step with no hook to call runs only the backend.
+        """
         fetches, feed_dict, options, run_metadata = call
         if isinstance(fetches, StepSource):
             fetches = fetches.bind(silent)
-        chosen, backend = self.selection.hooks, self.backend
+        selection, backend, context = self.selection, self.backend, self._context
+        chosen = selection.hooks
         backend.start_run()
-        if not self.selection.training:
+        if not selection.training:
             # Not a training step (an evaluation, a second optimizer): it may
             # not add one to the global step, which is read again when needed.
             backend.forget_step()
-        run_context = SessionRunContext(
-            run_args(fetches, feed_dict), self._inner(), backend, silent, kept
-        )
-        hook_fetches, feed_dict, options, feed_owners = self._dispatcher.before_run(
-            run_context, feed_dict, options, chosen
-        )
+        args = context._original_args
+        if args.fetches is not fetches or args.feed_dict is not feed_dict:
+            context._original_args = _new_tuple(SessionRunArgs, (fetches, feed_dict, None))
+        context._stop_requested = context._ran = context._step_asked = False
+        context._silent_steps, context._silent_outputs = silent, kept or _NOTHING_KEPT
+        if self._before or chosen is not None:
+            hook_fetches, feed_dict, options, feed_owners = self._dispatcher.before_run(
+                context, feed_dict, options, chosen
+            )
+        else:
+            hook_fetches, feed_owners = {}, _NO_OWNERS
         if options is not None and run_metadata is None:
             run_metadata = tf.compat.v1.RunMetadata()
-        step = RunCall(fetches, feed_dict, options, run_metadata)
-        results, hook_results = self._run_backend(step, hook_fetches, feed_owners)
-        finish_run(run_context)
-        if self._calls_after_run:
-            # Hooks that asked for no options see empty protos, as in TensorFlow,
-            # allocated once per session rather than on every step.
-            empty_options, empty_metadata = self._empty_protos
-            self._lifecycle.after_run(
-                run_context,
-                hook_results,
-                empty_options if options is None else options,
-                empty_metadata if run_metadata is None else run_metadata,
-                self.selection.hooks,
-            )
-        self._should_stop = run_context.stop_requested
-        return results
-
-    def run_quiet(self, call: RunCall) -> Results:
-        """Runs a training step on which no hook acts, without calling the hooks."""
-        self.backend.start_run()
-        return self._run_backend(call, {}, {})[0]
-
-    def _run_backend(
-        self, call: RunCall, hook_fetches: HookResults, feed_owners: Mapping[FeedKey, str]
-    ) -> tuple[Results, HookResults]:
-        """`Backend.run`; a file error behind an `OutOfRangeError` is raised as itself."""
-        fetches, feed_dict, options, run_metadata = call
         try:
-            return self.backend.run(
+            results, hook_results = backend.run(
                 fetches, hook_fetches, feed_dict, options, run_metadata, feed_owners
             )
         except tf.errors.OutOfRangeError as error:
-            file_error = file_error_behind(error)
-            if file_error is None:
-                raise  # The end of the input data.
-            raise file_error from error
+            _raise_file_error(error)
+        context._ran = True
+        if self._after or chosen is not None:
+            empty_options, empty_metadata = self._empty_protos
+            self._lifecycle.after_run(
+                context,
+                hook_results,
+                empty_options if options is None else options,
+                empty_metadata if run_metadata is None else run_metadata,
+                chosen,
+            )
+        if context._stop_requested:
+            self._should_stop = True
+        return results
+
+
+def _raise_file_error(error: tf.errors.OutOfRangeError) -> NoReturn:
+    """Raises the file error behind a step's `OutOfRangeError`, else the error (end of data)."""
+    file_error = file_error_behind(error)
+    if file_error is None:
+        raise error
+    raise file_error from error
