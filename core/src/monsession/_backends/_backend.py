@@ -273,7 +273,6 @@ def settle(session: SessionLike) -> None:
     Raises:
       Exception: Whatever a scheduled closure raised (as `ClusterCoordinator.join()`).
     """
-    from monsession._backends._eager import EagerSession  # TensorFlow is loaded: a session exists.
-
-    if isinstance(session, EagerSession):
-        session.settle()
+    settle_closures = getattr(session, "settle", None)  # An `EagerSession`'s.
+    if settle_closures is not None:
+        settle_closures()

@@ -25,7 +25,7 @@ import numpy as np
 import tensorflow as tf
 
 from monsession._api._global_step import get_global_step
-from monsession._api._types import FeedDict, Fetches
+from monsession._api._types import FeedDict, FeedKey, Fetches, Results
 from monsession._backends._backend import HookResults, StepCounter
 from monsession._backends._eager import EagerSession, to_numpy
 from monsession._backends._eager_calls import (
@@ -133,13 +133,13 @@ class EagerBackend:
 
     def run(
         self,
-        fetches: object,
+        fetches: Fetches,
         hook_fetches: HookResults,
         feed_dict: FeedDict | None,
         options: tf.compat.v1.RunOptions | None,
         run_metadata: tf.compat.v1.RunMetadata | None,
-        feed_owners: Mapping[object, str],
-    ) -> tuple[object, HookResults]:
+        feed_owners: Mapping[FeedKey, str],
+    ) -> tuple[Results, HookResults]:
         # A run that is not a training step is a side call: an owned global
         # step is not advanced by it, and the host copy is read again when needed.
         counter = self._counter
@@ -160,7 +160,7 @@ class EagerBackend:
         return outputs, self._hook_values(hook_fetches, outputs, read_with is not None)
 
     def _hook_values(
-        self, hook_fetches: HookResults, outputs: object, step_read: bool
+        self, hook_fetches: HookResults, outputs: Results, step_read: bool
     ) -> HookResults:
         """The values the hooks asked for, then the check of the host count.
 
@@ -187,7 +187,7 @@ class EagerBackend:
             self._check_step(read)
         return hook_results
 
-    def _check_value_run(self, fetches: object) -> None:
+    def _check_value_run(self, fetches: Fetches) -> None:
         """`sess.run(train_step())`: an error or a WARNING (`check_value_run`), the first time."""
         self._values_checked = only_values(fetches)
         if self._values_checked:

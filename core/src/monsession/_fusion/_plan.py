@@ -14,7 +14,6 @@ import time
 from collections.abc import Callable, Sequence
 from typing import NamedTuple, Protocol
 
-from monsession._api._hook_api import NextAction, SessionRunHook
 from monsession._api._types import Unchecked
 
 AUTO = "auto"
@@ -78,14 +77,30 @@ def check_steps_per_execution(owner: str, value: Unchecked) -> int | None:
     return value
 
 
+class Action(Protocol):
+    """When a hook next acts, as its `next_action()` says (a `NextAction`)."""
+
+    @property
+    def steps(self) -> int | None:
+        """In that many runs (1: the coming one); `None`: at no particular step."""
+
+    @property
+    def at_time(self) -> float | None:
+        """At the first run at or after this `time.time()`; `None`: at no particular time."""
+
+    @property
+    def keep(self) -> tuple[str, ...]:
+        """The step outputs the hook needs from every step, silent ones too."""
+
+
 class PlanningHooks(Protocol):
     """A session's hooks as fusion reads them, once (its `HookDispatcher`)."""
 
     @property
-    def every_step(self) -> Sequence[SessionRunHook]:
+    def every_step(self) -> Sequence[object]:
         """The hooks that run per step without planning ahead (no `next_action`)."""
 
-    def next_actions(self, global_step: int) -> list[NextAction]:
+    def next_actions(self, global_step: int) -> Sequence[Action]:
         """When each hook that plans ahead next acts, asked with the global step."""
 
 
@@ -101,7 +116,7 @@ class FusionPolicy(NamedTuple):
     """
 
     blocking: tuple[str, ...]
-    next_actions: Callable[[int], list[NextAction]]
+    next_actions: Callable[[int], Sequence[Action]]
 
 
 class Plan(NamedTuple):
