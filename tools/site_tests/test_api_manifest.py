@@ -90,7 +90,7 @@ def test_a_removed_name_fails(sources: Path, released: dict) -> None:
 
 
 def test_an_incompatible_signature_fails(sources: Path, released: dict) -> None:
-    timer = sources / "core/src/monsession/_api/_timer.py"
+    timer = sources / "core/src/monsession/_api/_control_hooks.py"
     # SecondOrStepTimer's constructor (TimedHook's, beside it, has the same parameters).
     _edit(
         timer,
@@ -144,7 +144,7 @@ def test_a_removed_hookspec_argument_fails_and_an_added_one_passes(
 def test_additions_pass_and_are_listed(sources: Path, released: dict) -> None:
     before = _check(sources, released, "1.1.0").added  # Added since the release already.
     _edit(
-        sources / "core/src/monsession/_api/_timer.py",
+        sources / "core/src/monsession/_api/_control_hooks.py",
         "def reset(self) -> None:",
         "def reset(self, *, keep: bool = False) -> None:",
     )

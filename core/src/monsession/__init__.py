@@ -15,11 +15,12 @@ from monsession._api._control_hooks import (
     FeedFnHook,
     FinalOpsHook,
     GlobalStepWaiterHook,
+    SecondOrStepTimer,
     StopAtStepHook,
+    TimedHook,
 )
 from monsession._api._hook_api import NextAction, SessionRunHook, StatefulHook
 from monsession._api._run_context import SessionRunArgs, SessionRunContext, SessionRunValues
-from monsession._api._timer import SecondOrStepTimer, TimedHook
 from monsession._attributes import MonsessionDeprecationWarning, RemovedIn2Warning
 from monsession._attributes import deprecated as _deprecated
 from monsession._attributes import lazy_attributes as _lazy_attributes

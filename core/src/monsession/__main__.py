@@ -5,13 +5,9 @@
     monsession new-package NAME [--dir D]   create a hook package
     monsession --version
 
-Neither command imports TensorFlow: lazy hook class references are shown by
-name, not loaded.
-
-`new-package` renders each ``*.tmpl`` file of `_plugins/package_template/`,
-its path included, replacing its ``{{name}}`` placeholders with the names of
-``monsession-hooks-<name>`` (import name ``monsession_hooks_<name>``, plugin
-``<name>``, as this project's own families have).
+Neither imports TensorFlow. `new-package` renders the ``*.tmpl`` files of
+`_plugins/package_template/` (paths included), filling ``{{name}}`` with
+the names of ``monsession-hooks-<name>``.
 """
 
 from __future__ import annotations
@@ -275,8 +271,7 @@ def _new_package_command(name: str, parent: str) -> int:
 def _write(text: str) -> int:
     """Prints `text`; 0, or 141 if the reader closed the pipe (``monsession plugins | head``).
 
-    It then ends quietly, as a Unix tool killed by SIGPIPE does: stdout is
-    pointed at the null device, so the flush at exit raises nothing either.
+    Stdout then points at the null device, so the flush at exit is quiet too.
     """
     try:
         print(text, flush=True)

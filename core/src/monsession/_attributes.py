@@ -1,16 +1,11 @@
 """The public modules' attributes that are not plain ones: lazy names and deprecated names.
 
-`lazy_attributes` makes a module's names load on first use, so that
-importing it never imports TensorFlow.
+`lazy_attributes` loads a module's names on first use (no TensorFlow at import).
 
-Deprecations follow the stability policy (docs/stability.md): nothing public
-is removed or changed incompatibly before a major release, and only after at
-least two minor releases of warnings. Every deprecation is one `Deprecated`
-entry of `DEPRECATED`; the code that keeps the old spelling working warns
-through `Deprecated.warn` (with the class of its removing release, e.g.
-`RemovedIn2Warning`), and the API check (`tools/api_manifest.py`) reads the
-same registry: it lets a public name disappear only once it is listed here
-and the release removing it is reached.
+Deprecations follow docs/stability.md. Each is one `Deprecated` entry of
+`DEPRECATED`: the old spelling warns through `Deprecated.warn`, and the API
+check (`tools/api_manifest.py`) lets a public name disappear only once it is
+listed here and its removing release is reached.
 
 Stdlib only: the API check loads this file without installing monsession.
 """
@@ -29,9 +24,7 @@ from typing import TypeAlias
 class MonsessionDeprecationWarning(DeprecationWarning):
     """The base of every deprecation warning monsession gives.
 
-    Each subclass names the release that removes what it warns about (e.g.
-    `RemovedIn2Warning`). Filter on this class to catch them all; monsession's
-    own test suite turns it into an error.
+    Each subclass names the removing release (e.g. `RemovedIn2Warning`).
     """
 
 
@@ -157,14 +150,8 @@ def lazy_attributes(
 ) -> tuple[Callable[[str], Loaded], Callable[[], list[str]]]:
     """Returns a module's `__getattr__` and `__dir__` for lazily loaded names.
 
-    Args:
-      module_name: The `__name__` of the module getting the attributes.
-      targets: Each attribute name mapped to the module that defines it. A
-        target equal to ``f"{module_name}.{name}"`` is that submodule itself.
-
-    Returns:
-      `(__getattr__, __dir__)`; assign both at module level. A loaded name is
-      stored in the module, so later lookups cost nothing.
+    `targets` maps each name to its module (``f"{module_name}.{name}"``: that
+    submodule). A loaded name is stored in the module: later lookups cost nothing.
     """
 
     def module_getattr(name: str) -> Loaded:

@@ -19,10 +19,7 @@ _logger = logging.getLogger("monsession")
 
 
 class LoopSession(SessionLike, Protocol):
-    """The part of a monitored session that `Epochs.run` drives (eager mode).
-
-    Its `run` runs one step with the hooks: here a `StepSource` that takes its batch.
-    """
+    """The part of a monitored session that `Epochs.run` drives (eager mode)."""
 
     @property
     def dispatcher(self) -> HookDispatcher:
@@ -58,14 +55,10 @@ def _epoch_length(dataset: Unchecked) -> int:
 class Epochs(tf.Module):
     """A dataset looped over in epochs; its position is saved with the checkpoint.
 
-    Add it to the checkpoint the session restores and saves, and the epoch
-    counter and the position in the data (the iterator's state, shuffle
-    buffers included) are saved with every checkpoint: a restarted run
-    resumes mid-epoch at exactly the next batch, and sees the batches an
-    uninterrupted run would. The counter (`epoch`) counts an epoch once its
-    last batch is pulled, before that step runs: a checkpoint taken on any
-    step holds the counter of the epoch the iterator is at, and a loop that
-    finished its epochs trains nothing when run again.
+    In the session's checkpoint, the epoch counter and the iterator's state
+    (shuffle buffers included) make a restarted run resume mid-epoch at
+    exactly the next batch. `epoch` counts an epoch once its last batch is
+    pulled, so a loop that finished its epochs trains nothing when run again.
 
     ```python
     data = ms.Epochs(dataset, num_epochs=3)
@@ -79,17 +72,11 @@ class Epochs(tf.Module):
 
     Args:
       dataset: One epoch of batches, a `tf.data.Dataset` of known, finite
-        length. A shuffle with `reshuffle_each_iteration` reshuffles each
-        epoch, the same way after a restart.
-      num_epochs: How many epochs to run in all (the epochs of a resumed run
-        count), or `None` for no limit.
+        length (else `TypeError`/`ValueError`). A shuffle with
+        `reshuffle_each_iteration` reshuffles each epoch, also after a restart.
+      num_epochs: How many epochs in all (a resumed run's count), an int
+        >= 1, or `None` for no limit.
       name: The module's name.
-
-    Raises:
-      TypeError: If `dataset` is not a `tf.data.Dataset`, or `num_epochs`
-        not an int.
-      ValueError: If the dataset's length is unknown, infinite or zero, or
-        `num_epochs` is smaller than 1.
     """
 
     def __init__(
@@ -106,9 +93,7 @@ class Epochs(tf.Module):
         self._num_epochs = num_epochs
         with tf.init_scope():
             self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
-            # One iterator over every epoch: its state holds the position and
-            # the shuffle state of the epochs to come. The index of a batch in
-            # its epoch starts at 0 again on each repetition.
+            # One iterator over every epoch; a batch's index restarts at 0 each epoch.
             self.iterator = iter(dataset.enumerate().repeat())
 
     @property
@@ -119,38 +104,24 @@ class Epochs(tf.Module):
     def run(self, session: LoopSession, step: Callable[..., Any]) -> Iterator[int]:
         """Runs `step` on each batch with the session's hooks; yields each completed epoch.
 
-        A batch that is a tuple passes as the step's positional arguments,
-        any other batch as its one argument. Hooks that override
-        `SessionRunHook.epoch_begin(epoch)` or `epoch_end(epoch)` have it called at
-        the boundaries (`epoch_begin` not for an epoch resumed in its
-        middle); an `epoch_end` that returns True ends the loop after that
-        epoch (`KerasCallbacksHook` does when a callback sets
-        `model.stop_training`). The loop ends when the session should stop,
-        without yielding for an epoch that did not complete, or after
-        `num_epochs`.
+        A tuple batch passes as the step's positional arguments, any other as
+        its one argument. Hooks' `epoch_begin`/`epoch_end` are called at the
+        boundaries; an `epoch_end` that returns True ends the loop after that
+        epoch. The loop also ends when the session should stop (an incomplete
+        epoch is not yielded) or after `num_epochs`.
 
-        With the session's `steps_per_execution` (`"auto"` or N) and a
-        `tf.function` step (or a wrapper naming one in its
-        `monsession_fused_step` attribute, as `NanTensorHook.watch` does),
-        the steps before the next one at which a hook acts (or an epoch's
-        last batch, when a hook has an `epoch_end` method) run inside one
-        `tf.function` that pulls their batches itself. Epoch boundaries, the
-        hooks' steps, checkpoints and the batches trained on are those of
-        single steps. Any other step runs once per batch, and the session
-        says so once.
+        With `steps_per_execution` other than 1 and a `tf.function` step (or
+        a wrapper naming one in `monsession_fused_step`), the steps before the
+        next one at which a hook acts run in one `tf.function` that pulls
+        their batches itself; boundaries, hooks' steps and batches are those
+        of single steps. Any other step runs once per batch.
 
-        After a preemption error (`AbortedError`, `UnavailableError`) the
-        session restores the latest checkpoint, this object's position
-        included, and the loop goes on there: it trains on the batches of an
-        uninterrupted run, and each epoch begins, ends and is yielded once
-        per `run`, also when the restore goes back across an epoch's end.
-
-        Args:
-          session: The monitored session (eager mode).
-          step: The step function.
+        After a preemption error the session restores the latest checkpoint,
+        this position included, and the loop goes on there; each epoch
+        begins, ends and is yielded once per `run`.
 
         Yields:
-          The number of each epoch that completed (0 for the first).
+          The number of each completed epoch (0 for the first).
 
         Raises:
           RuntimeError: In graph mode (TF1 loops feed their batches to `run()`).
@@ -208,12 +179,7 @@ class Epochs(tf.Module):
     def _fused(
         self, step: Callable[..., Results]
     ) -> tf.types.experimental.PolymorphicFunction | None:
-        """`step` on the next batch, pulled inside one `tf.function`; `None` unless one.
-
-        A wrapper that names the `tf.function` it calls in its
-        `monsession_fused_step` attribute (`NanTensorHook.watch`) fuses that
-        function: the wrapper has nothing to do on silent steps.
-        """
+        """`step` (or the `tf.function` its wrapper names) on the next batch pulled inside."""
         target = fused_target(step)
         if not isinstance(target, tf.types.experimental.PolymorphicFunction):
             return None
@@ -244,12 +210,9 @@ def _arguments(batch: FeedValue) -> tuple[FeedValue, ...]:
 class _EpochStep(StepSource):
     """One call of an `Epochs` loop: silent steps inside the epoch, then one with the hooks.
 
-    Silent steps take an epoch's last batch only when no hook acts at the
-    epoch's end (`ends_silently`); else the step with the hooks takes it.
-    When fusing, the step with the hooks pulls its batch inside the fused
-    `tf.function` when the host knows the batch's index, else on the host
-    (the first step of a `run`, after a recovery, and each hooked step of a
-    wrapper, which runs as written), which reads the index.
+    Silent steps take an epoch's last batch only when no hook acts at its end
+    (`ends_silently`). When fusing, the hooked step pulls its batch inside
+    the `tf.function` if the host knows the batch's index, else on the host.
     """
 
     def __init__(
@@ -266,8 +229,7 @@ class _EpochStep(StepSource):
         self._progress = progress
         self._fused_step = epochs._fused(step) if fuses else None
         self.fused = self._fused_step
-        # A step with the hooks runs the wrapper, if any, as written (it may
-        # act on that step): it pulls its batch on the host.
+        # A hooked step runs the wrapper as written: it pulls its batch on the host.
         self._pulls_inside = self.fused is not None and not hasattr(step, FUSED_STEP_ATTRIBUTE)
         known = progress.next_index
         self.silent_limit = 0 if known is None else epochs.batches_per_epoch - 1 - known
@@ -358,23 +320,10 @@ def basic_train_loop(
 ) -> None:
     """Calls ``train_step_fn(session, *args, **kwargs)`` until the supervisor says stop.
 
-    As `tf.compat.v1.train.basic_train_loop`: the session comes from
-    ``supervisor.managed_session(master)``, the loop ends when
-    ``supervisor.should_stop()`` is true, and an `AbortedError` opens a new
-    managed session, each time logged at WARNING on the `monsession` logger.
-
-    Args:
-      supervisor: A `tf.compat.v1.train.Supervisor`, or in eager mode any
-        object with the same two methods: ``managed_session(master)``, a
-        context manager giving the session, and ``should_stop()``.
-      train_step_fn: Runs one step; called as
-        ``train_step_fn(session, *args, **kwargs)``.
-      args: Positional arguments for `train_step_fn`.
-      kwargs: Keyword arguments for `train_step_fn`.
-      master: The master the session connects to (``""``: in process).
-
-    Raises:
-      TypeError: If `supervisor` lacks a method, or `train_step_fn` is not callable.
+    As `tf.compat.v1.train.basic_train_loop`; an `AbortedError` opens a new
+    managed session, logged at WARNING on the `monsession` logger.
+    `supervisor` is a `tf.compat.v1.train.Supervisor`, or any object with
+    ``managed_session(master)`` and ``should_stop()`` (else `TypeError`).
     """
     _check(supervisor, train_step_fn)
     positional, keywords = list(args or ()), dict(kwargs or {})

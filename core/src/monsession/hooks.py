@@ -2,12 +2,9 @@
 
     from monsession.hooks import StopAtStepHook, SummarySaverHook
 
-Names are resolved on first use through the plugin manager; a class is
-imported only when it is asked for, so importing this module never imports
-TensorFlow. A name whose family is not installed raises an `ImportError`
-naming the distribution to install; an unknown name raises an
-`AttributeError` listing the available ones. `dir(monsession.hooks)` lists
-every available hook class.
+A class is imported only when asked for (so no TensorFlow at import); a name
+whose family is missing raises an `ImportError` naming the distribution, an
+unknown one an `AttributeError` listing the available ones (`dir()`).
 """
 
 from monsession._plugins import _families

@@ -6,14 +6,12 @@
     plugins.reset_plugin_manager()  # tests: re-read the environment
     plugins.check_schedule("MyHook", "save_steps", save_steps, "save_secs", save_secs)
 
-What a training loop needs is in `monsession` itself; what only a package
-that provides hooks (and its tests) needs is here:
+What only a package that provides hooks (and its tests) needs:
 
 * the plugin manager: discovery, listing, default hooks and its errors
   (`hook_class_entries`, `plugin_infos`, `default_hooks`,
   `reset_plugin_manager`, ...); `KNOWN_HOOK_FAMILIES` and
-  `KNOWN_ARGUMENT_FAMILIES` map the names this project's own families
-  provide to their distributions (for install hints);
+  `KNOWN_ARGUMENT_FAMILIES` (install hints);
 * what a family's hookimpls return: `DefaultHook`, `TrainingSettings` and
   the `ORDER_*` positions of default hooks;
 * the hook contract: `as_run_context`, `hook_overrides`, `HOOK_METHOD_NAMES`,
@@ -22,11 +20,9 @@ that provides hooks (and its tests) needs is here:
   and `HookLifecycle`, which takes them through their lifecycle in its
   order (for a driver of hooks outside one, e.g. `HooksCallback` in
   `model.fit`);
-* the step a wrapper fuses: `fused_target` (through `monsession_fused_step`
-  attributes, wrappers of wrappers); the steps a run calls, seen through
-  `sess.call` (`steps_called`: a hook asks whether the run calls its
-  wrapper); `Traces`, which calls a `tf.function` straight through the
-  trace it already has, as the session calls steps;
+* the step a wrapper fuses (`fused_target`, through `monsession_fused_step`
+  attributes); the steps a run calls (`steps_called`); `Traces`, which calls
+  a `tf.function` through the trace it already has, as the session does;
 * argument checks with errors that name the hook: `check_schedule`,
   `check_interval`, `check_flag`, `check_directory`;
 * which mode a hook works for: `in_eager_mode` (not `tf.executing_eagerly()`);
@@ -46,8 +42,8 @@ that provides hooks (and its tests) needs is here:
   (`worker_output_dir`);
 * `lazy_attributes`, for a package whose import must not import TensorFlow.
 
-Every name is loaded on first use: importing this module never imports
-TensorFlow. Helpers for tests are in `monsession.testing`.
+Every name loads on first use (no TensorFlow at import). Test helpers are in
+`monsession.testing`.
 """
 
 from __future__ import annotations
@@ -69,10 +65,10 @@ _FROM = {
     "ORDER_SUMMARY_SAVER DefaultHook TrainingSettings",
     "monsession._api._types": "HookStateWriter check_directory check_flag check_interval "
     "check_schedule in_eager_mode",
+    "monsession._api._global_step": "read_global_step require_global_step",
     "monsession._api._hook_api": "HOOK_METHOD_NAMES TF_HOOK_METHOD_NAMES hook_overrides",
     "monsession._api._run_context": "as_run_context",
     "monsession._api._dispatcher": "HookDispatcher",
-    "monsession._api._global_step": "read_global_step require_global_step",
     "monsession._session._hook_lifecycle": "HookLifecycle attach_hook_state load_hook_state "
     "prune_hook_state save_hook_state",
     "monsession._fusion._loop": "fused_target replica_value",

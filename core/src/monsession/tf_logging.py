@@ -1,11 +1,9 @@
 """Hook output through TensorFlow's logger, as `tf.compat.v1.train`'s hooks log.
 
-What a *hook* logs (its values, rates, saves, warnings) goes to TensorFlow's
-logger (``tf.get_logger()``, the Python logger ``"tensorflow"``), where
-`tf.compat.v1.train`'s hooks write, in both modes; what the *session and the
-plugin machinery* log about themselves goes to the Python logger
-``"monsession"``. So ``tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.INFO)``
-alone shows the hooks' lines.
+Hooks log to TensorFlow's logger (``"tensorflow"``) in both modes, the
+session and plugin machinery to ``"monsession"``: so
+``tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.INFO)`` alone shows
+the hooks' lines.
 
 ```python
 from monsession import tf_logging
@@ -14,11 +12,9 @@ tf_logging.info("%s: %g", "global_step/sec", 12.5)
 tf_logging.log_first_n(tf_logging.WARN, "The step did not move: %s.", 5, 7)
 ```
 
-Each function is TensorFlow's own, looked up at each attribute access: call
-``tf_logging.info(...)`` (not ``from monsession.tf_logging import info``) so
-that a patch of `tensorflow.python.platform.tf_logging` applied later is
-seen. Records carry your file and line, and `log_first_n` counts as it does
-for TensorFlow's hooks. Importing this module does not import TensorFlow.
+Each function is TensorFlow's own, looked up at each access: call
+``tf_logging.info(...)`` (not ``from ... import info``) so that a later patch
+of TensorFlow's logging is seen. Importing this module imports no TensorFlow.
 """
 
 from __future__ import annotations

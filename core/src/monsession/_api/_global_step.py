@@ -1,13 +1,13 @@
-"""The global step, in graph and eager mode."""
+"""The global step, in graph and eager mode; TensorFlow is imported when a function is called."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import tensorflow as tf
-
-from monsession import _tf_compat
 from monsession._api._types import SessionLike, in_eager_mode
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 _NAME = "global_step"  # The variable's name and its collection's key (tf.compat.v1.GraphKeys).
 
@@ -29,6 +29,8 @@ def assert_global_step(global_step_tensor: Any) -> None:
 
     A tensor of unknown shape passes; anything else raises `TypeError`.
     """
+    import tensorflow as tf
+
     if not isinstance(global_step_tensor, (tf.Variable, tf.Tensor)):
         raise TypeError(
             f'Existing "global_step" must be a Variable or Tensor: {global_step_tensor}.'
@@ -47,6 +49,10 @@ def get_global_step(graph: tf.Graph | None = None) -> Any:
     The one item of the ``global_step`` collection, else the tensor
     ``global_step:0``; several items log an error and give `None`.
     """
+    import tensorflow as tf
+
+    from monsession import _tf_compat
+
     graph = graph or tf.compat.v1.get_default_graph()
     found = graph.get_collection(_NAME)
     if len(found) > 1:
@@ -69,6 +75,8 @@ def create_global_step(graph: tf.Graph | None = None) -> tf.Variable:
     Raises:
       ValueError: If `graph` already has a global step.
     """
+    import tensorflow as tf
+
     graph = graph or tf.compat.v1.get_default_graph()
     if get_global_step(graph) is not None:
         raise ValueError('"global_step" already exists.')
@@ -89,7 +97,6 @@ def create_global_step(graph: tf.Graph | None = None) -> tf.Variable:
 
 def get_or_create_global_step(graph: tf.Graph | None = None) -> tf.Variable:
     """The global step variable, created if needed; the same `int64` variable in both modes."""
-    graph = graph or tf.compat.v1.get_default_graph()
     variable = get_global_step(graph)
     return create_global_step(graph) if variable is None else variable
 
@@ -115,6 +122,8 @@ def read_global_step(session: SessionLike) -> int:
     For `after_create_session()` and `end()`; during a run
     `SessionRunContext.global_step` costs no read.
     """
+    from monsession import _tf_compat
+
     graph = getattr(session, "graph", None)
     fetch = None if graph is None else _tf_compat.global_step_read_tensor(graph, create=False)
     if fetch is None:

@@ -230,19 +230,12 @@ class StatefulHook(Protocol):
     """
 
     def state_dict(self) -> HookState:
-        """The hook's state as plain JSON data (dicts, lists, str, numbers, bool, None).
-
-        Times that must keep their meaning across processes should be
-        wall-clock (`time.time()`).
-        """
+        """The hook's state as plain JSON data; times as wall-clock (`time.time()`)."""
 
     def load_state_dict(self, state: HookState) -> None:
         """Takes back a state returned by `state_dict()`, in another process.
 
-        Raises:
-          Exception: Anything, when `state` does not fit (e.g. saved by an
-            older version of the hook): the session warns and the hook keeps
-            its state.
+        Anything it raises (e.g. for a state of an older version) is warned about.
         """
 
 
@@ -309,11 +302,10 @@ def _describe(value: Unchecked) -> str:
 
 
 def check_hooks(owner: str, name: str, hooks: Unchecked) -> list[SessionRunHook]:
-    """`hooks` (an iterable, or `None`) as a list, each item checked to be a hook instance.
+    """`hooks` (an iterable, or `None`) as a list of hook instances, else `TypeError`.
 
-    A hook is any object with the five methods of `TF_HOOK_METHOD_NAMES`, which
-    the session calls. `TypeError`, naming `owner`, `name` and the index, for a
-    single hook, a string, a mapping, `None`, a class or an object lacking one.
+    A hook has the five methods of `TF_HOOK_METHOD_NAMES`; the error names
+    `owner`, `name` and the index.
     """
     if hooks is None:
         return []

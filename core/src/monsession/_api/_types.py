@@ -15,12 +15,8 @@ from collections.abc import Callable, Mapping
 from typing import Any, Literal, Protocol, TypeAlias
 
 Fetches: TypeAlias = object
-"""What a run fetches.
-
-Graph mode: a tensor, an operation or its name, or a nested structure of
-them (lists, tuples, namedtuples, dicts). Eager mode: the step, a callable
-or a nested structure whose leaves are callables, variables or tensors.
-"""
+"""What a run fetches: a nested structure (lists, tuples, namedtuples, dicts) of tensors,
+operations or their names (graph mode), or of the step, callables, variables or tensors (eager)."""
 
 Results: TypeAlias = object
 """What a run gives back for its `Fetches`, in their structure."""
@@ -53,11 +49,8 @@ class HookStateWriter(Protocol):
     def save(self, checkpoint_prefix: str) -> str | None:
         """Writes ``<checkpoint_prefix>.hooks.json`` (one rename); returns its path.
 
-        Returns:
-          The path written; `None` when no hook of the session has state.
-
-        Raises:
-          TypeError: If a hook's `state_dict()` is not plain JSON data (names the hook).
+        `None` when no hook of the session has state; `TypeError` (naming the
+        hook) if a hook's `state_dict()` is not plain JSON data.
         """
 
 
@@ -66,10 +59,9 @@ Unchecked: TypeAlias = object
 
 
 class SessionLike(Protocol):
-    """The session a hook is given: an object with `run(fetches, feed_dict=None)`.
+    """The session a hook is given: a `tf.compat.v1.Session` (or a wrapper), or an eager one.
 
-    A `tf.compat.v1.Session` (or TensorFlow's wrappers) in graph mode,
-    monsession's session in eager mode (see `MonitoredSession.run`).
+    Either has `run(fetches, feed_dict=None)` (see `MonitoredSession.run`).
     """
 
     def run(self, fetches: Any, feed_dict: Any = None) -> Any:
@@ -85,10 +77,9 @@ def in_eager_mode(session: SessionLike | None = None) -> bool:
     the mode a session created there gets, also while a `tf.function` of an
     eager program is being traced.
     """
-    import tensorflow as tf  # Not at import: `import monsession` imports no TensorFlow.
+    import tensorflow as tf
 
-    if session is not None:
-        # Graph sessions (TensorFlow's, its wrappers, monsession's) hold their graph.
+    if session is not None:  # Graph sessions hold their graph.
         return getattr(session, "graph", None) is None
     if tf.executing_eagerly():
         return True
@@ -114,13 +105,9 @@ def check_interval(
     allow_zero: bool = False,
     expected: str | None = None,
 ) -> None:
-    """Checks one interval of a schedule: a number of steps or of seconds.
+    """Checks one interval of a schedule: steps an int (NumPy's too), seconds a real number.
 
-    Steps are an int (NumPy's too), seconds a real number; not `bool`, str or NaN.
-
-    ```python
-    monsession.plugins.check_interval("MyHook", "every_n_steps", every_n_steps, "steps")
-    ```
+    ``monsession.plugins.check_interval("MyHook", "every_n_steps", n, "steps")``.
 
     Args:
       owner: Who checks, first in the message (e.g. ``"CheckpointSaverHook"``).

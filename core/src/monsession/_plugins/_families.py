@@ -1,17 +1,11 @@
 """What the registered plugins provide, and what to tell a user who lacks a family.
 
-Each plugin answers ``monsession_hook_classes`` (and
-``monsession_other_classes``) with classes or lazy references
-``"package.module:QualName"``: `hook_class_entries` collects them by class
-name (the names `monsession.hooks` offers), `resolve_hook_class` imports the
-one asked for, `plugin_infos` lists the plugins for `monsession plugins`
-without loading a lazy reference, and `default_hook_items` gathers what
-`MonitoredTrainingSession` adds.
-
-`KNOWN_HOOK_FAMILIES` and `KNOWN_ARGUMENTS` name what this repository's
-families provide, for install hints; the `all` tox env checks them against
-the families' registrations (examples/tests/test_known_families.py).
-Nothing here imports TensorFlow until a lazy reference is loaded.
+`hook_class_entries` collects the plugins' classes by name (those of
+`monsession.hooks`), `resolve_hook_class` imports one, `plugin_infos` lists
+the plugins without loading a lazy reference, `default_hook_items` gathers
+what `MonitoredTrainingSession` adds. `KNOWN_HOOK_FAMILIES` and
+`KNOWN_ARGUMENTS` (checked against the families by the `all` tox env) give
+install hints. Nothing here imports TensorFlow until a lazy reference is loaded.
 """
 
 from __future__ import annotations
@@ -174,12 +168,8 @@ def missing_family_message(what: str, distribution: str) -> str:
 class HookClassEntry:
     """A hook class that a plugin provides, reachable from `monsession.hooks`.
 
-    Args:
-      name: The class name users import.
-      ref: The class, or a lazy reference ``"package.module:QualName"``.
-      plugin: The name of the plugin that provides it.
-      distribution: The distribution that ships the plugin, if known.
-      version: That distribution's version, if known.
+    `ref` is the class or a lazy reference ``"package.module:QualName"``;
+    `distribution` and `version` are the plugin's, if known.
     """
 
     name: str
@@ -266,10 +256,9 @@ def resolve_hook_class(name: str) -> type:
     """Returns the hook class called `name` (e.g. ``"SummarySaverHook"``), imported if lazy.
 
     Raises:
-      ImportError: If a known family provides `name` but is not installed or
-        not loaded, `name` is `HooksCallback` (not a hook), or no loaded
-        plugin provides it while `MONSESSION_DISABLED_PLUGINS` blocks some;
-        the message says what to install, change or import instead.
+      ImportError: If a known family providing `name` is not installed or not
+        loaded, `name` is not a hook, or blocked plugins may provide it; the
+        message says what to install, change or import instead.
       UnknownHookError: (an `AttributeError`) If no plugin provides `name`;
         the message lists the available names.
     """
@@ -332,12 +321,7 @@ def plugin_infos() -> PluginListing:
 
 
 def training_argument_owners() -> dict[str, str]:
-    """Returns which plugin serves each `MonitoredTrainingSession` argument.
-
-    Returns:
-      A dict from argument name to plugin name; on a collision core's plugin
-      wins, then the plugin whose name sorts first.
-    """
+    """{`MonitoredTrainingSession` argument: plugin serving it}; core, then the first name wins."""
     found = discovery()
     owners: dict[str, str] = {}
     hook_name = "monsession_training_arguments"
@@ -363,9 +347,7 @@ def default_hooks(settings: TrainingSettings) -> list[Any]:
 def default_hook_items(settings: TrainingSettings) -> list[DefaultHook]:
     """The `DefaultHook`s of a `MonitoredTrainingSession` call, sorted stably by `order`.
 
-    pluggy calls every plugin once; a plugin that fails (see `call_all`) or
-    answers with something other than `DefaultHook`s is reported and left
-    out, or raises `PluginCallError` in strict mode.
+    A plugin that fails or answers badly is left out (see `call_all`).
     """
     found = discovery()
     hook_name = "monsession_default_hooks"

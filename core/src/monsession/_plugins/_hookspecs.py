@@ -1,12 +1,9 @@
 """The pluggy hook specifications that hook families implement, and the checks of their answers.
 
-A hook family is a distribution with an entry point in the ``monsession``
-group naming a module (or object) that implements the specifications below,
-marked with `monsession.hookimpl`; each docstring is its hook's reference
-documentation. pluggy discovers and assembles hooks, never runs the training
-loop. Each check of an answer returns it checked or raises `TypeError` naming
-the hook and what was expected; `_plugin_manager` decides what a bad answer
-costs. Nothing here imports TensorFlow.
+A hook family is a distribution whose entry point in the ``monsession`` group
+names a module (or object) implementing them with `monsession.hookimpl`.
+pluggy discovers and assembles hooks, never runs the training loop. A check
+returns the answer or raises `TypeError` naming the hook and what was expected.
 """
 
 from __future__ import annotations
@@ -24,9 +21,8 @@ hookspec = pluggy.HookspecMarker(PROJECT_NAME)
 hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
 """The marker of a plugin's hook implementations: `@monsession.hookimpl` (pluggy's)."""
 
-# Positions of the default hooks of `MonitoredTrainingSession`, in
-# TensorFlow's order. Chief-only hooks come before all of them and the
-# user's `hooks` after all of them.
+# Positions of `MonitoredTrainingSession`'s default hooks, in TensorFlow's order:
+# after the chief-only hooks, before the user's `hooks`.
 ORDER_STEP_COUNTER = 100
 """The position of the step counter among the default hooks."""
 ORDER_SUMMARY_SAVER = 200
@@ -41,17 +37,14 @@ ORDER_OTHER = 1000
 class TrainingSettings:
     """The resolved arguments of a `MonitoredTrainingSession` call.
 
-    `USE_DEFAULT` values are already replaced by TensorFlow's defaults, and
-    `summary_dir` already falls back to `checkpoint_dir`. `explicit` names the
-    arguments the caller passed.
+    `USE_DEFAULT` values are TensorFlow's defaults, `summary_dir` falls back
+    to `checkpoint_dir`, and `explicit` names the arguments the caller passed.
 
-    `saves_with_chief` is true only on a worker that is not the chief but must
-    take part in the chief's checkpoint saves, because saving may run
-    collective ops (an eager job under `tf.distribute.MultiWorkerMirroredStrategy`).
-    `checkpoint_dir` is then the chief's directory (for reading only) and
-    `summary_dir` is `None`: a family that saves must save on exactly the
-    chief's steps into a temporary directory that it removes; any other family
-    adds nothing.
+    `saves_with_chief` is true only on a non-chief worker that must take part
+    in the chief's saves, which may run collective ops (eager, under
+    `tf.distribute.MultiWorkerMirroredStrategy`). `checkpoint_dir` is then the
+    chief's (read only) and `summary_dir` `None`: a family that saves saves on
+    the chief's steps into a temporary directory it removes; others add nothing.
     """
 
     master: str
@@ -80,12 +73,10 @@ class DefaultHook:
       hook: The `SessionRunHook` instance.
       order: Its position among default hooks; see the ``ORDER_*`` constants.
       arguments: The `MonitoredTrainingSession` arguments that turn it on,
-        e.g. ``("save_summaries_steps", "save_summaries_secs")``. When the
-        user's `hooks` or `chief_only_hooks` hold an instance of the hook's
-        class (a hook of the same kind, which saves the same things again),
-        `MonitoredTrainingSession` keeps both, as TensorFlow does, and warns
-        once per process, telling the user to pass these arguments as
-        `None` to keep only their own. Empty: no such check.
+        e.g. ``("save_summaries_steps", "save_summaries_secs")``. If the
+        user's hooks hold an instance of the same class, both are kept (as in
+        TensorFlow) with a warning, once per process, to pass these arguments
+        as `None`. Empty: no such check.
     """
 
     hook: Any
@@ -97,10 +88,9 @@ class DefaultHook:
 def monsession_hook_classes() -> Sequence[type | str]:
     """Returns the hook classes this family provides.
 
-    Each item is a class or a lazy reference ``"package.module:ClassName"``.
-    Lazy references keep `monsession plugins` and `import monsession.hooks`
-    from importing TensorFlow. The class name is the name users import from
-    `monsession.hooks`.
+    Each is a class or a lazy reference ``"package.module:ClassName"`` (which
+    keeps `monsession plugins` and `import monsession.hooks` from importing
+    TensorFlow); users import it from `monsession.hooks` by its class name.
 
     Example::
 
@@ -115,10 +105,8 @@ def monsession_hook_classes() -> Sequence[type | str]:
 def monsession_other_classes() -> Sequence[type | str]:
     """Returns the classes this family provides that are not hooks.
 
-    Listeners, caches, errors: users import them from `monsession.hooks`
-    like the hook classes (same forms: a class or a lazy reference
-    ``"package.module:ClassName"``), and `monsession plugins` lists them
-    apart from the hook classes.
+    Listeners, caches, errors, in the forms of `monsession_hook_classes`:
+    imported from `monsession.hooks`, listed apart by `monsession plugins`.
 
     Example::
 
@@ -133,9 +121,7 @@ def monsession_other_classes() -> Sequence[type | str]:
 def monsession_training_arguments() -> Sequence[str]:
     """Returns the `MonitoredTrainingSession` arguments this family serves.
 
-    Core uses the answers to tell a user who set, say,
-    ``save_checkpoint_steps=100`` without the checkpoint family installed
-    which distribution to install.
+    Core names the distribution to install to a user who sets one without it.
 
     Example::
 
@@ -150,21 +136,15 @@ def monsession_training_arguments() -> Sequence[str]:
 def monsession_default_hooks(settings: TrainingSettings) -> Sequence[DefaultHook] | None:
     """Returns the default hooks this family adds to `MonitoredTrainingSession`.
 
-    Called once per `MonitoredTrainingSession` call, on the chief (a worker
-    runs only the user's `hooks`, as in TensorFlow). Under a multi-worker
-    `tf.distribute` strategy in eager mode it is also called on the other
-    workers, with ``settings.is_chief`` false and ``settings.saves_with_chief``
+    Called once per `MonitoredTrainingSession` call on the chief (workers run
+    only the user's `hooks`, as in TensorFlow); under a multi-worker strategy
+    in eager mode also on the other workers, with ``settings.saves_with_chief``
     true: return nothing there unless your hooks must run on every worker.
 
-    Raise `ValueError` (or `TypeError`) for an argument of the user's that
-    your hooks cannot accept, naming it: it reaches the user as it is, and
-    so does `DirectoryLockedError` from `lock_checkpoint_dir` (a hook that
-    locks its directory as it is built). Any other exception is a failure
-    of your plugin: it is reported with your plugin's name and your hooks
-    are left out (in strict mode it is fatal).
-
-    Args:
-      settings: The resolved `TrainingSettings` of the call.
+    A `ValueError` or `TypeError` naming a bad argument of the user's, and a
+    `DirectoryLockedError` from `lock_checkpoint_dir`, reach the user as they
+    are. Any other exception is your plugin's failure: reported with its
+    name, its hooks left out (fatal in strict mode).
 
     Example::
 

@@ -1,19 +1,12 @@
 """The plugin manager: built once per process from core's plugin and the entry points.
 
-Core registers its own plugin (`CorePlugin`) directly, then loads the entry
-points of the ``monsession`` group in reverse name order, so that pluggy
-calls plugins by name. The ``ENV_*`` variables are read when it is built.
-
-One policy for a plugin that fails (raises, or answers with the wrong type),
-at load time and when called: it is reported with its name, distribution and
-version (WARNING, once) and left out; in strict mode `PluginLoadError`
-(loading) or `PluginCallError` (calling) is raised instead. A plugin built
-for a newer or an older core is named with the versions and the fix (or
-raises `PluginLoadError` in strict mode), and stays loaded.
-
-pluggy's ``load_setuptools_entrypoints`` is not used: it stops at the first
-plugin that raises, cannot skip a distribution before importing it and loads
-in distribution order. Nothing here imports TensorFlow.
+Core's `CorePlugin` first, then the ``monsession`` entry points in reverse
+name order (pluggy then calls them by name); the ``ENV_*`` variables are read
+then. A plugin that fails, loading or called, is reported once (WARNING, with
+its distribution and version) and left out, or raises `PluginLoadError` /
+`PluginCallError` in strict mode. A plugin built for a newer or older core
+is named with the fix and stays loaded. (pluggy's own loader stops at the
+first failure and cannot skip a distribution.) Nothing here imports TensorFlow.
 """
 
 from __future__ import annotations
@@ -64,11 +57,7 @@ _P = TypeVar("_P", PluginFailure, PluginForNewerCore, PluginForOlderCore)
 
 
 class CorePlugin:
-    """Core's own plugin: the control hooks that ship with `monsession-core`.
-
-    Registered directly under the name ``"core"``, so turning off entry-point
-    autoloading never removes these hooks.
-    """
+    """Core's control hooks, registered as ``"core"`` (not an entry point: always there)."""
 
     @hookimpl
     def monsession_hook_classes(self) -> list[str]:
@@ -222,15 +211,10 @@ def _report_load(
 
 
 def get_plugin_manager() -> pluggy.PluginManager:
-    """Returns the process-wide plugin manager, building it on first use.
-
-    Returns:
-      A `pluggy.PluginManager` with core's plugin and every installed plugin
-      of the ``monsession`` entry-point group that loaded.
+    """The process-wide `pluggy.PluginManager` (core's and every loaded plugin), built once.
 
     Raises:
-      PluginLoadError: If a plugin fails to load and `MONSESSION_STRICT_PLUGINS`
-        is set.
+      PluginLoadError: If a plugin fails to load under `MONSESSION_STRICT_PLUGINS`.
     """
     return discovery().manager
 
@@ -280,10 +264,8 @@ def answers_by_plugin(
 def call_all(found: Discovery, hook_name: str, **kwargs: object) -> list[Answer]:
     """One pluggy call of `hook_name`; a plugin that raises is left out, then it is retried.
 
-    `ValueError` and `TypeError` are the user's: a plugin raises them for a
-    bad argument (e.g. ``save_checkpoint_steps=-1``), and they reach the
-    user unchanged, naming the argument. So does `DirectoryLockedError`
-    (another live session holds the checkpoint directory a family locks).
+    `ValueError`, `TypeError` (a bad argument of the user's) and
+    `DirectoryLockedError` reach the user unchanged.
     """
     left_out: list[Plugin] = []
     while True:

@@ -1,12 +1,10 @@
 """The plugin system's value types (where a plugin comes from, what it gives, what failed),
 and which monsession-core a plugin was built for.
 
-A family built for a later core may implement a hookspec this core does not
-declare: pluggy never calls it (`unknown_hookspecs`). A package pinned to an
-older series still installs beside a newer core when pip does not check
-(``--no-deps``, a lock file): its range ends below the core (`ends_below`).
-Discovery names both, with the versions and the fix. Versions compare by
-their release numbers (``1.0.0rc1`` as ``1.0.0``). Nothing here imports TensorFlow.
+A family built for a later core may implement hookspecs this core lacks
+(`unknown_hookspecs`); one pinned to an older series may be installed beside
+a newer core without pip checking (`ends_below`). Versions compare by release
+numbers (``1.0.0rc1`` as ``1.0.0``). Nothing here imports TensorFlow.
 """
 
 from __future__ import annotations
@@ -47,12 +45,9 @@ class UnknownHookError(AttributeError):
 class PluginSource:
     """Where a plugin comes from.
 
-    Args:
-      name: The plugin name (the entry-point name, or ``"core"``).
-      entry_point: The entry point's value, ``None`` for core's built-in plugin
-        and for plugins registered by hand.
-      distribution: The name of the distribution that ships it, if known.
-      version: That distribution's version, if known.
+    `name` is the entry point's (or ``"core"``); `entry_point` its value
+    (`None` for core's and hand-registered plugins); `distribution` and
+    `version` those of the distribution that ships it, if known.
     """
 
     name: str
@@ -88,13 +83,9 @@ class PluginFailure:
 class PluginForNewerCore:
     """A loaded plugin that implements hookspecs this core does not declare.
 
-    Args:
-      source: The plugin.
-      unknown_hookspecs: The names of its hookimpls that no hookspec of this
-        core declares; monsession never calls them.
-      core_version: This core's installed version, if known.
-      core_requirement: The monsession-core range its distribution requires
-        (``""`` for any version), or `None` if it requires none.
+    `unknown_hookspecs` are never called; `core_requirement` is the
+    monsession-core range its distribution requires (``""``: any version;
+    `None`: none required).
     """
 
     source: PluginSource
@@ -125,12 +116,8 @@ class PluginForNewerCore:
 class PluginForOlderCore:
     """A loaded plugin whose monsession-core range ends below the installed core.
 
-    Args:
-      source: The plugin.
-      core_version: This core's installed version.
-      core_requirement: The monsession-core range its distribution requires.
-      core_range: The range a package made by this core requires (its major
-        series), which the fix widens to.
+    `core_range` is the range a package made by this core requires (its major
+    series), which the fix widens to.
     """
 
     source: PluginSource
@@ -165,15 +152,9 @@ class PluginInfo:
 class PluginListing:
     """Everything `monsession plugins` shows.
 
-    Args:
-      plugins: The registered plugins, core first, then by name.
-      failures: Plugins that failed to load and were skipped.
-      blocked: Plugins skipped because of `MONSESSION_DISABLED_PLUGINS`.
-      autoload: False when `MONSESSION_DISABLE_PLUGIN_AUTOLOAD` is set.
-      newer_core: Loaded plugins that implement hookspecs this core does not
-        declare (they are in `plugins` too).
-      older_core: Loaded plugins whose monsession-core range ends below this
-        core (they are in `plugins` too).
+    `plugins` (core first, then by name) includes those of `newer_core` and
+    `older_core`; `blocked` are skipped by `MONSESSION_DISABLED_PLUGINS`;
+    `autoload` is false under `MONSESSION_DISABLE_PLUGIN_AUTOLOAD`.
     """
 
     plugins: tuple[PluginInfo, ...]
@@ -229,12 +210,10 @@ def core_requirement(dist: importlib.metadata.Distribution | None) -> str | None
 
 
 def core_range(version: str) -> str:
-    """The `monsession-core` requirement for packages made with core `version`: its major series.
+    """The `monsession-core` range of packages made with core `version`: its major series.
 
-    ``1.0.0`` gives ``>=1.0,<2``; a pre-release is the lower bound itself
-    (``2.0.0rc1`` gives ``>=2.0.0rc1,<3``), so the core that made the package
-    satisfies it; a 0.x core keeps its minor series (``>=0.1,<0.2``).
-    `ValueError` if `version` does not start with ``MAJOR.MINOR``.
+    ``1.0.0``: ``>=1.0,<2``; ``2.0.0rc1``: ``>=2.0.0rc1,<3``; ``0.1.3``:
+    ``>=0.1,<0.2``. `ValueError` if `version` does not start with ``MAJOR.MINOR``.
     """
     match = re.match(r"(\d+)\.(\d+)(\.\d+)*(.*)$", version)
     if match is None:
