@@ -297,13 +297,8 @@ class FinalOpsHook(SessionRunHook):
 
     Args:
       final_ops: A tensor, a list of tensors or a dict of names to tensors (in
-        eager mode also variables or zero-argument callables).
+        eager mode also variables or zero-argument callables); else `TypeError`.
       final_ops_feed_dict: The `feed_dict` for evaluating them: a mapping or `None`.
-
-    Raises:
-      TypeError: If `final_ops` holds something that cannot be evaluated (a
-        number, `None` in a list, a class...), or `final_ops_feed_dict` is
-        not a mapping.
     """
 
     def __init__(

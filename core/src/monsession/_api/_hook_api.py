@@ -124,11 +124,7 @@ class SessionRunHook:
         The default is "on the coming run". A `SecondOrStepTimer` answers it:
         ``return self._timer.next_action(global_step + 1)`` (as `TimedHook` does).
 
-        Args:
-          global_step: The global step before the coming run (host int).
-
-        Returns:
-          A `NextAction`.
+        `global_step` is the global step before the coming run (host int).
         """
         return NextAction(steps=1)
 
@@ -156,22 +152,15 @@ class SessionRunHook:
         """Takes the `HookStateWriter` a hook that writes checkpoints saves with; default: none."""
 
     def epoch_begin(self, epoch: int) -> None:
-        """Called by `monsession.Epochs.run` before the first step of each epoch.
+        """Called by `monsession.Epochs.run` before the first step of epoch `epoch` (0: first).
 
         Not called for an epoch resumed in its middle (after a restart).
-
-        Args:
-          epoch: The number of the epoch (0 for the first).
         """
 
     def epoch_end(self, epoch: int) -> bool | None:
-        """Called by `monsession.Epochs.run` after the last step of each epoch.
+        """Called by `monsession.Epochs.run` after the last step of epoch `epoch` (0: first).
 
-        Args:
-          epoch: The number of the epoch that ended (0 for the first).
-
-        Returns:
-          True to end the loop after this epoch; `None` or False to go on.
+        Returns True to end the loop after this epoch, `None` or False to go on.
         """
         return None
 
