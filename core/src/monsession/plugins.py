@@ -77,9 +77,8 @@ _FROM = {
     "monsession._backends._graph_mode": "TensorNotFoundError",
     "monsession._backends._mode": "check_scalar resolve_fetch",
     "monsession._backends._backend": "settle",
-    "monsession._durability._checkpoint_writers": "DirectoryLockHandle DirectoryLockedError "
-    "lock_checkpoint_dir register_writer unregister_writer wait_for_writes",
-    "monsession._durability._files": "error_cause event_file_writer",
+    "monsession._durability._files": "DirectoryLockHandle DirectoryLockedError error_cause "
+    "event_file_writer lock_checkpoint_dir register_writer unregister_writer wait_for_writes",
     "monsession._distribution._distributed": "worker_output_dir",
     "monsession._attributes": "lazy_attributes",
 }
@@ -104,15 +103,16 @@ if TYPE_CHECKING:
     from monsession._backends._graph_mode import TensorNotFoundError
     from monsession._backends._mode import check_scalar, resolve_fetch
     from monsession._distribution._distributed import worker_output_dir
-    from monsession._durability._checkpoint_writers import (
+    from monsession._durability._files import (
         DirectoryLockedError,
         DirectoryLockHandle,
+        error_cause,
+        event_file_writer,
         lock_checkpoint_dir,
         register_writer,
         unregister_writer,
         wait_for_writes,
     )
-    from monsession._durability._files import error_cause, event_file_writer
     from monsession._fusion._loop import fused_target, replica_value
     from monsession._plugins._families import (
         KNOWN_ARGUMENT_FAMILIES,

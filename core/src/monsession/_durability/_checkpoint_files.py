@@ -22,8 +22,7 @@ from typing import TypeVar
 
 import tensorflow as tf
 
-from monsession._durability._checkpoint_writers import wait_for_writes
-from monsession._durability._files import error_cause
+from monsession._durability._files import error_cause, wait_for_writes
 
 logger = logging.getLogger("monsession")
 

@@ -1,10 +1,6 @@
-"""Stopping at a step boundary on SIGTERM and SIGINT, then handing the signal back.
-
-A `SignalStop`'s handler only records the signal; the session finishes its
-step, `should_stop()` turns true, and closing it (hooks' `end()`: the last
-checkpoint) restores the previous handlers and delivers the signal again, so
-the process does what it would have done without monsession. Nothing here
-imports TensorFlow.
+"""Stopping at a step boundary on SIGTERM and SIGINT, then handing the signal back: once
+the session closed (hooks' `end()`), the process does what it would have done without
+monsession. Nothing here imports TensorFlow.
 """
 
 from __future__ import annotations
@@ -35,17 +31,9 @@ def _signal_names(signums: Iterable[int]) -> str:
 def resolve_stop_signals(
     value: Unchecked, has_end_work: Callable[[], bool], owner: str
 ) -> tuple[signal.Signals, ...]:
-    """The signals a session stops on, from its `stop_on_signals` argument.
-
-    Args:
-      value: `True` (SIGTERM and SIGINT), `False` (none), `None` (SIGTERM and
-        SIGINT when `has_end_work()`, else none), or an iterable of signal
-        numbers.
-      has_end_work: Whether some hook has work to do in `end()`.
-      owner: The session class, for error messages.
-
-    Returns:
-      The signals, in order, without repeats.
+    """The signals a session stops on, in order, without repeats, from `stop_on_signals`:
+    `True` (SIGTERM and SIGINT), `False` (none), `None` (SIGTERM and SIGINT when
+    `has_end_work()`, else none), or an iterable of signal numbers.
 
     Raises:
       TypeError: If `value` is of another type.
@@ -101,9 +89,7 @@ class SignalStop:
     assigns attributes (no TensorFlow, no I/O, no logging: Python cannot
     re-enter a write it interrupted); the main code logs what it recorded.
 
-    Args:
-      signums: The signals to watch.
-      owner: The session class, for log lines.
+    `owner` names the session class in log lines.
     """
 
     def __init__(self, signums: Iterable[int], owner: str) -> None:
@@ -170,19 +156,13 @@ class SignalStop:
         return self._agreed if self._agreement_required else self.received
 
     def require_agreement(self) -> None:
-        """Makes `stop_requested()` wait for `agree()`: the workers of a job stop together.
-
-        A signal is then only recorded, as before, until the caller has agreed
-        with the other workers (at a step boundary) that some worker received one.
-        """
+        """Makes `stop_requested()` wait for `agree()` (at a step boundary): the workers of a
+        job stop together."""
         self._agreement_required = True
 
     def agree(self, signum: int) -> None:
-        """Records that the workers agreed to stop on `signum`, received here or elsewhere.
-
-        A worker that received no signal itself hands `signum` on when it
-        closes, so that every worker of the job exits the same way.
-        """
+        """Records that the workers agreed to stop on `signum`; a worker that did not receive
+        it hands it on too when it closes, so every worker exits the same way."""
         if self._agreed is not None:
             return
         self._agreed = signum
@@ -210,10 +190,8 @@ class SignalStop:
         return True
 
     def release(self) -> int | None:
-        """Restores the previous handlers; returns the pending signal, if any.
-
-        A handler that someone installed after ours is left in place.
-        """
+        """Restores the previous handlers (not one installed after ours); returns the pending
+        signal, if any."""
         if self._installed:
             self._installed = False
             for signum, previous in self._previous.items():
@@ -231,12 +209,9 @@ class SignalStop:
         return pending
 
     def deliver(self, signum: int) -> None:
-        """Delivers `signum` to the handler that was installed before ours.
-
-        Call after `release()`. A default disposition terminates the process
-        (standard output and error are flushed first); a Python handler runs
-        here and what it raises propagates.
-        """
+        """Delivers `signum` to the handler installed before ours (after `release()`): a
+        default disposition ends the process (stdio flushed first); a Python handler runs
+        here and what it raises propagates."""
         _flush_stdio()
         signal.raise_signal(signum)
 

@@ -21,7 +21,7 @@ from typing import TypeVar
 
 import pluggy
 
-from monsession._durability._checkpoint_writers import DirectoryLockedError
+from monsession._durability._files import DirectoryLockedError
 from monsession._plugins import _hookspecs
 from monsession._plugins._hookspecs import PROJECT_NAME, Answer, ask_one, hookimpl
 from monsession._plugins._plugin_types import (
