@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from monsession._api._hook_api import SessionRunHook, check_hooks
 from monsession._api._types import Unchecked, check_directory, check_flag, check_interval
 from monsession._backends._mode import current_mode
-from monsession._distribution import _strategy_training
+from monsession._distribution import _distributed
 from monsession._plugins._families import (
     KNOWN_ARGUMENTS,
     default_hook_items,
@@ -201,7 +201,7 @@ def assemble(
     if strategy is not None:
         return _session_in_strategy(strategy, settings, hooks, chief_only_hooks, options)
     if not settings.is_chief:
-        return options.session(_strategy_training.ReplicaSessionCreator(settings), hooks or [])
+        return options.session(_distributed.ReplicaSessionCreator(settings), hooks or [])
     chief_creator = ChiefSessionCreator(
         scaffold=settings.scaffold,
         checkpoint_dir=settings.checkpoint_dir,
@@ -221,18 +221,18 @@ def _session_in_strategy(
     """An eager session on one worker of a multi-worker strategy."""
     options = SessionOptions(
         options.stop_grace_period_secs,
-        _strategy_training.stop_signals_in_strategy(
+        _distributed.stop_signals_in_strategy(
             strategy, options.stop_on_signals, given=options.stop_on_signals is not USE_DEFAULT
         ),
-        _strategy_training.steps_per_execution_in_strategy(strategy, options.steps_per_execution),
+        _distributed.steps_per_execution_in_strategy(strategy, options.steps_per_execution),
     )
-    replica = _strategy_training.settings_in_strategy(strategy, settings)
+    replica = _distributed.settings_in_strategy(strategy, settings)
     if replica.is_chief:
         all_hooks = chief_hooks(replica, chief_only_hooks, hooks)
     else:
-        all_hooks = _strategy_training.worker_hooks(strategy, replica, hooks)
-    session = options.session(_strategy_training.replica_creator(strategy, replica), all_hooks)
-    agreement = _strategy_training.step_agreement(
+        all_hooks = _distributed.worker_hooks(strategy, replica, hooks)
+    session = options.session(_distributed.replica_creator(strategy, replica), all_hooks)
+    agreement = _distributed.step_agreement(
         strategy, options.stop_on_signals, options.steps_per_execution
     )
     if agreement is not None:
