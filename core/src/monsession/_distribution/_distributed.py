@@ -48,11 +48,9 @@ def _resolver_is_chief(resolver: tf.distribute.cluster_resolver.ClusterResolver 
 
 
 def is_chief(strategy: tf.distribute.Strategy | None = None) -> bool:
-    """Whether this process is the chief of its `tf.distribute` cluster.
-
-    The chief is the task of type ``"chief"``, or worker 0 when the cluster has
-    no ``"chief"`` task; parameter servers and evaluators are never the chief;
-    a process outside any cluster is its own chief.
+    """Whether this process is the chief of its `tf.distribute` cluster: the task of type
+    ``"chief"``, or worker 0 when there is none (never a parameter server or evaluator); a
+    process outside any cluster is its own chief.
 
     ```python
     strategy = tf.distribute.MultiWorkerMirroredStrategy()

@@ -1,13 +1,9 @@
 """Restoring the newest checkpoint of a directory that reads back whole (both modes).
 
-`restore_newest` tries the state file's latest checkpoint, then every other
-one named there or found on disk, newest first; one whose files are missing
-or whose index does not open is skipped before any variable is touched, and
-a restore that reads a truncated or corrupted data file is re-run from the
-next one. A skipped checkpoint is a WARNING naming its files, and the chief
-rewrites the state file to name the one restored. Checkpoint files of which
-none is readable raise `DamagedCheckpointError`: training never silently
-starts over.
+A checkpoint whose files are missing, whose index does not open, or whose data reads back
+damaged is skipped with a WARNING naming its files, and the chief rewrites the state file
+to name the one restored. Checkpoint files of which none is readable raise
+`DamagedCheckpointError`: training never silently starts over.
 """
 
 from __future__ import annotations
@@ -132,17 +128,9 @@ def _missing_files_reason(prefix: str) -> str | None:
 
 
 def unreadable_reason(prefix: str, read_tensors: bool = True) -> str | None:
-    """Why the checkpoint `prefix` cannot be restored, naming its files; `None` if it can.
-
-    Args:
-      prefix: The checkpoint prefix.
-      read_tensors: Whether to read every tensor back (TensorFlow checks each
-        tensor's checksum), which finds a truncated or corrupted data file.
-        Otherwise only the files' presence and the index are checked.
-
-    Returns:
-      `None`, or one line naming the files and what is wrong with them.
-    """
+    """Why the checkpoint `prefix` cannot be restored, in one line naming its files; `None` if
+    it can. `read_tensors`: read every tensor back (TensorFlow checks their checksums), which
+    finds a damaged data file; else only the files' presence and the index are checked."""
     missing = _missing_files_reason(prefix)
     if missing is not None:
         return missing
@@ -159,11 +147,8 @@ def unreadable_reason(prefix: str, read_tensors: bool = True) -> str | None:
 
 
 def read_back(prefix: str) -> None:
-    """Reads every tensor of the checkpoint `prefix` back (TensorFlow checks their checksums).
-
-    Raises:
-      DamagedCheckpointError: One line naming the files and the damage.
-    """
+    """Reads every tensor of the checkpoint `prefix` back; raises `DamagedCheckpointError`
+    naming the files and the damage."""
     reason = unreadable_reason(prefix)
     if reason is not None:
         raise DamagedCheckpointError(reason)
@@ -190,16 +175,16 @@ def restore_newest(
 ) -> tuple[CheckpointChoice, _Restored | None]:
     """Restores the newest checkpoint of `directory` that reads back whole.
 
-    Waits first for the directory's background writes (`wait_for_writes`).
-    Each candidate, newest first, is checked without reading its tensors,
-    then handed to `restore` (a mode's restore of a prefix). When that raises
-    and the data reads back damaged, the next candidate is handed over, and
-    must restore every variable again; any other error is raised.
+    Waits first for the directory's background writes. Each candidate (the
+    state file's latest, then all others newest first) is checked without
+    reading its tensors, then handed to `restore` (a mode's restore of a
+    prefix). When that raises and the data reads back damaged, the next one
+    is handed over, and must restore every variable again; any other error
+    is raised.
 
     Returns:
-      A `CheckpointChoice` and what `restore` returned; the choice's `path`
-      is `None` (and `restore` not called) when the directory holds no
-      checkpoint files (a fresh start).
+      A `CheckpointChoice` (`path` `None` for no checkpoint files: a fresh
+      start, `restore` not called) and what `restore` returned.
 
     Raises:
       DamagedCheckpointError: If checkpoint files exist but none is readable.
@@ -261,13 +246,8 @@ def _choice(
 
 
 def report_and_repair(choice: CheckpointChoice, repair: bool) -> None:
-    """Warns about the damaged files skipped; the chief repairs the state file.
-
-    Args:
-      choice: What `restore_newest` restored and skipped.
-      repair: Whether to rewrite the state file so that it names the restored
-        checkpoint as the latest (the chief, which owns the directory).
-    """
+    """Warns about the damaged files `choice` skipped; with `repair` (the chief, which owns
+    the directory), rewrites the state file to name the restored checkpoint as the latest."""
     if choice.path is None:
         return
     if choice.damaged:

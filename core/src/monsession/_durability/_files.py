@@ -293,16 +293,9 @@ _NODE_LINE = "Node: "
 
 
 def file_error_behind(error: BaseException) -> OSError | None:
-    """The failed file operation behind an `OutOfRangeError`, if there is one.
-
-    Args:
-      error: An `OutOfRangeError` raised by a step.
-
-    Returns:
-      An `OSError` with the errno and the message line naming the file (for
-      the caller to raise from `error`), or `None` if `error` does not come
-      from a file operation (e.g. the end of a dataset).
-    """
+    """The failed file operation behind a step's `OutOfRangeError`: an `OSError` with the
+    errno and the message line naming the file (to raise from `error`), or `None` (e.g. the
+    end of a dataset)."""
     text = str(error)
     for code in _OUT_OF_RANGE_ERRNOS:
         reason = os.strerror(code)
@@ -331,11 +324,7 @@ def error_cause(error: BaseException) -> str:
         raise MyError(f"MyHook: writing {path} failed: {cause}") from error
     ```
 
-    Args:
-      error: Any exception.
-
-    Returns:
-      One line, stripped; the type name of `error` when its message is empty.
+    Returns one line, stripped; the type name of `error` when its message is empty.
     """
     lines = [line.strip() for line in str(error).splitlines()]
     lines = [line for line in lines if line]
@@ -358,21 +347,14 @@ def event_file_writer(logdir: str | os.PathLike[str]) -> tf.compat.v1.summary.Fi
     """Returns this process's `tf.compat.v1.summary.FileWriter` for `logdir` (graph mode).
 
     One writer, and one event file, per directory per process, shared with
-    TensorFlow's own hooks through `tf.compat.v1.summary.FileWriterCache`
-    (which returns the same writer from then on). A writer created here
-    names its event file ``events.out.tfevents.<secs>.<host>.<pid>``, so two
-    processes writing into one directory never share a file (TensorFlow's
-    own name has no process id). Hook families call this instead of
-    `FileWriterCache.get` for the same reason.
-
-    Args:
-      logdir: The directory of the event file.
-
-    Returns:
-      The cached writer (it records the default graph when created). When
-      the `FileWriter` of TensorFlow's writer-cache module is replaced (as
-      TensorFlow's hook tests do with a fake writer), the writer is made by
-      the replacement, with the arguments TensorFlow's cache gives it.
+    TensorFlow's own hooks through `tf.compat.v1.summary.FileWriterCache`.
+    A writer created here names its event file
+    ``events.out.tfevents.<secs>.<host>.<pid>``, so two processes writing
+    into one directory never share a file (TensorFlow's name has no process
+    id): hook families call this instead of `FileWriterCache.get`. It
+    records the default graph when created. When TensorFlow's cache module's
+    `FileWriter` is replaced (TensorFlow's hook tests do), the replacement
+    makes it, with the arguments TensorFlow's cache gives.
     """
     from monsession import _tf_compat
 

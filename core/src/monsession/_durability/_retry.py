@@ -40,7 +40,6 @@ _FROM_PARAMETER_SERVER = re.compile(
     r"GRPC error information from remote target (/job:ps/replica:\d+/task:\d+)"
 )
 
-# A parameter server task named in the text of a `PSUnavailableError`.
 _PARAMETER_SERVER_TASK = re.compile(r"/job:ps/replica:\d+/task:\d+")
 
 
@@ -56,7 +55,7 @@ def lost_parameter_servers(error: Exception) -> list[str]:
 
 
 def why_not_retried(error: Exception) -> str | None:
-    """Why re-creating the session cannot cure `error`: a parameter server is lost; else `None`."""
+    """Why re-creating the session cannot cure `error` (a lost parameter server), or `None`."""
     lost = lost_parameter_servers(error)
     if not lost:
         return None

@@ -173,12 +173,8 @@ class _MonitoredSession:
         return self._stack.should_stop()
 
     def close(self) -> None:
-        """Calls the hooks' `end()`, then closes the session.
-
-        If a stop signal arrived, it is then handed on to the handler that was
-        installed before the session (`KeyboardInterrupt` for SIGINT; the
-        default action of SIGTERM ends the process).
-        """
+        """Calls the hooks' `end()`, then closes the session; then hands a stop signal that
+        arrived on to the handler installed before the session (see `stop_on_signals`)."""
         self._stack.signals.close(self._stack.close)
 
     def __enter__(self) -> _MonitoredSession:
@@ -243,7 +239,8 @@ class MonitoredSession(_MonitoredSession):
     On SIGTERM or SIGINT (see `stop_on_signals`) the step in progress
     finishes, `should_stop()` becomes true, and closing calls the hooks'
     `end()` (a `CheckpointSaverHook` saves) before the signal is handed on to
-    the handler installed before the session.
+    the handler installed before the session (`KeyboardInterrupt` for
+    SIGINT, the end of the process for SIGTERM).
 
     Args:
       session_creator: A `SessionCreator`; `ChiefSessionCreator()` by default.

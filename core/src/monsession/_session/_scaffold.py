@@ -31,11 +31,9 @@ class Scaffold:
 
     Pieces not passed to the constructor are picked from the graph's
     collections by `finalize()`, or created and added to them when missing.
-
-    In eager mode there is no graph to finalize: pass the
-    `tf.train.Checkpoint` (or `tf.train.CheckpointManager`) that holds the
-    model, optimizer and global step as `saver`. The chief restores the latest
-    checkpoint of `checkpoint_dir` into it, and the checkpoint family saves it.
+    In eager mode there is no graph: pass the `tf.train.Checkpoint` (or
+    `tf.train.CheckpointManager`) holding the model, optimizer and global
+    step as `saver`; the chief restores into it, the checkpoint family saves it.
 
     Args:
       init_op: Op initializing the variables.
@@ -101,13 +99,8 @@ class Scaffold:
         self._saver = saver
 
     def finalize(self) -> Scaffold:
-        """Creates the missing pieces and finalizes the default graph.
-
-        In eager mode there is nothing to build and this only returns.
-
-        Returns:
-          This scaffold.
-        """
+        """Creates the missing pieces and finalizes the default graph (eager mode: nothing);
+        returns this scaffold."""
         current_mode().build_graph(self._build_graph)
         return self
 
@@ -181,11 +174,8 @@ class Scaffold:
 
     @property
     def saver(self) -> ScaffoldSaver | None:
-        """What saves and restores.
-
-        A `tf.compat.v1.train.Saver`; in eager mode the `tf.train.Checkpoint` (or
-        `tf.train.CheckpointManager`) handed over.
-        """
+        """What saves and restores: a `tf.compat.v1.train.Saver`; in eager mode the
+        `tf.train.Checkpoint` (or `tf.train.CheckpointManager`) handed over."""
         return self._saver
 
     @property
@@ -197,16 +187,9 @@ class Scaffold:
     def get_or_default(
         arg_name: str, collection_key: str, default_constructor: Callable[[], _T]
     ) -> _T:
-        """Returns the single item of a graph collection, or builds and adds one.
-
-        Args:
-          arg_name: The `Scaffold` argument that would override the item.
-          collection_key: The graph collection to look in.
-          default_constructor: Builds the item when the collection is empty.
-
-        Raises:
-          RuntimeError: If the collection holds more than one item.
-        """
+        """The single item of graph collection `collection_key`, or one built by
+        `default_constructor` and added; raises `RuntimeError` naming the `Scaffold`
+        argument `arg_name` if the collection holds more than one item."""
         elements = _v1.get_collection(collection_key)
         if elements:
             if len(elements) > 1:

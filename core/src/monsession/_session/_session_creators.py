@@ -30,11 +30,7 @@ logger = logging.getLogger("monsession")
 
 
 class SessionCreator(metaclass=abc.ABCMeta):
-    """A factory for sessions.
-
-    A monitored session calls `create_restored()`, which by default is
-    `create_session()` restored from nothing it knows of.
-    """
+    """A factory for sessions; a monitored session calls `create_restored()`."""
 
     retry_policy: RetryPolicy = RetryPolicy()
     """How a monitored session retries preemption errors of this creator's sessions."""
@@ -67,14 +63,8 @@ def check_step_fn(step_fn: Unchecked) -> None:
 def check_session_arguments(
     owner: str, session_creator: Unchecked, stop_grace_period_secs: Unchecked
 ) -> None:
-    """Checks the session creator and grace period a monitored session is given.
-
-    Raises:
-      TypeError: If `session_creator` has no `create_session` method (a class
-        instead of an instance included), or `stop_grace_period_secs` is not
-        a number.
-      ValueError: If `stop_grace_period_secs` is negative or NaN.
-    """
+    """Checks the session creator (an instance with `create_session`) and the grace period
+    (a number, not negative or NaN) a monitored session is given."""
     if session_creator is not None and (
         isinstance(session_creator, type)
         or not callable(getattr(session_creator, "create_session", None))
@@ -94,13 +84,7 @@ def check_creator_arguments(
     checkpoint_dir: Unchecked = None,
     checkpoint_filename_with_path: Unchecked = None,
 ) -> None:
-    """Checks the arguments a session creator takes, naming `owner` in errors.
-
-    Raises:
-      TypeError: If an argument has the wrong type.
-      ValueError: If `checkpoint_dir` is a file or lies under one, or
-        `checkpoint_filename_with_path` is empty.
-    """
+    """Checks the arguments a session creator takes, naming `owner` in errors."""
     if scaffold is not None and not isinstance(scaffold, (Scaffold, tf.compat.v1.train.Scaffold)):
         raise TypeError(
             f"{owner}: scaffold must be a monsession.Scaffold (or None), got {_describe(scaffold)}."
@@ -139,10 +123,8 @@ def _describe(value: Unchecked) -> str:
 class _ScaffoldedCreator(SessionCreator):
     """Shared by the chief and worker creators: a scaffold and a SessionManager."""
 
-    # How often a waiting worker asks whether the chief's model is ready.
-    # TensorFlow's SessionManager asks every 30 seconds; asking every second
-    # costs one small session per second on the cluster and starts a worker
-    # (or a recovering one) up to 29 seconds earlier.
+    # How often a waiting worker asks whether the chief's model is ready (TensorFlow: 30 s;
+    # every second costs one small session per second and starts a worker up to 29 s earlier).
     _poll_secs: float = 30
 
     def __init__(
@@ -177,12 +159,10 @@ class ChiefSessionCreator(_ScaffoldedCreator):
     (or `CheckpointManager`) restores the latest checkpoint, otherwise the
     scaffold's `init_fn` runs.
 
-    In both modes the checkpoint restored from `checkpoint_dir` is the newest
-    one that reads back whole: a damaged latest checkpoint is skipped with a
-    WARNING naming its files, and the state file is rewritten to name the
-    restored one. The hooks' state saved beside the restored checkpoint
-    (see `SessionRunHook.use_hook_state`) is loaded into the monitored
-    session's hooks.
+    The checkpoint restored from `checkpoint_dir` is the newest that reads
+    back whole: a damaged one is skipped with a WARNING naming its files, and
+    the state file is rewritten to name the restored one. The hooks' state
+    saved beside it (`SessionRunHook.use_hook_state`) is loaded into the hooks.
 
     Args:
       scaffold: A `Scaffold`; a default one when `None`.
@@ -192,14 +172,10 @@ class ChiefSessionCreator(_ScaffoldedCreator):
       checkpoint_filename_with_path: A checkpoint file to restore instead.
 
     Raises:
-      TypeError: If `scaffold` is not a `Scaffold`, `master` not a string,
-        `config` not a `ConfigProto`, or `checkpoint_dir` or
-        `checkpoint_filename_with_path` not a path.
+      TypeError: If an argument has the wrong type.
       ValueError: If `checkpoint_dir` is a file or lies under a file.
-
-    Raises (from `create_session`):
-      DamagedCheckpointError: If `checkpoint_dir` holds checkpoint files but
-        none can be read.
+      DamagedCheckpointError: From `create_session`, if `checkpoint_dir`
+        holds checkpoint files but none can be read.
     """
 
     def __init__(
@@ -257,9 +233,8 @@ class WorkerSessionCreator(_ScaffoldedCreator):
 
     Graph mode: a `SessionManager` connects to `master` and checks every
     second (TensorFlow: every 30 seconds) whether the chief has initialized or
-    restored the model, for at most `max_wait_secs`. Eager mode has no shared
-    session to wait for: `MonitoredTrainingSession` gives eager workers a
-    creator that restores the chief's latest checkpoint instead.
+    restored the model, for at most `max_wait_secs`. Eager workers of
+    `MonitoredTrainingSession` restore the chief's latest checkpoint instead.
 
     Args:
       scaffold: A `Scaffold`; a default one when `None`.
@@ -268,8 +243,7 @@ class WorkerSessionCreator(_ScaffoldedCreator):
       max_wait_secs: How long to wait for the session to become ready.
 
     Raises:
-      TypeError: If `scaffold` is not a `Scaffold`, `master` not a string,
-        `config` not a `ConfigProto` or `max_wait_secs` not a number.
+      TypeError: If an argument has the wrong type.
       ValueError: If `max_wait_secs` is negative or NaN.
     """
 
@@ -311,18 +285,10 @@ class CoordinatedSessionCreator(SessionCreator):
     """A monitored session's creator: the raw session (restored), its threads, the hooks told.
 
     Each session created (again after a preemption error): the raw session
-    from `session_creator` (the chief's restored, see `ChiefSessionCreator`),
-    a coordinator and the queue runners, then `HookLifecycle.created` (the
-    hooks' state saved beside the checkpoint restored from loaded, then
-    `after_create_session`), then the hooked and coordinated layers.
-
-    Args:
-      session_creator: Makes the raw session (ours, or one of TensorFlow's).
-      mode: The session's `Mode`.
-      lifecycle: The session's `HookLifecycle`.
-      stop_grace_period_secs: How long closing waits for the coordinator's threads.
-      fusion: The session's `Fusion` (eager mode, when runs may skip the hooks), or `None`.
-      selection: The session's `HookSelection`.
+    from `session_creator` (ours, or one of TensorFlow's), a coordinator and
+    the queue runners, then `HookLifecycle.created` (the hooks' state loaded,
+    then `after_create_session`), then the hooked and coordinated layers.
+    `fusion` is the session's `Fusion`, or `None` (graph mode, or no fusing).
     """
 
     session_creator: SessionCreator | TFSessionCreator

@@ -1,10 +1,6 @@
-"""The outer layers of a monitored session, each with one job.
-
-Inside out: `_HookedSession` runs the hooks around each step
-(`_hooked_session`), `_CoordinatedSession` stops threads through a
-coordinator, `_RecoverableSession` re-creates everything after a preemption
-error. A session broken by a preemption error is closed within a bound
-(`close_within`). The layers speak to graph and eager sessions alike.
+"""The outer layers of a monitored session, each with one job, for graph and eager sessions:
+inside `_HookedSession` (`_hooked_session`), `_CoordinatedSession` stops threads through a
+coordinator, `_RecoverableSession` re-creates everything after a preemption error.
 """
 
 from __future__ import annotations
@@ -147,20 +143,8 @@ class LayerCreator(Protocol):
 
 
 class _RecoverableSession(_WrappedSession[Layer]):
-    """Re-creates the wrapped session when a step raises a preemption error.
-
-    Retries are bounded and back off (see `_retry`): a streak of consecutive
-    failures ends in the preemption error once the policy's bounds are
-    reached; under a policy without retries the first one raises. A lost
-    parameter server of the session's cluster is asked, within the bound,
-    whether it answers again.
-
-    Args:
-      sess_creator: Gives the session to wrap; called again after each preemption.
-      policy: The `RetryPolicy` (`retry_policy_of` the session's creator).
-      owner: The session's class name, for messages.
-      mode: The session's `Mode`: it says which runs are run again after a recovery.
-    """
+    """Re-creates the wrapped session (`sess_creator`) when a step raises a preemption error,
+    within the bounds of `policy` (see `_retry`); `mode` says which runs are run again."""
 
     def __init__(
         self, sess_creator: LayerCreator, policy: RetryPolicy, owner: str, mode: Mode
@@ -241,13 +225,8 @@ class _RecoverableSession(_WrappedSession[Layer]):
 
 
 class _CoordinatedSession(_WrappedSession[Layer]):
-    """Reports step errors to a coordinator and joins its threads on close.
-
-    Args:
-      sess: The session to wrap.
-      coord: A `tf.train.Coordinator`.
-      stop_grace_period_secs: Seconds given to threads to stop on `close()`.
-    """
+    """Reports step errors to `coord` and joins its threads on close (for at most
+    `stop_grace_period_secs`)."""
 
     def __init__(
         self, sess: Layer, coord: tf.train.Coordinator, stop_grace_period_secs: float = 120

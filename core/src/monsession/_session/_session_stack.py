@@ -1,13 +1,5 @@
-"""The layers of one monitored session: built, created and closed together.
-
-`SessionStack` builds them around the raw session, inside out: the hooked
-layer (with the session's `Fusion`), the coordinated layer (both made by
-`_session_creators.CoordinatedSessionCreator`, again at each re-creation)
-and, when the session recovers, the recoverable one (`_session_layers`).
-`SignalLayer` owns what a stop signal does: the handlers (`SignalStop`), the
-workers' agreement after each step (which also settles the next run's silent
-steps), closing once stopped, and handing the signal on after.
-"""
+"""The layers of one monitored session, built, created and closed together (`SessionStack`),
+and what a stop signal does to them (`SignalLayer`)."""
 
 from __future__ import annotations
 
@@ -47,10 +39,7 @@ class StoppedOnSignalError(RuntimeError):
 class SignalLayer:
     """Stops a session at a step boundary on a signal, and hands the signal on once closed.
 
-    Args:
-      stop_on_signals: The session's `stop_on_signals` argument.
-      has_end_work: Whether some hook has work to do in `end()` (decides `None`).
-      owner: The session class, for messages.
+    `has_end_work`: whether some hook has work to do in `end()` (decides `stop_on_signals=None`).
     """
 
     def __init__(
@@ -70,13 +59,8 @@ class SignalLayer:
         self._stop.install()
 
     def agree_with_workers(self, agreement: StepVotes, fusion: Fusion | None = None) -> None:
-        """Stops on a signal only once the workers agree, through `agreement` after each step.
-
-        Args:
-          agreement: The agreement of the session's strategy (`StepAgreement`).
-          fusion: The session's `Fusion`, or `None`: it fuses the silent steps
-            agreed in the same all-reduce.
-        """
+        """Stops on a signal only once the workers agree through `agreement` after each step;
+        `fusion` (if any) fuses the silent steps agreed in the same all-reduce."""
         # Every worker takes part, even one whose handlers could not be
         # installed (it never votes): the all-reduce needs all of them.
         self._stop.require_agreement()
@@ -90,14 +74,8 @@ class SignalLayer:
         return self._stop.stop_requested()
 
     def before_step(self, method: str, close: Callable[[], None]) -> None:
-        """Before a step: once a signal stopped the session, runs none.
-
-        Closes the session with `close` and hands the signal on; if the
-        previous handler returns, raises.
-
-        Raises:
-          StoppedOnSignalError: If the signal's previous handler returned.
-        """
+        """Before a step, once a signal stopped the session: closes it with `close`, hands
+        the signal on, and raises `StoppedOnSignalError` if the previous handler returned."""
         if not self._stop.stop_requested():
             return
         signum = self._stop.stopped_on
@@ -111,10 +89,8 @@ class SignalLayer:
         )
 
     def after_step(self) -> None:
-        """After a step, under a multi-worker strategy: did some worker receive a signal?
-
-        And how many silent steps may the next run fuse (the fewest any worker allows)?
-        """
+        """After a step, under a multi-worker strategy: did some worker receive a signal, and
+        how many silent steps may the next run fuse (the fewest any worker allows)?"""
         if self._agreement is None or self._stop.stopped_on is not None:
             return
         planned = 0 if self._fusion is None else self._fusion.next_silent_steps()
@@ -125,11 +101,8 @@ class SignalLayer:
             self._stop.agree(agreed)
 
     def close(self, close: Callable[[], None], failed: bool = False) -> None:
-        """Closes the session with `close`, then hands a pending signal on.
-
-        The signal is not handed on when closing raised, or `failed` (the
-        session's own error propagates instead).
-        """
+        """Closes the session with `close`, then hands a pending signal on (unless closing
+        raised, or `failed`: the session's own error propagates instead)."""
         try:
             close()
         except BaseException:
@@ -162,11 +135,12 @@ class SignalLayer:
 class SessionStack:
     """The layers of one monitored session, what they share, and the hooks' lifecycle.
 
-    Built once the arguments are checked: the hooks `begin()`, the session is
-    created (`CoordinatedSessionCreator`); each step passes the signal layer,
-    then the layers; closing ends the hooks (or tells them the session
-    failed), then closes every layer. `cap`: the most steps per call
-    (`steps_per_execution`), `None` for "auto".
+    Built once the arguments are checked: the hooks `begin()`, then the layers
+    around the raw session, inside out: hooked and coordinated (made by
+    `CoordinatedSessionCreator`, again at each re-creation), then recoverable.
+    Each step passes the signal layer, then the layers; closing ends the
+    hooks (or tells them the session failed), then closes every layer.
+    `cap`: the most steps per call (`steps_per_execution`), `None` for "auto".
     """
 
     def __init__(
@@ -240,13 +214,7 @@ class SessionStack:
         return results
 
     def _step(self, method: str) -> Layer:
-        """The outermost layer before a step; once a signal stopped the session, none runs.
-
-        Raises:
-          RuntimeError: If the session is closed.
-          StoppedOnSignalError: If it closed now on a signal whose previous
-            handler returned.
-        """
+        """The outermost layer before a step (raises once closed, see `SignalLayer.before_step`)."""
         sess = self.open(method)
         self.signals.before_step(method, self.close)
         return sess
@@ -257,11 +225,8 @@ class SessionStack:
         return sess is None or self.signals.stop_requested() or sess.should_stop()
 
     def exit(self, exception_type: type[BaseException] | None, error: BaseException | None) -> bool:
-        """Closes the session at the end of its `with` block; whether the error is handled.
-
-        The ends of the data close it cleanly; another error calls the hooks'
-        `on_failure` instead of `end`.
-        """
+        """Closes the session at the end of its `with` block (the ends of the data cleanly,
+        another error through the hooks' `on_failure`); whether the error is handled."""
         if self.outer is None and self.signals.closed_on_signal:
             # run() already closed the session and handed the signal on.
             return exception_type is StoppedOnSignalError
@@ -274,12 +239,8 @@ class SessionStack:
         return clean
 
     def close(self, clean: bool = True) -> None:
-        """Calls the hooks' `end()` (after a clean exit), then closes every layer.
-
-        Each part runs even if the one before raised; the last error propagates.
-        Hooks end once: closing a closed session only raises. The graph is
-        unfinalized last.
-        """
+        """Calls the hooks' `end()` (after a clean exit), then closes every layer, then
+        unfinalizes the graph; each part runs even if the one before raised."""
         raw = self.raw
         with ExitStack() as closing:  # Runs the callbacks last first.
             closing.callback(self._restore_graph_finalization)
