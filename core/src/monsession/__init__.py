@@ -37,7 +37,7 @@ _FROM = {
     "WorkerSessionCreator",
     "monsession._backends._eager": "EagerSession",
     "monsession._loops": "Epochs basic_train_loop",
-    "monsession._api._global_step": "get_or_create_global_step get_global_step "
+    "monsession._api._types": "get_or_create_global_step get_global_step "
     "create_global_step assert_global_step global_step",
     "monsession._distribution._distributed": "is_chief",
     "monsession._durability._checkpoint_files": "DamagedCheckpointError",
@@ -56,7 +56,7 @@ _TF_FAMILY_NAMES = tuple(
 
 if TYPE_CHECKING:
     from monsession import hooks, plugins, testing, tf_logging
-    from monsession._api._global_step import (
+    from monsession._api._types import (
         assert_global_step,
         create_global_step,
         get_global_step,

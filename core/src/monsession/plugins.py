@@ -64,8 +64,7 @@ _FROM = {
     "monsession._plugins._hookspecs": "ORDER_CHECKPOINT_SAVER ORDER_OTHER ORDER_STEP_COUNTER "
     "ORDER_SUMMARY_SAVER DefaultHook TrainingSettings",
     "monsession._api._types": "HookStateWriter check_directory check_flag check_interval "
-    "check_schedule in_eager_mode",
-    "monsession._api._global_step": "read_global_step require_global_step",
+    "check_schedule in_eager_mode read_global_step require_global_step",
     "monsession._api._hook_api": "HOOK_METHOD_NAMES TF_HOOK_METHOD_NAMES hook_overrides",
     "monsession._api._run_context": "as_run_context",
     "monsession._api._dispatcher": "HookDispatcher",
@@ -86,7 +85,6 @@ _NAMES = {name: module for module, names in _FROM.items() for name in names.spli
 
 if TYPE_CHECKING:
     from monsession._api._dispatcher import HookDispatcher
-    from monsession._api._global_step import read_global_step, require_global_step
     from monsession._api._hook_api import HOOK_METHOD_NAMES, TF_HOOK_METHOD_NAMES, hook_overrides
     from monsession._api._run_context import as_run_context
     from monsession._api._types import (
@@ -96,6 +94,8 @@ if TYPE_CHECKING:
         check_interval,
         check_schedule,
         in_eager_mode,
+        read_global_step,
+        require_global_step,
     )
     from monsession._backends._backend import settle
     from monsession._backends._eager import steps_called

@@ -8,7 +8,6 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeGuard
 
 from monsession import tf_logging
-from monsession._api._global_step import read_global_step, require_global_step
 from monsession._api._hook_api import NextAction, SessionRunHook
 from monsession._api._run_context import (
     SessionRunArgs,
@@ -22,6 +21,8 @@ from monsession._api._types import (
     Unchecked,
     check_interval,
     check_schedule,
+    read_global_step,
+    require_global_step,
 )
 
 if TYPE_CHECKING:

@@ -238,7 +238,7 @@ class _SessionReads:
         return step
 
     def _read(self) -> int | None:
-        from monsession._api._global_step import get_global_step, read_global_step
+        from monsession._api._types import get_global_step, read_global_step
 
         graph = getattr(self._session, "graph", None)
         if self._session is None or get_global_step(graph) is None:

@@ -19,8 +19,15 @@ from typing import Any, TypeVar
 
 import tensorflow as tf
 
-from monsession._api._global_step import get_global_step, get_or_create_global_step
-from monsession._api._types import FeedDict, FeedKey, FeedValue, Fetches, Results
+from monsession._api._types import (
+    FeedDict,
+    FeedKey,
+    FeedValue,
+    Fetches,
+    Results,
+    get_global_step,
+    get_or_create_global_step,
+)
 from monsession._backends._eager_calls import (
     CONTAINERS,
     Traces,

@@ -24,8 +24,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from monsession._api._global_step import get_global_step
-from monsession._api._types import FeedDict, FeedKey, Fetches, Results
+from monsession._api._types import FeedDict, FeedKey, Fetches, Results, get_global_step
 from monsession._backends._backend import HookResults, StepCounter
 from monsession._backends._eager import EagerSession, to_numpy
 from monsession._backends._eager_calls import (
