@@ -362,14 +362,11 @@ class GraphBackend:
 
 
 def _step_after_run(before: int | None, seen: int) -> int | None:
-    """The global step after a run that adds one, from the value read during it.
+    """The global step after a run that adds one, or `None` if it did not.
 
-    `before` is the step expected before the run; `seen` what the read
-    tensor fetched with the step returned, taken before or after the step's
-    increment (TensorFlow does not order them): `before` or `before + 1`,
-    and either way the step is now `before + 1`. Anything else means the
-    run did not add one: `None`. With nothing expected, TensorFlow's rule:
-    `seen + 1`.
+    `seen` is read during the run, before or after the increment (TensorFlow
+    does not order them), so `before` or `before + 1` both mean `before + 1`.
+    With nothing expected (`before` is None), TensorFlow's rule: `seen + 1`.
     """
     if before is None:
         return seen + 1

@@ -107,18 +107,9 @@ _NO_OWNERS: dict[FeedKey, str] = {}
 class _HookedSession(_WrappedSession[Session]):
     """Calls the hooks around each step and merges their requests into it.
 
-    The session's `HookLifecycle` calls the hooks: only those that
-    override `before_run` (or `after_run`) are called for it, so a hook that
-    overrides neither costs nothing per step.
-
-    Args:
-      sess: A `tf.compat.v1.Session` or an `EagerSession`.
-      hooks: The session's `HookLifecycle` (or the hooks, in order, to build one).
-      selection: A `HookSelection` naming the hooks of the current call, if any.
-      mode: The session's `Mode`, which makes its backend; by default the
-        current one.
-      fusion: The session's `Fusion` (eager mode), which runs the steps on
-        which no hook acts before each run, or `None`.
+    `hooks` is the session's `HookLifecycle` (or the hooks, in order, to build
+    one); only hooks overriding `before_run` or `after_run` are called per step.
+    `fusion` (eager mode) runs the steps on which no hook acts, or is `None`.
     """
 
     def __init__(
