@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import sys
 import time
+from collections.abc import Callable
 
 import pytest
 import tensorflow as tf
@@ -186,6 +188,35 @@ def test_the_loop_is_traced_once_not_per_count():
         traced = counter.traces
         run_until_stop(sess, counter.step)
     assert counter.traces == traced <= 2  # The step itself, and inside the loop.
+
+
+def _traces(run: Callable[[], object]) -> int:
+    """How many graphs TensorFlow traced (built from Python) while `run` ran."""
+    traced = 0
+
+    def profile(frame, event, arg):
+        nonlocal traced
+        if event == "call" and frame.f_code.co_name == "func_graph_from_py_func":
+            traced += 1
+
+    sys.setprofile(profile)
+    try:
+        run()
+    finally:
+        sys.setprofile(None)
+    return traced
+
+
+def test_a_new_session_over_the_same_step_does_not_trace_its_loop_again():
+    counter = Counter()
+    traced = []
+    for last in (50, 100):  # E.g. one session per epoch, or per benchmark sample.
+        hooks = [Every(10), monsession.StopAtStepHook(last_step=last)]
+        with monsession.MonitoredSession(hooks=hooks, steps_per_execution="auto") as sess:
+            traced.append(_traces(lambda sess=sess: run_until_stop(sess, counter.step)))
+    assert int(counter.global_step.numpy()) == 100
+    assert traced[0] > 0  # The first session traced the step and its loop.
+    assert traced[1] == 0
 
 
 def test_a_hook_without_next_action_keeps_single_steps(caplog):

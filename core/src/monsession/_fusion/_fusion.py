@@ -44,10 +44,10 @@ import tensorflow as tf
 from monsession._api._types import FeedDict, Fetches
 from monsession._fusion._loop import (
     LoopRunner,
-    Loops,
     RunsLoops,
     StepSource,
     fused_function,
+    loop_for,
     why_not_fused,
 )
 from monsession._fusion._plan import (
@@ -135,7 +135,6 @@ class Fusion:
         self._enabled = self._cap > 1
         self._explained = False  # Whether a call that cannot be fused was explained.
         self._quiet = QuietSteps(policy)
-        self._loops = Loops()
         self._runner: LoopRunner | None = None  # Of the current session.
         self._read_step = self._known  # The runner's `known_step` once attached.
         self._quiet_fetches = _QuietFetches(None)
@@ -279,7 +278,7 @@ class Fusion:
         `timed`: whether the loop also ends after the time budget; the workers'
         agreed steps and scheduled closures run exactly the steps asked for.
         """
-        loop = self._loops.loop_for(step, keep, runner)  # Traced before the clock starts.
+        loop = loop_for(step, keep, runner)  # Traced before the clock starts.
         deadline = time.time() + self._seconds if timed else math.inf
         if at_time is not None:
             deadline = min(deadline, at_time)

@@ -2,9 +2,10 @@
 
 What a run may be given beside plain fetches: a `BoundStep` (`sess.call`),
 a `StepSource` (an `Epochs` step); what fusion asks a backend for: its
-`LoopRunner`. `Loops.loop_for` builds (once per session, step function and
-kept entries) a `tf.function(max_steps, deadline)` that runs the step while
-fewer than `max_steps` ran and the deadline has not passed, and returns how
+`LoopRunner`. `loop_for` builds (once per step function, global step and
+kept entries, across sessions) a `tf.function(max_steps, deadline)` that
+runs the step while fewer than `max_steps` ran and the deadline has not
+passed, and returns how
 many ran, the global step after them, and the entries hooks keep from every
 step. It takes the count and the deadline as tensors, so it is traced once
 per step function, never per count. `_fusion` decides how many steps to
@@ -174,34 +175,30 @@ def why_not_fused(fetches: Fetches, feed_dict: FeedDict | None, schedules: bool)
     return f"it is not a tf.function; {inside}"
 
 
-class Loops:
-    """One session's fused loops: traced once per step function, kept entries
-    and global step variable."""
+# Fused loops by step function, then by kept entries: (global step, loop). Kept
+# across sessions as TensorFlow keeps a `tf.function`'s traces, so a new session
+# over the same step does not trace its loop again; weak, so it dies with the step.
+_LOOPS: weakref.WeakKeyDictionary[
+    tf.types.experimental.PolymorphicFunction,
+    dict[tuple[str, ...], tuple[tf.Variable, tf.types.experimental.PolymorphicFunction]],
+] = weakref.WeakKeyDictionary()
 
-    def __init__(self) -> None:
-        self._loops: weakref.WeakKeyDictionary[
-            tf.types.experimental.PolymorphicFunction,
-            dict[tuple[str, ...], tuple[tf.Variable, tf.types.experimental.PolymorphicFunction]],
-        ] = weakref.WeakKeyDictionary()
 
-    def loop_for(
-        self,
-        step: tf.types.experimental.PolymorphicFunction,
-        keep: tuple[str, ...],
-        runner: LoopRunner,
-    ) -> tf.types.experimental.PolymorphicFunction:
-        """The fused loop of `step` keeping `keep`, for `runner`, traced on first use.
+def loop_for(
+    step: tf.types.experimental.PolymorphicFunction, keep: tuple[str, ...], runner: LoopRunner
+) -> tf.types.experimental.PolymorphicFunction:
+    """The fused loop of `step` keeping `keep`, for `runner`, traced on first use.
 
-        With a global step the session owns, each step advances it (`LoopRunner.loop_step`).
-        """
-        step, variable = runner.loop_step(step)
-        loops = self._loops.setdefault(step, {})
-        cached = loops.get(keep)
-        if cached is None or cached[0] is not variable:
-            loop = _build_loop(step, variable, keep)
-            loop.get_concrete_function()
-            cached = loops[keep] = (variable, loop)
-        return cached[1]
+    With a global step the session owns, each step advances it (`LoopRunner.loop_step`).
+    """
+    step, variable = runner.loop_step(step)
+    loops = _LOOPS.setdefault(step, {})
+    cached = loops.get(keep)
+    if cached is None or cached[0] is not variable:
+        loop = _build_loop(step, variable, keep)
+        loop.get_concrete_function()
+        cached = loops[keep] = (variable, loop)
+    return cached[1]
 
 
 def is_per_replica(value: Results) -> bool:
