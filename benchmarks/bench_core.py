@@ -16,6 +16,11 @@ Eager mode: ``eager/raw`` calls the `tf.function` step in a plain loop;
 ``eager/raw-argument`` calls the same step taking its batch, ``step(batch)``,
 and ``eager/monsession/standard-argument`` runs it with the standard hooks
 through ``sess.call(step, batch)``;
+``eager/raw+duties`` is the reference of the standard set: the raw loop doing
+its duties by hand on the same steps (the loss read and checked for NaN every
+step; every 100 steps the loss and ``global_step/sec`` written through a
+``tf.summary`` file writer and the loss logged; a `tf.train.CheckpointManager`
+save every 600 s; a stop at the set's last step);
 ``eager/monsession/<set>`` runs the same `tf.function` in monsession with the
 eager equivalents (the loss fetched by its name ``"loss"``, summaries written
 by ``tf.summary`` in the step). The step is traced once, inside a session
@@ -38,6 +43,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import pathlib
 import statistics
@@ -56,6 +62,8 @@ from monsession import hooks as ms_hooks
 RESULTS = pathlib.Path(__file__).parent / "results" / "core.json"
 HOOK_SETS = ("none", "stop_loss", "standard", "mts")
 NEVER = 10**12  # A last step no run reaches.
+EVERY = 100  # The standard set's summaries, step rate and logged loss.
+CHECKPOINT_SECS = 600  # The standard set's checkpoints.
 WARMUP_STEPS = 20
 
 
@@ -290,12 +298,59 @@ class EagerModel:
 def eager_standard_hooks(model: EagerModel, directory: str) -> list[Any]:
     return [
         monsession.StopAtStepHook(last_step=NEVER),
-        ms_hooks.LoggingTensorHook({"loss": "loss"}, every_n_iter=100),
+        ms_hooks.LoggingTensorHook({"loss": "loss"}, every_n_iter=EVERY),
         ms_hooks.NanTensorHook("loss"),
-        ms_hooks.StepCounterHook(every_n_steps=100, output_dir=directory),
-        ms_hooks.SummarySaverHook(save_steps=100, output_dir=directory),
-        ms_hooks.CheckpointSaverHook(directory, save_secs=600, saver=model.checkpoint),
+        ms_hooks.StepCounterHook(every_n_steps=EVERY, output_dir=directory),
+        ms_hooks.SummarySaverHook(save_steps=EVERY, output_dir=directory),
+        ms_hooks.CheckpointSaverHook(directory, save_secs=CHECKPOINT_SECS, saver=model.checkpoint),
     ]
+
+
+def write_duties(writer: Any, logger: Any, step: int, loss: Any, steps_per_sec: float) -> None:
+    """A summary step's duties by hand: the loss and step rate as summaries, the loss logged."""
+    with writer.as_default(step=step):
+        tf.summary.scalar("loss", loss)
+        tf.summary.scalar("global_step/sec", steps_per_sec)
+    logger.info("loss = %s, step = %d", loss.numpy(), step)
+
+
+def eager_duties_sampler(model: EagerModel, directory: str, steps: int) -> Any:
+    """The reference of the standard set: a raw loop doing its duties by hand on the same steps.
+
+    Steps are counted on the host, as a hand-written loop does. Each step's
+    loss is read and checked (`NanTensorHook`); every `EVERY` steps the
+    duties of `write_duties` (`SummarySaverHook`, `StepCounterHook`,
+    `LoggingTensorHook`); a checkpoint when `CHECKPOINT_SECS` have passed
+    (`CheckpointSaverHook`); a stop at the last step (`StopAtStepHook`).
+    """
+    step, global_step = model.step, model.global_step
+    writer = tf.summary.create_file_writer(directory)
+    manager = tf.train.CheckpointManager(model.checkpoint, directory, max_to_keep=5)
+    logger = tf.get_logger()
+
+    def run(count: int) -> float:
+        done = int(global_step.numpy())
+        start = last_rate = saved = time.perf_counter()
+        for _ in range(count):
+            loss = step()["loss"]
+            done += 1
+            if math.isnan(loss.numpy()):
+                raise FloatingPointError(f"NaN loss at step {done}.")
+            now = time.perf_counter()
+            if done % EVERY == 0:
+                write_duties(writer, logger, done, loss, EVERY / (now - last_rate))
+                last_rate = now
+            if now - saved >= CHECKPOINT_SECS:
+                manager.save(checkpoint_number=done)
+                saved = now
+            if done >= NEVER:
+                break
+        seconds = (time.perf_counter() - start) / count
+        model.wait()
+        return seconds
+
+    run(WARMUP_STEPS + EVERY)  # Creates the writer's file.
+    return lambda: run(steps)
 
 
 def eager_stop_loss_hooks(model: EagerModel, directory: str) -> list[Any]:
@@ -392,6 +447,9 @@ def run(steps: int, rounds: int) -> dict[str, Any]:
             samplers[f"eager/monsession/{hook_set}"] = eager_sampler(
                 model, hook_set, directory, steps
             )
+        samplers["eager/raw+duties"] = eager_duties_sampler(
+            model, os.path.join(root, "raw+duties"), steps
+        )
         samplers["eager/raw-argument"] = eager_argument_sampler(model, False, root, steps)
         samplers["eager/monsession/standard-argument"] = eager_argument_sampler(
             model, True, os.path.join(root, "standard-argument"), steps
@@ -407,6 +465,9 @@ def run(steps: int, rounds: int) -> dict[str, Any]:
         ratios[f"eager/{hook_set}: monsession / raw"] = paired_ratio(
             samples, f"eager/monsession/{hook_set}", "eager/raw"
         )
+    ratios["eager/standard: monsession / raw+duties"] = paired_ratio(
+        samples, "eager/monsession/standard", "eager/raw+duties"
+    )
     ratios["eager/standard, batch as argument: monsession / raw"] = paired_ratio(
         samples, "eager/monsession/standard-argument", "eager/raw-argument"
     )

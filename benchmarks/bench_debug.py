@@ -3,6 +3,8 @@
 Variants, each calling its own copy of the same `tf.function` step:
 
 * ``raw``: a plain Python loop;
+* ``raw_read_every_step``: the same loop reading the loss to the host after
+  every call (``step()["loss"].numpy()``): the floor of any hook fetching it;
 * ``raw_flag_every_step``: the same loop checking every step by hand (a
   finite-flag ANDed on the device in the step, read after each call): the
   floor of any every-step check;
@@ -13,6 +15,9 @@ Variants, each calling its own copy of the same `tf.function` step:
   running the step with the hand-written flag, read by the loop after every
   step or every 100 steps: what the flag and its reads cost under the
   session, the floor of a hook doing the same;
+* ``hook_fetch_every_step``: that session with the least a hook fetching the
+  loss every step does (``before_run`` returns ``SessionRunArgs("loss")``,
+  ``after_run`` keeps the value; no ``next_action``);
 * ``nan_every_step``: with ``NanTensorHook("loss")``, which fetches the loss
   after every step, as TensorFlow's hook does;
 * ``nan_every_step_watch``: the same hook with the step wrapped by
@@ -22,7 +27,9 @@ Variants, each calling its own copy of the same `tf.function` step:
   the step wrapped by ``hook.watch``: the flag is read every 100 steps.
 
 The targets (issue 38) are ratios to ``session``: every step <= 1.10 (sync)
-and <= 1.5 (async); every 100 steps <= 1.03 in both.
+and <= 1.5 (async); every 100 steps <= 1.03 in both. ``added_us_per_step``
+holds the µs per step that fetching the loss adds: the minimal hook and
+``NanTensorHook("loss")`` over ``session``, the host read over ``raw``.
 
 Two executor settings: ``sync`` (TensorFlow's default on CPU: each op finishes
 before the call returns) and ``async`` (`set_synchronous_execution(False)`:
@@ -58,11 +65,13 @@ from monsession_hooks_debug import NanTensorHook
 RESULTS = pathlib.Path(__file__).parent / "results" / "debug.json"
 VARIANTS = (
     "raw",
+    "raw_read_every_step",
     "raw_flag_every_step",
     "raw_flag_every_100",
     "session",
     "session_flag_every_step",
     "session_flag_every_100",
+    "hook_fetch_every_step",
     "nan_every_step",
     "nan_every_step_watch",
     "nan_every_100",
@@ -126,8 +135,23 @@ def hand_written_flag_check(step: Any, every: int, run: Any = None) -> Any:
     return call
 
 
+class FetchLoss(monsession.SessionRunHook):
+    """The least a hook fetching the loss every step does: asks for it and keeps it."""
+
+    def __init__(self) -> None:
+        self.loss: Any = None
+
+    def before_run(self, run_context: Any) -> Any:
+        return monsession.SessionRunArgs("loss")
+
+    def after_run(self, run_context: Any, run_values: Any) -> None:
+        self.loss = run_values.results
+
+
 def with_hook(variant: str, step: Any) -> tuple[list[Any], Any]:
     """The hooks of a session variant and the step it runs (watched, or not)."""
+    if variant == "hook_fetch_every_step":
+        return [FetchLoss()], step
     if variant == "nan_every_step":
         return [NanTensorHook("loss")], step
     every = {"nan_every_step_watch": 1, "nan_every_100": 100}.get(variant)
@@ -145,6 +169,9 @@ class Runner:
         self.session: Any = None
         if variant == "raw":
             self.call = step
+            return
+        if variant == "raw_read_every_step":
+            self.call = lambda: step()["loss"].numpy()
             return
         every = 1 if variant.endswith("_flag_every_step") else 100
         if variant.startswith("raw_flag_"):
@@ -212,6 +239,14 @@ def run(steps: int, rounds: int) -> dict[str, Any]:
             "median_step_us": {k: round(v * 1e6, 2) for k, v in medians.items()},
             "min_step_us": {k: round(min(v) * 1e6, 2) for k, v in samples.items()},
             "ratio_to_raw": {k: round(v / raw, 3) for k, v in medians.items()},
+            "added_us_per_step": {
+                variant: round((medians[variant] - medians[base]) * 1e6, 2)
+                for variant, base in (
+                    ("hook_fetch_every_step", "session"),
+                    ("nan_every_step", "session"),
+                    ("raw_read_every_step", "raw"),
+                )
+            },
             "nan_hook_overhead_over_session": {
                 "every_step": round(medians["nan_every_step"] / medians["session"], 3),
                 "every_step_watch": round(medians["nan_every_step_watch"] / medians["session"], 3),

@@ -330,11 +330,8 @@ def hand_epochs_sampler(
                 epoch.assign_add(1)
             if done % EVERY == 0:
                 now = time.perf_counter()
-                with writer.as_default(step=done):
-                    tf.summary.scalar("loss", loss)
-                    tf.summary.scalar("global_step/sec", EVERY / (now - last))
+                bench_core.write_duties(writer, logger, done, loss, EVERY / (now - last))
                 last = now
-                logger.info("loss = %s, step = %d", loss.numpy(), done)
             if done % CHECKPOINT_EVERY == 0:
                 manager.save(checkpoint_number=done)
         model.wait()
