@@ -12,6 +12,7 @@ these types and never ask which mode they are in.
 from __future__ import annotations
 
 import logging
+import operator
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeAlias
 
@@ -171,30 +172,12 @@ class StepCounter:
         self._uncounted = False
         self._drifted = False
 
-    @property
-    def before(self) -> int | None:
-        """The step before the current run, or `None` (unknown)."""
-        return self._before
-
-    @property
-    def after(self) -> int | None:
-        """The step after the last run, what the next run starts from; `None`: unknown."""
-        return self._after
-
-    @property
-    def stale(self) -> bool:
-        """Whether the last run left the step unknown (`forget_step`) and no read followed."""
-        return self._stale
-
-    @property
-    def uncounted(self) -> bool:
-        """Whether the current run is not a training step."""
-        return self._uncounted
-
-    @property
-    def drifted(self) -> bool:
-        """Whether runs were seen not to add one each."""
-        return self._drifted
+    # Read-only properties, read on every run (made below the class: no Python call).
+    before: int | None  # The step before the current run, or `None` (unknown).
+    after: int | None  # The step after the last run (the next one's start), or `None`.
+    stale: bool  # Whether the last run left the step unknown (`forget_step`), and no read followed.
+    uncounted: bool  # Whether the current run is not a training step.
+    drifted: bool  # Whether runs were seen not to add one each.
 
     def start_run(self, read_if_stale: bool = True) -> None:
         """A run begins: the step before it is the step after the last one (read first if
@@ -253,6 +236,10 @@ class StepCounter:
         if not self._drifted:
             logger.warning(message, *args)
         self._drifted = True
+
+
+for _field in ("before", "after", "stale", "uncounted", "drifted"):
+    setattr(StepCounter, _field, property(operator.attrgetter(f"_{_field}")))
 
 
 def settle(session: SessionLike) -> None:

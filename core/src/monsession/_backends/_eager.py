@@ -137,9 +137,6 @@ class _StepCaller:
             raise not_a_step_error(leaf)
         if names:  # Without feeds there is nothing to check.
             self.check_feeds(leaf, names, owner_of)
-        return self._call_step(leaf, feeds)
-
-    def _call_step(self, leaf: _Caller, feeds: Mapping[str, FeedValue]) -> Results:
         step, args, kwargs = (
             (leaf.step, leaf.args, leaf.kwargs)
             if isinstance(leaf, BoundStep)
@@ -150,16 +147,14 @@ class _StepCaller:
         if kwargs or feeds:
             return step(*args, **kwargs, **feeds)
         read_with = self.read_with
-        if read_with is not None and can_return_global_step(step):
-            outputs, self.step_value = self._traced_call(
-                returning_global_step(step, read_with), args
-            )
-            return outputs
-        return self._traced_call(step, args)
-
-    def _traced_call(self, step: Callable[..., _R], args: tuple[FeedValue, ...]) -> _R:
-        """Calls `step` through its trace (`Traces`), with or without arguments."""
-        return self._traces.call_with(step, args) if args else self._traces.call(step)
+        returning = read_with is not None and can_return_global_step(step)
+        if returning:
+            step = returning_global_step(step, read_with)
+        # Through its trace (`Traces`), with or without arguments.
+        outputs = self._traces.call_with(step, args) if args else self._traces.call(step)
+        if returning:
+            outputs, self.step_value = outputs
+        return outputs
 
 
 def _keywords(feed_dict: FeedDict, owner_of: Mapping[FeedKey, str]) -> dict[str, FeedValue]:

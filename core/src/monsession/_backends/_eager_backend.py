@@ -98,6 +98,7 @@ class EagerBackend:
         if self._variable is not None:
             self._counter.read_before()
         self._loops = EagerLoops(sess, self._counter, self._variable)
+        self.start_run: Callable[[], None] = self._counter.start_run  # Called on every run.
         self._stepped: object = None  # The fetches of the last run that called a step.
         if self._in_flight and self._variable is not None:
             closure_steps = ClosureSteps(
@@ -106,9 +107,6 @@ class EagerBackend:
                 lambda: step_names(self._stepped, is_step_callable, describe),
             )
             sess.call_after_join(closure_steps.after_join)
-
-    def start_run(self) -> None:
-        self._counter.start_run()
 
     def forget_step(self) -> None:
         self._counter.forget_step()

@@ -65,7 +65,7 @@ class Traces:
           tensors: Nothing, or tensors matching the `input_signature` of a
             `tf.function` exactly.
         """
-        if not _traced(fn):
+        if not isinstance(fn, _FUNCTION) or tf.config.functions_run_eagerly():  # Not `_traced`.
             return fn(*tensors)
         traces = fn.experimental_get_tracing_count()
         cached = self._traces.get(fn)
@@ -118,12 +118,12 @@ class Traces:
         return cached[1]
 
 
+_FUNCTION = tf.types.experimental.PolymorphicFunction
+
+
 def _traced(fn: Callable[..., _R]) -> TypeGuard[tf.types.experimental.PolymorphicFunction]:
     """Whether `fn` is a `tf.function` that runs as one (not eagerly)."""
-    return (
-        isinstance(fn, tf.types.experimental.PolymorphicFunction)
-        and not tf.config.functions_run_eagerly()
-    )
+    return isinstance(fn, _FUNCTION) and not tf.config.functions_run_eagerly()
 
 
 _EAGER_TENSOR = eager_tensor_base_class()  # Not `type(tf.constant(0))`: may run in a graph.

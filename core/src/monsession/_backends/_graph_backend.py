@@ -148,41 +148,32 @@ class StepRunner:
     ) -> tuple[Any, dict[Any, Any]]:
         """The caller's results and all results (keyed as `hook_fetches`, and `CALLER`)."""
         with_options = options is not None or run_metadata is not None
-        prepare = self._prepares and not feed_dict
-        step = self._prepared(fetches, hook_fetches, with_options) if prepare else None
+        step = None
+        if self._prepares and not feed_dict:
+            # The prepared step of this merged structure, built on first use (not if unhashable).
+            try:
+                # The signature of {CALLER: fetches, **hook_fetches}, without building it.
+                key: tuple[Hashable, ...] = (with_options, _signature(fetches))
+                if hook_fetches:
+                    key += tuple([(hook, _signature(part)) for hook, part in hook_fetches.items()])
+                step = self._callables.get(key)
+            except TypeError:  # An unhashable fetch: nothing to cache by.
+                key = ()
+            if step is None and key:
+                if len(self._callables) >= _MAX_CACHED_CALLABLES:
+                    self._callables.clear()
+                merged = {CALLER: fetches, **hook_fetches}
+                step = self._callables[key] = (self._prepare(merged, with_options), merged)
         if step is None:
             merged = {CALLER: fetches, **hook_fetches}
             outputs = self._sess.run(
                 merged, feed_dict=feed_dict, options=options, run_metadata=run_metadata
             )
         elif with_options:
-            outputs = step(options=options, run_metadata=run_metadata)
+            outputs = step[0](options=options, run_metadata=run_metadata)
         else:
-            outputs = step()
+            outputs = step[0]()
         return outputs[CALLER], outputs
-
-    def _prepared(
-        self, fetches: Fetches, hook_fetches: dict[Any, Any], with_options: bool
-    ) -> Callable[..., dict[Any, Any]] | None:
-        """The prepared step of this merged structure, built on first use; `None`: unhashable."""
-        try:
-            # The signature of {CALLER: fetches, **hook_fetches}, without building it.
-            key = (
-                with_options,
-                _signature(fetches),
-                *[(hook, _signature(requested)) for hook, requested in hook_fetches.items()],
-            )
-            entry = self._callables.get(key)
-        except TypeError:  # An unhashable fetch: nothing to cache by.
-            return None
-        if entry is None:
-            if len(self._callables) >= _MAX_CACHED_CALLABLES:
-                self._callables.clear()
-            merged = {CALLER: fetches, **hook_fetches}
-            entry = (self._prepare(merged, with_options), merged)
-            self._callables[key] = entry
-        step: Callable[..., dict[Any, Any]] = entry[0]
-        return step
 
     def _prepare(self, merged: dict[Any, Any], with_options: bool) -> Callable[..., dict[Any, Any]]:
         if self._use_callables and not with_options:
