@@ -118,22 +118,22 @@ class RetryBudget:
         self._policy = policy
         self._owner = owner
         self._answers = answers
-        self._failures = 0
+        self.failures = 0  # Of the current streak.
         self._first_failure = 0.0
         self._first_lost_server: float | None = None
 
     def succeeded(self) -> None:
         """A step ran: the streak is over."""
-        self._failures = 0
+        self.failures = 0  # Of the current streak.
         self._first_lost_server = None
 
     def failed(self, error: Exception, while_doing: str, since: float | None = None) -> None:
         """Records a failure (at `since`, if earlier), then waits before the retry; raises
         the type of `error`, saying why, once a bound is reached."""
         now = time.monotonic() if since is None else since
-        if self._failures == 0:
+        if self.failures == 0:
             self._first_failure = now
-        self._failures += 1
+        self.failures += 1
         policy = self._policy
         elapsed = now - self._first_failure
         reason = self._why_no_retry(error, elapsed)
@@ -148,7 +148,7 @@ class RetryBudget:
             type(error).__name__,
             error_summary(error),
             backoff,
-            self._failures,
+            self.failures,
             policy.max_attempts,
         )
         if backoff:
@@ -162,7 +162,7 @@ class RetryBudget:
             return hopeless
         if policy.max_attempts <= 0:
             return policy.no_retry_reason or "retries are off"
-        if self._failures > policy.max_attempts:
+        if self.failures > policy.max_attempts:
             return f"{policy.max_attempts} retries in a row failed within {elapsed:.1f} s"
         if policy.deadline_secs is not None and elapsed > policy.deadline_secs:
             return (
@@ -174,10 +174,10 @@ class RetryBudget:
     def _backoff(self, elapsed: float, lost_server_wait: float | None) -> float:
         """The wait before the retry: none before the first, then doubling up to the bounds."""
         policy = self._policy
-        if self._failures <= 1:
+        if self.failures <= 1:
             return 0.0
         backoff: float = min(
-            policy.initial_backoff_secs * 2 ** (self._failures - 2), policy.max_backoff_secs
+            policy.initial_backoff_secs * 2 ** (self.failures - 2), policy.max_backoff_secs
         )
         if policy.deadline_secs is not None:
             backoff = min(backoff, max(0.0, policy.deadline_secs - elapsed))

@@ -103,6 +103,8 @@ class SignalStop:
         self._announced = False
         self._agreement_required = False
         self._agreed: int | None = None
+        # The signal the session stops on: received (and agreed, if required), or `None`.
+        self.stopped_on: int | None = None
 
     @property
     def installed(self) -> bool:
@@ -145,20 +147,18 @@ class SignalStop:
             return
         if self.received is None:
             self.received = self._pending = signum
+            if not self._agreement_required:
+                self.stopped_on = signum
             return
         self._pending = None
         self.release()
         self.deliver(signum)
 
-    @property
-    def stopped_on(self) -> int | None:
-        """The signal the session stops on: received (and agreed, if required), or `None`."""
-        return self._agreed if self._agreement_required else self.received
-
     def require_agreement(self) -> None:
         """Makes `stop_requested()` wait for `agree()` (at a step boundary): the workers of a
         job stop together."""
         self._agreement_required = True
+        self.stopped_on = self._agreed
 
     def agree(self, signum: int) -> None:
         """Records that the workers agreed to stop on `signum`; a worker that did not receive
@@ -166,6 +166,8 @@ class SignalStop:
         if self._agreed is not None:
             return
         self._agreed = signum
+        if self._agreement_required:
+            self.stopped_on = signum
         if self.received is None and self._pending is None:
             self._pending = signum
 

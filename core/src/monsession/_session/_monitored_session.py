@@ -136,9 +136,12 @@ class _MonitoredSession:
             is not True, False or None.
           ValueError: If `hooks` holds a hook that is not one of the session's.
         """
+        call = RunCall(fetches, feed_dict, options, run_metadata)
+        if hooks is None and training is None:  # Every step of most loops: nothing to check.
+            return self._stack.run(call, None, True)
         self._stack.open("run")
         chosen, training = HookSelection.check(type(self).__name__, hooks, training, self._hooks)
-        return self._stack.run(RunCall(fetches, feed_dict, options, run_metadata), chosen, training)
+        return self._stack.run(call, chosen, training)
 
     def call(self, step: Callable[_P, Results], /, *args: _P.args, **kwargs: _P.kwargs) -> Results:
         """Eager mode: runs `step(*args, **kwargs)` with the hooks, as `run(step)` does.

@@ -115,8 +115,10 @@ class _WrappedSession(Generic[_Inner]):
         return self.run_call(RunCall(fetches, feed_dict, options, run_metadata))
 
     def run_call(self, call: RunCall) -> Results:
-        """Runs `call` through this layer and the ones inside; a layer's own job goes here."""
-        return forward(self._inner(), call)
+        """Runs `call` through this layer and the ones inside (a layer takes it whole, a raw
+        session as arguments); a layer's own job goes here."""
+        sess = self._inner()
+        return sess.run_call(call) if isinstance(sess, _WrappedSession) else sess.run(*call)
 
     def run_step_fn(
         self, step_fn: StepFn[_R], raw_session: Session | None, run_with_hooks: RunWithHooks | None
@@ -126,13 +128,6 @@ class _WrappedSession(Generic[_Inner]):
 
 Layer = _WrappedSession[Session]
 """A session layer around another layer or a raw session."""
-
-
-def forward(inner: Session, call: RunCall) -> Results:
-    """Runs `call` on `inner`: a layer takes it whole, a raw session as arguments."""
-    if isinstance(inner, _WrappedSession):
-        return inner.run_call(call)
-    return inner.run(*call)
 
 
 class LayerCreator(Protocol):
@@ -196,9 +191,10 @@ class _RecoverableSession(_WrappedSession[Layer]):
     def run_call(self, call: RunCall) -> Results:
         while True:
             try:
-                if not self._sess:
-                    self._sess = self._create_session()
-                results = forward(self._sess, call)
+                sess = self._sess
+                if not sess:
+                    sess = self._sess = self._create_session()
+                results = sess.run_call(call)
             except PREEMPTION_ERRORS as error:
                 self._recover(error)
                 if not self._mode.reruns_after_recovery(call.fetches):
@@ -206,7 +202,8 @@ class _RecoverableSession(_WrappedSession[Layer]):
                     self._sess = self._create_session()
                     return None
             else:
-                self._budget.succeeded()
+                if self._budget.failures:  # The end of a streak (read, not called, every step).
+                    self._budget.succeeded()
                 return results
 
     def run_step_fn(
@@ -275,9 +272,12 @@ class _CoordinatedSession(_WrappedSession[Layer]):
                 pass
 
     def run_call(self, call: RunCall) -> Results:
-        # Plain handlers, not `_breaking()`: this is every step's path.
+        # Plain handlers, not `_breaking()`, and `run_call` inlined: this is every step's path.
         try:
-            return forward(self._inner(), call)
+            sess = self._sess
+            if sess is None:
+                raise RuntimeError("Session is already closed.")
+            return sess.run_call(call) if isinstance(sess, _WrappedSession) else sess.run(*call)
         except PREEMPTION_ERRORS as error:
             self._broken_by = error
             raise

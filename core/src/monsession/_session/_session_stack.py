@@ -49,36 +49,36 @@ class SignalLayer:
         owner: str,
     ) -> None:
         self._owner = owner
-        self._stop = SignalStop(resolve_stop_signals(stop_on_signals, has_end_work, owner), owner)
-        self._agreement: StepVotes | None = None  # Of the session's strategy.
+        self.stop = SignalStop(resolve_stop_signals(stop_on_signals, has_end_work, owner), owner)
+        self.agreement: StepVotes | None = None  # Of the session's strategy.
         self._fusion: Fusion | None = None  # The session's, told the silent steps agreed.
         self.closed_on_signal = False
 
     def install(self) -> None:
         """Installs the handlers: from now on a signal stops the session at a step boundary."""
-        self._stop.install()
+        self.stop.install()
 
     def agree_with_workers(self, agreement: StepVotes, fusion: Fusion | None = None) -> None:
         """Stops on a signal only once the workers agree through `agreement` after each step;
         `fusion` (if any) fuses the silent steps agreed in the same all-reduce."""
         # Every worker takes part, even one whose handlers could not be
         # installed (it never votes): the all-reduce needs all of them.
-        self._stop.require_agreement()
-        self._agreement = agreement
+        self.stop.require_agreement()
+        self.agreement = agreement
         self._fusion = fusion
         if fusion is not None:
             fusion.agree_with_workers()
 
     def stop_requested(self) -> bool:
         """Whether a signal stopped the session (agreed by the workers, if required)."""
-        return self._stop.stop_requested()
+        return self.stop.stop_requested()
 
     def before_step(self, method: str, close: Callable[[], None]) -> None:
         """Before a step, once a signal stopped the session: closes it with `close`, hands
         the signal on, and raises `StoppedOnSignalError` if the previous handler returned."""
-        if not self._stop.stop_requested():
+        if not self.stop.stop_requested():
             return
-        signum = self._stop.stopped_on
+        signum = self.stop.stopped_on
         assert signum is not None
         name = signal.Signals(signum).name
         self.closed_on_signal = True
@@ -91,14 +91,14 @@ class SignalLayer:
     def after_step(self) -> None:
         """After a step, under a multi-worker strategy: did some worker receive a signal, and
         how many silent steps may the next run fuse (the fewest any worker allows)?"""
-        if self._agreement is None or self._stop.stopped_on is not None:
+        if self.agreement is None or self.stop.stopped_on is not None:
             return
         planned = 0 if self._fusion is None else self._fusion.next_silent_steps()
-        agreed, silent_steps = self._agreement.agree(self._stop.received, planned)
+        agreed, silent_steps = self.agreement.agree(self.stop.received, planned)
         if self._fusion is not None:
             self._fusion.agreed(silent_steps)
         if agreed is not None:
-            self._stop.agree(agreed)
+            self.stop.agree(agreed)
 
     def close(self, close: Callable[[], None], failed: bool = False) -> None:
         """Closes the session with `close`, then hands a pending signal on (unless closing
@@ -106,14 +106,14 @@ class SignalLayer:
         try:
             close()
         except BaseException:
-            if self._stop.release() is not None:
+            if self.stop.release() is not None:
                 logger.warning(
                     "%s: closing failed; the error propagates instead of the stop signal.",
                     self._owner,
                 )
             raise
-        self._stop.stop_requested()  # Logs a signal that arrived while closing.
-        pending = self._stop.release()
+        self.stop.stop_requested()  # Logs a signal that arrived while closing.
+        pending = self.stop.release()
         if pending is None:
             return
         name = signal.Signals(pending).name
@@ -126,7 +126,7 @@ class SignalLayer:
             return
         logger.info("%s: closed; handing %s on.", self._owner, name)
         try:
-            self._stop.deliver(pending)
+            self.stop.deliver(pending)
         except BaseException as raised:
             raised.__suppress_context__ = True  # Whatever was being handled is not its cause.
             raise
@@ -197,13 +197,16 @@ class SessionStack:
         self, call: RunCall, chosen: Iterable[SessionRunHook] | None, training: bool
     ) -> Results:
         """Runs `call` through every layer, with the `chosen` hooks (`None`: all)."""
-        sess = self._step("run")
+        sess, signals = self.outer, self.signals
+        if sess is None or signals.stop.stopped_on is not None:  # Attribute reads every step.
+            sess = self._step("run")
         if chosen is None and training:
             results = sess.run_call(call)
         else:
             with self.selection.choose(chosen, training):
                 results = sess.run_call(call)
-        self.signals.after_step()
+        if signals.agreement is not None:
+            signals.after_step()
         return results
 
     def run_step_fn(self, step_fn: StepFn[_R]) -> _R:
