@@ -23,15 +23,15 @@ import monsession
 _OWN = os.path.dirname(monsession.__file__)
 
 # Calls of monsession's own functions in one step (issue 51's step plan; 43/46/49 and
-# 45/46/62 at 1b31c79). The standard hook set's budget is in examples/tests (it needs
-# the hook families): test_standard_set_step_calls.py.
+# 45/46/62 at 1b31c79, 33/35/36 and 35/35/49 at efcbbb8). The standard hook set's budget
+# is in examples/tests (it needs the hook families): test_standard_set_step_calls.py.
 BUDGET = {
-    ("graph", "no hooks"): 33,
-    ("graph", "one idle hook"): 35,
-    ("graph", "one hook due"): 36,
-    ("eager", "no hooks"): 35,
-    ("eager", "one idle hook"): 35,
-    ("eager", "one hook due"): 49,
+    ("graph", "no hooks"): 16,
+    ("graph", "one idle hook"): 18,
+    ("graph", "one hook due"): 20,
+    ("eager", "no hooks"): 17,
+    ("eager", "one idle hook"): 17,
+    ("eager", "one hook due"): 29,
 }
 
 
