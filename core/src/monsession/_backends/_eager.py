@@ -119,10 +119,10 @@ class _StepCaller:
     ) -> Results:
         names = frozenset(feeds) if feeds else None
         if isinstance(fetches, CONTAINERS):
-            return map_structure(lambda leaf: self._run_leaf(leaf, feeds, names, owner_of), fetches)
-        return self._run_leaf(fetches, feeds, names, owner_of)
+            return map_structure(lambda leaf: self.run_leaf(leaf, feeds, names, owner_of), fetches)
+        return self.run_leaf(fetches, feeds, names, owner_of)
 
-    def _run_leaf(
+    def run_leaf(
         self,
         leaf: Fetches,
         feeds: Mapping[str, FeedValue],
@@ -273,7 +273,9 @@ class EagerSession:
         caller = self._caller if advance else self._side_caller
         caller.read_with, caller.step_value = read_global_step, None
         if not feed_dict:
-            return caller.call(fetches, _NO_FEEDS, owner_of or _NO_OWNERS)
+            if isinstance(fetches, CONTAINERS):
+                return caller.call(fetches, _NO_FEEDS, owner_of or _NO_OWNERS)
+            return caller.run_leaf(fetches, _NO_FEEDS, None, owner_of or _NO_OWNERS)  # Most steps.
         owner_of = owner_of or {}
         return caller.call(fetches, _keywords(feed_dict, owner_of), owner_of)
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -139,9 +140,10 @@ class EagerBackend:
     ) -> tuple[Results, HookResults]:
         # A run that is not a training step is a side call: an owned global
         # step is not advanced by it, and the host copy is read again when needed.
-        counter = self._counter
+        counter, loops = self._counter, self._loops
         counted = not counter.uncounted
-        calls = counted and self._loops.calls_a_step(fetches)
+        known = fetches is loops.last_fetches  # The last step object's answer, without a call.
+        calls = counted and (loops.last_calls if known else loops.calls_a_step(fetches))
         if counted and not calls and not self._values_checked:
             self._check_value_run(fetches)
         # Hooks read the device on this run: the step's call also returns the global step.
@@ -170,10 +172,13 @@ class EagerBackend:
         returned = self._sess.take_global_step() if step_read else None
         if returned is not None:  # Hooks fetching the global step get this value too.
             read[id(self._variable)] = to_numpy(returned)
-        hook_results = {
-            hook: self._evaluate(hook, requested, outputs, read)
-            for hook, requested in hook_fetches.items()
-        }
+        hook_results: HookResults = {}
+        for hook, requested in hook_fetches.items():
+            if isinstance(requested, CONTAINERS):
+                value_of = partial(self._value_of, outputs, read, hook)
+                hook_results[hook] = map_structure(value_of, requested)
+            else:
+                hook_results[hook] = self._value_of(outputs, read, hook, requested)
         if self._in_flight:  # Read after a join, only when asked (module docstring).
             return hook_results
         if counter.stale:
@@ -212,16 +217,9 @@ class EagerBackend:
             )
         self._counter.adopt(actual)
 
-    @classmethod
-    def _evaluate(
-        cls, hook: object, requested: object, outputs: object, read: dict[int, Any]
-    ) -> object:
-        if isinstance(requested, CONTAINERS):
-            return map_structure(lambda leaf: cls._value_of(hook, leaf, outputs, read), requested)
-        return cls._value_of(hook, requested, outputs, read)
-
     @staticmethod
-    def _value_of(hook: object, leaf: object, outputs: object, read: dict[int, Any]) -> object:
+    def _value_of(outputs: object, read: dict[int, Any], hook: object, leaf: object) -> object:
+        """The value of a hook's fetch `leaf` (`read`: the variables and tensors read so far)."""
         fetch = leaf
 
         def to_host(value: object) -> object:
@@ -233,8 +231,11 @@ class EagerBackend:
                 return host_value(value, _hook_name(hook), fetch)
             return to_numpy(value)
 
-        if isinstance(leaf, str):
-            leaf = _output_entry(hook, leaf, outputs)
+        if isinstance(leaf, str):  # A step output's name, most often a key of the step's dict.
+            if type(outputs) is dict and leaf in outputs:
+                leaf = outputs[leaf]
+            else:
+                leaf = _output_entry(hook, leaf, outputs)
         elif is_step_callable(leaf):
             read.clear()
             return map_structure(to_host, leaf())

@@ -53,8 +53,8 @@ class EagerLoops:
         self._sess = sess
         self._counter = counter
         self._variable = variable
-        self._last_fetches: Fetches = None
-        self._last_calls = False
+        self.last_fetches: Fetches = None  # What `calls_a_step` remembers (the backend reads it).
+        self.last_calls = False
 
     def known_step(self) -> int | None:
         return None if self._counter.drifted else self._counter.after
@@ -64,11 +64,11 @@ class EagerLoops:
 
     def calls_a_step(self, fetches: Fetches) -> bool:
         """Whether running `fetches` calls a step (remembered for the last step object)."""
-        if fetches is self._last_fetches:
-            return self._last_calls
+        if fetches is self.last_fetches:
+            return self.last_calls
         calls = _calls_a_step(fetches)
         if not isinstance(fetches, CONTAINERS):  # A container may change between runs.
-            self._last_fetches, self._last_calls = fetches, calls
+            self.last_fetches, self.last_calls = fetches, calls
         return calls
 
     def loop_step(

@@ -71,8 +71,7 @@ def _result_builder(fetches: Any, index_of: Mapping[Any, int]) -> Callable[[list
     and tuples of tensors and ops (what hooks fetch); `_NotPlainError` for the rest."""
     kind = type(fetches)
     if kind is dict:
-        items = [(key, _result_builder(value, index_of)) for key, value in fetches.items()]
-        return lambda values: {key: build(values) for key, build in items}
+        return _dict_builder(fetches, index_of)
     if kind is list or kind is tuple:
         parts = [_result_builder(item, index_of) for item in fetches]
         if kind is list:
@@ -81,14 +80,35 @@ def _result_builder(fetches: Any, index_of: Mapping[Any, int]) -> Callable[[list
     return _leaf_builder(fetches, index_of)
 
 
+def _dict_builder(fetches: dict[Any, Any], index_of: Mapping[Any, int]) -> Callable[..., Any]:
+    """`_result_builder` of a dict; of one of ops and tensors only (the merged fetches of
+    most steps), one Python call per step, no comprehension."""
+    if not all(isinstance(value, (tf.Operation, tf.Tensor)) for value in fetches.values()):
+        items = [(key, _result_builder(value, index_of)) for key, value in fetches.items()]
+        return lambda values: {key: build(values) for key, build in items}
+    template = dict.fromkeys(fetches)  # An op's value: None.
+    keys = [key for key, fetch in fetches.items() if isinstance(fetch, tf.Tensor)]
+    if not keys:
+        return lambda values: template.copy()
+    take = operator.itemgetter(*[_index(fetches[key], index_of) for key in keys])
+    if len(keys) == 1:
+        return lambda values: {**template, keys[0]: take(values)}
+    return lambda values: {**template, **dict(zip(keys, take(values), strict=True))}
+
+
 def _leaf_builder(fetch: Any, index_of: Mapping[Any, int]) -> Callable[[list[Any]], Any]:
     """`_result_builder` of one op (`None`) or one fetched tensor (its value)."""
     if isinstance(fetch, tf.Operation):
         return lambda values: None
+    return operator.itemgetter(_index(fetch, index_of))
+
+
+def _index(fetch: Any, index_of: Mapping[Any, int]) -> int:
+    """Where a fetched tensor's value is among the values (`_NotPlainError`: no plain tensor)."""
     if isinstance(fetch, tf.Tensor) and fetch.op.type not in _HANDLE_OPS:
         index = index_of.get(fetch.ref())
         if index is not None:
-            return operator.itemgetter(index)
+            return index
     raise _NotPlainError
 
 
