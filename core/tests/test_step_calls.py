@@ -26,12 +26,12 @@ _OWN = os.path.dirname(monsession.__file__)
 # 45/46/62 at 1b31c79, 33/35/36 and 35/35/49 at efcbbb8). The standard hook set's budget
 # is in examples/tests (it needs the hook families): test_standard_set_step_calls.py.
 BUDGET = {
-    ("graph", "no hooks"): 16,
-    ("graph", "one idle hook"): 18,
-    ("graph", "one hook due"): 20,
-    ("eager", "no hooks"): 17,
-    ("eager", "one idle hook"): 17,
-    ("eager", "one hook due"): 29,
+    ("graph", "no hooks"): 14,
+    ("graph", "one idle hook"): 16,
+    ("graph", "one hook due"): 18,
+    ("eager", "no hooks"): 15,
+    ("eager", "one idle hook"): 15,
+    ("eager", "one hook due"): 24,
 }
 
 
