@@ -33,7 +33,6 @@ from monsession._backends._eager_calls import (
     Traces,
     accepted_keywords,
     advancing,
-    can_return_global_step,
     describe,
     is_step_callable,
     map_structure,
@@ -147,12 +146,11 @@ class _StepCaller:
         if kwargs or feeds:
             return step(*args, **kwargs, **feeds)
         read_with = self.read_with
-        returning = read_with is not None and can_return_global_step(step)
-        if returning:
-            step = returning_global_step(step, read_with)
+        returning = None if read_with is None else returning_global_step(step, read_with)
         # Through its trace (`Traces`), with or without arguments.
-        outputs = self._traces.call_with(step, args) if args else self._traces.call(step)
-        if returning:
+        called = step if returning is None else returning
+        outputs = self._traces.call_with(called, args) if args else self._traces.call(called)
+        if returning is not None:
             outputs, self.step_value = outputs
         return outputs
 

@@ -158,16 +158,11 @@ _RETURNING: _Wrappers = weakref.WeakKeyDictionary()
 _ADVANCING: _Wrappers = weakref.WeakKeyDictionary()
 
 
-def can_return_global_step(step: Callable[..., Results]) -> bool:
-    """Whether `step` can be called through `returning_global_step`."""
-    return (
-        isinstance(step, tf.types.experimental.PolymorphicFunction)
-        and step.experimental_get_tracing_count() > 0
-    )
-
-
-def returning_global_step(step: Any, variable: tf.Variable) -> Callable[..., Any]:
-    """A `tf.function` returning `(step(*args), variable)` read after the step (cached per step)."""
+def returning_global_step(step: Any, variable: tf.Variable) -> Callable[..., Any] | None:
+    """A `tf.function` returning `(step(*args), variable)` read after the step (cached per
+    step); `None` unless `step` is a `tf.function` traced before."""
+    if not isinstance(step, _FUNCTION) or step.experimental_get_tracing_count() == 0:
+        return None
     cached = _RETURNING.get(step)
     if cached is None or cached[0] is not variable:
         wrapper = tf.function(

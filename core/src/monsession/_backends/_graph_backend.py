@@ -173,9 +173,10 @@ class StepRunner:
             # The prepared step of this merged structure, built on first use (not if unhashable).
             try:
                 # The signature of {CALLER: fetches, **hook_fetches}, without building it.
-                key: tuple[Hashable, ...] = (with_options, _signature(fetches))
-                if hook_fetches:
-                    key += tuple([(hook, _signature(part)) for hook, part in hook_fetches.items()])
+                parts: list[Hashable] = [with_options, _signature(fetches)]
+                for hook, part in hook_fetches.items():  # A loop, not a comprehension's call.
+                    parts += (hook, _signature(part))
+                key = tuple(parts)
                 step = self._callables.get(key)
             except TypeError:  # An unhashable fetch: nothing to cache by.
                 key = ()
