@@ -28,10 +28,10 @@ _OWN = os.path.dirname(monsession.__file__)
 BUDGET = {
     ("graph", "no hooks"): 14,
     ("graph", "one idle hook"): 16,
-    ("graph", "one hook due"): 18,
+    ("graph", "one hook due"): 17,
     ("eager", "no hooks"): 15,
     ("eager", "one idle hook"): 15,
-    ("eager", "one hook due"): 24,
+    ("eager", "one hook due"): 23,
 }
 
 
