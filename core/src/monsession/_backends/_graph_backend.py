@@ -77,12 +77,13 @@ def _result_builder(fetches: Any, index_of: Mapping[Any, int]) -> Callable[[list
         if kind is list:
             return lambda values: [build(values) for build in parts]
         return lambda values: tuple([build(values) for build in parts])
-    return _leaf_builder(fetches, index_of)
+    if isinstance(fetches, tf.Operation):
+        return lambda values: None
+    return operator.itemgetter(_index(fetches, index_of))
 
 
 def _dict_builder(fetches: dict[Any, Any], index_of: Mapping[Any, int]) -> Callable[..., Any]:
-    """`_result_builder` of a dict; of one of ops and tensors only (the merged fetches of
-    most steps), one Python call per step, no comprehension."""
+    """`_result_builder` of a dict; one call per step for ops and tensors (most steps)."""
     if not all(isinstance(value, (tf.Operation, tf.Tensor)) for value in fetches.values()):
         items = [(key, _result_builder(value, index_of)) for key, value in fetches.items()]
         return lambda values: {key: build(values) for key, build in items}
@@ -94,13 +95,6 @@ def _dict_builder(fetches: dict[Any, Any], index_of: Mapping[Any, int]) -> Calla
     if len(keys) == 1:
         return lambda values: {**template, keys[0]: take(values)}
     return lambda values: {**template, **dict(zip(keys, take(values), strict=True))}
-
-
-def _leaf_builder(fetch: Any, index_of: Mapping[Any, int]) -> Callable[[list[Any]], Any]:
-    """`_result_builder` of one op (`None`) or one fetched tensor (its value)."""
-    if isinstance(fetch, tf.Operation):
-        return lambda values: None
-    return operator.itemgetter(_index(fetch, index_of))
 
 
 def _index(fetch: Any, index_of: Mapping[Any, int]) -> int:
@@ -170,9 +164,8 @@ class StepRunner:
         with_options = options is not None or run_metadata is not None
         step = None
         if self._prepares and not feed_dict:
-            # The prepared step of this merged structure, built on first use (not if unhashable).
+            # The prepared step of {CALLER: fetches, **hook_fetches}, keyed without building it.
             try:
-                # The signature of {CALLER: fetches, **hook_fetches}, without building it.
                 parts: list[Hashable] = [with_options, _signature(fetches)]
                 for hook, part in hook_fetches.items():  # A loop, not a comprehension's call.
                     parts += (hook, _signature(part))
