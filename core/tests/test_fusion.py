@@ -126,13 +126,30 @@ def test_single_steps_call_the_hooks_only_when_one_acts():
     with monsession.MonitoredSession(hooks=hooks, steps_per_execution=1) as sess:
         while not sess.should_stop():
             outputs.append(float(sess.run(counter.step)["loss"]))
-    # Every call is one step and returns its outputs; the hooks see the steps
-    # where one acts (4 and 8 for `calls`, 10 for the stop), and how many
-    # quiet steps ran before each.
+    # Every call is one step and returns its outputs; each hook sees the steps
+    # where it acts (4 and 8 for `calls`; 10 is the stop's alone), and how many
+    # steps ran before each without it.
     assert outputs == [float(step) for step in range(1, 11)]
-    assert calls.before_runs == 3
+    assert calls.before_runs == 2
     assert calls.seen == [(3, 3, 4), (7, 3, 8)]
     assert int(counter.global_step.numpy()) == 10
+
+
+@pytest.mark.parametrize("setting", [1, "auto", 5])
+def test_each_hook_is_called_only_where_it_acts_and_told_the_steps_it_did_not_see(setting):
+    counter = Counter()
+    fours, sixes = Calls(4), Calls(6)
+    hooks = [fours, sixes, monsession.StopAtStepHook(last_step=13)]
+    with monsession.MonitoredSession(hooks=hooks, steps_per_execution=setting) as sess:
+        run_until_stop(sess, counter.step)
+    assert int(counter.global_step.numpy()) == 13
+    # (global step before, silent steps, after) where each acts: 3 or 5 steps before
+    # each ran without it, though the other hook was called on some of them.
+    assert fours.seen == [(3, 3, 4), (7, 3, 8), (11, 3, 12)]
+    assert sixes.seen == [(5, 5, 6), (11, 5, 12)]
+    # Called only there; 5 caps a call at 4 silent steps and one step with the hooks,
+    # where neither acts on step 5 (10) and so neither is called.
+    assert (fours.before_runs, sixes.before_runs) == (3, 2)
 
 
 def test_quiet_single_steps_call_the_function_a_wrapper_names():

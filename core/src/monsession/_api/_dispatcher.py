@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from monsession._api._hook_api import NextAction, SessionRunHook, hook_overrides
 from monsession._api._run_context import SessionRunArgs, SessionRunContext, SessionRunValues
-from monsession._api._types import FeedKey, HookState, HookStateWriter, SessionLike, Unchecked
+from monsession._api._types import FeedKey, HookStateWriter, SessionLike, Unchecked
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -36,9 +36,7 @@ def _name(hook: SessionRunHook | None) -> str:
     return type(hook).__name__
 
 
-def _only(hooks: tuple[SessionRunHook, ...], chosen: frozenset[int]) -> tuple[SessionRunHook, ...]:
-    """Those of `hooks` whose ids are `chosen`."""
-    return tuple(hook for hook in hooks if id(hook) in chosen)
+_Hooks = tuple[SessionRunHook, ...]
 
 
 def _is_run_args(value: Unchecked) -> bool:
@@ -208,10 +206,22 @@ class HookDispatcher:
         self._failing = self._overriding("on_failure")
         self._epoch_beginning = self._overriding("epoch_begin")
         self._epoch_ending = self._overriding("epoch_end")
-        self._stateful = _keyed_states(self.hooks, owner)
+        # The hooks whose state is saved, by key: a hook's `state_key`, else its class
+        # name and its index among the stateful hooks of that class ("StepCounterHook[0]").
+        self.stateful = _keyed_states(self.hooks, owner)
+        self._subsets: dict[frozenset[int], tuple[_Hooks, _Hooks]] = {}  # By `_chosen`.
 
     def _overriding(self, name: str) -> tuple[SessionRunHook, ...]:
         return tuple(hook for hook in self.hooks if hook_overrides(hook, name))
+
+    def _chosen(self, chosen: frozenset[int]) -> tuple[_Hooks, _Hooks]:
+        """Those of the hooks overriding `before_run`, and `after_run`, whose ids are `chosen`."""
+        subsets = self._subsets.get(chosen)
+        if subsets is None:
+            before = tuple(hook for hook in self.before_run_hooks if id(hook) in chosen)
+            after = tuple(hook for hook in self.after_run_hooks if id(hook) in chosen)
+            subsets = self._subsets[chosen] = (before, after)
+        return subsets
 
     @property
     def has_end_work(self) -> bool:
@@ -245,29 +255,27 @@ class HookDispatcher:
         user_feeds: Mapping[Any, Any] | None,
         options: tf.compat.v1.RunOptions | None,
         chosen: frozenset[int] | None = None,
+        told: Mapping[Any, int] | None = None,
     ) -> tuple[dict[Any, Any], Any, Any, dict[Any, str]]:
-        """Calls `before_run` and merges the hooks' requests.
+        """Calls `before_run` of the hooks `chosen` (ids; `None`: all), each told its
+        silent steps when they differ (`told`), and merges their requests.
 
-        Args:
-          run_context: The context of the coming run.
-          user_feeds: The caller's `feed_dict`.
-          options: The caller's run options, or `None`.
-          chosen: The ids of the hooks of this call (`HookSelection`), or `None`: all.
-
-        Returns:
-          The fetches of each hook, the merged feeds, the merged options, and
-          which hook fed each key (for the runner's error messages).
-
-        Raises:
-          TypeError: If a hook returns something other than `SessionRunArgs` or `None`.
-          RuntimeError: If two hooks, or a hook and the caller, feed the same key.
+        Returns the fetches of each hook, the merged feeds and options, and which
+        hook fed each key (for error messages). Raises `TypeError` for a request
+        that is no `SessionRunArgs`, `RuntimeError` when two hooks, or a hook and
+        the caller, feed the same key.
         """
         hook_fetches: dict[Any, Any] = {}
         hook_feeds: dict[Any, Any] | None = None
         feed_owners: dict[Any, str] = _NO_OWNERS
         merged_options = None
-        hooks = self.before_run_hooks if chosen is None else _only(self.before_run_hooks, chosen)
+        if chosen is None:
+            hooks = self.before_run_hooks
+        else:  # Looked up without a call once known.
+            hooks = (self._subsets.get(chosen) or self._chosen(chosen))[0]
         for hook in hooks:
+            if told is not None:
+                run_context._silent_steps = told[hook]
             request = hook.before_run(run_context)
             if request is None:
                 continue
@@ -291,18 +299,25 @@ class HookDispatcher:
         run_options: tf.compat.v1.RunOptions | None,
         run_metadata: tf.compat.v1.RunMetadata | None,
         chosen: frozenset[int] | None = None,
+        told: Mapping[Any, int] | None = None,
     ) -> None:
-        """Calls `after_run` with each hook's results (`None` for a hook that asked for none).
+        """Calls `after_run` with each hook's results (`None` for a hook that asked for none);
+        `chosen` and `told` as for `before_run`.
 
         Raises:
           RuntimeError: If a hook raises `OutOfRangeError` or `StopIteration`,
             which must not pass for the end of the input data.
         """
         no_results = _new_tuple(SessionRunValues, (None, run_options, run_metadata))
-        hooks = self.after_run_hooks if chosen is None else _only(self.after_run_hooks, chosen)
+        if chosen is None:
+            hooks = self.after_run_hooks
+        else:  # Looked up without a call once known.
+            hooks = (self._subsets.get(chosen) or self._chosen(chosen))[1]
         hook: SessionRunHook | None = None
         try:
             for hook in hooks:
+                if told is not None:
+                    run_context._silent_steps = told[hook]
                 if hook_results and hook in hook_results:
                     values = (hook_results[hook], run_options, run_metadata)
                     hook.after_run(run_context, _new_tuple(SessionRunValues, values))
@@ -357,27 +372,6 @@ class HookDispatcher:
         for hook in self._epoch_ending:
             stop = hook.epoch_end(epoch) is True or stop
         return stop
-
-    @property
-    def state_keys(self) -> list[str]:
-        """The keys of the hooks whose state is saved, in the hooks' order.
-
-        A hook's key is its `state_key`, else its class name and its index
-        among the stateful hooks of that class (``"StepCounterHook[0]"``).
-        """
-        return list(self._stateful)
-
-    def state_owner(self, key: str) -> str:
-        """The class name of the hook whose state is saved under `key`."""
-        return _name(self._stateful[key])
-
-    def state_dict(self, key: str) -> HookState:
-        """`state_dict()` of the hook whose state is saved under `key`."""
-        return self._stateful[key].state_dict()
-
-    def load_state_dict(self, key: str, state: HookState) -> None:
-        """`load_state_dict(state)` of the hook whose state is saved under `key`."""
-        self._stateful[key].load_state_dict(state)
 
 
 def _merge_feeds(

@@ -116,10 +116,10 @@ class SessionRunHook:
 
         Called in eager mode before `run()`. The session may then run up to
         `steps - 1` steps (and until `at_time`) without calling this hook,
-        fused (`steps_per_execution` other than 1) or not. It may call
-        `before_run`/`after_run` earlier (another hook acts, a cap is
-        reached): they must then do nothing. `SessionRunContext.silent_steps`
-        tells how many steps ran silently.
+        fused (`steps_per_execution` other than 1) or not, other hooks
+        called on some. It may call `before_run`/`after_run` earlier (e.g.
+        at an epoch's last step): they must then do nothing.
+        `SessionRunContext.silent_steps` tells how many steps ran without it.
 
         The default is "on the coming run". A `SecondOrStepTimer` answers it:
         ``return self._timer.next_action(global_step + 1)`` (as `TimedHook` does).

@@ -97,9 +97,10 @@ class SessionRunContext:
 
     @property
     def silent_steps(self) -> int:
-        """How many steps ran just before this one without calling the hooks.
+        """How many steps ran since the hook was last called, without it (eager mode).
 
-        Steps fused by `steps_per_execution` (eager mode); 0 otherwise. A hook
+        Fused steps, and steps on which the hook did not act (it said so in
+        `next_action`); 0 otherwise. Each hook is told its own count. A hook
         that counts runs itself adds it to its count.
         """
         return self._silent_steps

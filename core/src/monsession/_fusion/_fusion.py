@@ -1,34 +1,26 @@
 """Fused steps (eager mode): which runs skip the hooks, and how many steps they run.
 
-With `steps_per_execution` other than 1, each `run(step)` that calls all the
-hooks as a training step (`Fusion.prepare`) first asks every hook when it next
-acts (`SessionRunHook.next_action`, `_plan.plan`), then runs the steps
-before that inside one `tf.function` (the *silent* steps: no hook is called;
-`_loop`), then the step at which some hook acts as usual. The next run with
-the hooks tells them how many steps ran silently
-(`SessionRunContext.silent_steps`). A run that fuses nothing may run as a
-*quiet* step, without the hooks, while none acts (`_plan.QuietSteps`).
+With `steps_per_execution` other than 1, a training `run(step)` with all the
+hooks (`Fusion.prepare`) asks every hook when it next acts (`next_action`,
+`_plan.plan`), runs the steps before that in one `tf.function` (*silent*
+steps, no hook called; `_loop`), then the step at which a hook acts, calling
+only the hooks acting there (`_plan.DueHooks`), each told how many steps ran
+without it (`SessionRunContext.silent_steps`). A run that fuses nothing may
+run *quiet*, without the hooks, while none acts (`_plan.QuietSteps`).
 
-A run does not fuse (`_loop.why_not_fused` says why, once per session) when it is
-given a `feed_dict`, is called with arguments, schedules its closure itself,
-or is not a `tf.function`; fusion stops for good when a hook acts on every
-step (no `next_action`) or the step does not advance the global step by
-exactly one.
+A run does not fuse (`_loop.why_not_fused` says why, once per session) when
+given a `feed_dict`, called with arguments, scheduling its closure itself, or
+not a `tf.function`; fusion stops for good when a hook acts on every step (no
+`next_action`) or the step does not advance the global step by exactly one.
 
-Under collective ops (`MultiWorkerMirroredStrategy`) every worker must run
-the same steps, so a worker's hooks and clock cannot decide alone: after
-each run every worker says how many silent steps its hooks allow in the
-next one (`Fusion.next_silent_steps`), the workers agree on the fewest
-(`StepVotes`, the same all-reduce that agrees on stop signals), and
-the next run fuses exactly that many (`Fusion.agreed`), with no clock inside
-the loop. A worker's time budget and time-based schedules become a step
-count at the pace of its last runs.
-
-Under a `ClusterCoordinator` (`ParameterServerStrategy`) the silent steps
-are one closure, scheduled on a worker and counted on the host when
-scheduled (`LoopRunner.schedules_steps`): their number is decided on the
-host in the same way, from the pace of the session's runs, never by a clock
-in the loop.
+Under collective ops (`MultiWorkerMirroredStrategy`) every worker runs the
+same steps: after each run each says how many silent steps its hooks allow
+next (`Fusion.next_silent_steps`), all fuse the fewest (`StepVotes`, the
+all-reduce that agrees on stop signals; `Fusion.agreed`), with no clock in
+the loop: time budgets become step counts at the pace of the last runs.
+Under a `ClusterCoordinator` the silent steps are one closure, counted on the
+host when scheduled (`LoopRunner.schedules_steps`), their number decided the
+same way.
 """
 
 from __future__ import annotations
@@ -55,6 +47,8 @@ from monsession._fusion._plan import (
     UNCAPPED,
     FusionPolicy,
     PlanningHooks,
+    DueHooks,
+    Plan,
     QuietSteps,
     plan,
     seconds_per_call,
@@ -79,13 +73,16 @@ class Call(NamedTuple):
     `fetches`: what to run, a step source's input taken (`None`: the silent
     steps took its last one, nothing is left to run); `quiet`: run it without
     the hooks; else with them, told of the `silent` steps before it and the
-    outputs `kept` from them.
+    outputs `kept` from them. `due`: the ids of the hooks to call (`None`: all
+    the call chose); `told`: the silent steps each is told, when they differ.
     """
 
     fetches: Fetches | None
     quiet: bool = False
     silent: int = 0
     kept: Kept | None = None
+    due: frozenset[int] | None = None
+    told: dict[object, int] | None = None
 
 
 class StepVotes(Protocol):
@@ -114,18 +111,14 @@ def fusion_for(owner: str, cap: int | None, hooks: PlanningHooks) -> Fusion | No
       hooks: The session's hooks (`HookDispatcher`), whose `FusionPolicy` is read once.
     """
     blocking = tuple(type(hook).__name__ for hook in hooks.every_step)
-    fusion = Fusion(owner, cap, FusionPolicy(blocking, hooks.next_actions))
+    fusion = Fusion(owner, cap, FusionPolicy(blocking, hooks.next_actions, hooks.planning))
     return fusion if fusion.skips_hooks() else None
 
 
 class Fusion:
-    """Decides and runs the silent and quiet steps of one monitored session.
-
-    Args:
-      owner: The session's class name, for log lines.
-      cap: The most steps per call (silent ones plus the last), or `None`.
-      policy: The hooks' `FusionPolicy`: they all plan ahead, or fusion is off.
-    """
+    """Decides and runs the silent and quiet steps of one monitored session: `owner`
+    names it in log lines, `cap` is the most steps per call (`None`: no cap), `policy`
+    the hooks' `FusionPolicy`."""
 
     def __init__(self, owner: str, cap: int | None, policy: FusionPolicy) -> None:
         self._owner = owner
@@ -135,6 +128,7 @@ class Fusion:
         self._enabled = self._cap > 1
         self._explained = False  # Whether a call that cannot be fused was explained.
         self._quiet = QuietSteps(policy)
+        self._due = DueHooks(policy.planning)
         self._runner: LoopRunner | None = None  # Of the current session.
         self._read_step = self._known  # The runner's `known_step` once attached.
         self._quiet_fetches = _QuietFetches(None)
@@ -165,32 +159,37 @@ class Fusion:
 
         Only a training call with all the hooks skips them.
         """
-        silent, kept = 0, None
+        silent, kept, coming, quiet_plan = 0, None, None, False
         if selection.hooks is None and selection.training:
             if self._enabled:
-                silent, kept = self._run_silent_steps(fetches, feed_dict)
-            may_skip = not silent and self._quiet.enabled
-            may_skip = may_skip and (not isinstance(fetches, StepSource) or _may_run_quiet(fetches))
-            if may_skip and self._quiet.next_is_quiet(self._read_step):
-                return Call(self._quiet_fetches(fetches), quiet=True)
+                silent, kept, coming = self._run_silent_steps(fetches, feed_dict)
+            quiet = self._quiet
+            if coming is None and not silent and quiet.enabled:  # Maybe a quiet step.
+                if not isinstance(fetches, StepSource) or _may_run_quiet(fetches):
+                    if quiet.next_is_quiet(self._read_step):
+                        return Call(self._quiet_fetches(fetches), quiet=True)
+                    quiet_plan = True  # This step follows the quiet steps' plan.
         bound = fetches.bind(silent) if isinstance(fetches, StepSource) else fetches
         if bound is None:  # The silent steps took a step source's last input.
             self._quiet.report_later(silent)
             return Call(None)
         # Quiet steps before this run count as silent ones for its hooks.
-        return Call(bound, silent=silent + self._quiet.take(), kept=kept)
+        quiet_steps, followed = self._quiet.take()
+        runs = silent + 1
+        if quiet_plan:
+            coming, runs = followed, quiet_steps + 1
+        silent += quiet_steps
+        due, told = self._due.call(coming, runs, selection.hooks, silent, selection.training)
+        return Call(bound, silent=silent, kept=kept, due=due, told=told)
 
     def agree_with_workers(self) -> None:
         """Fuses only the silent steps the workers agreed on (`agreed`), never by the clock."""
         self._peers = True
 
     def next_silent_steps(self) -> int:
-        """Under collective ops, after each run: the silent steps this worker allows next.
-
-        As many as its hooks allow, and as its time budget (or the time a hook
-        acts at) allows at the pace of the last fused loop (before the first
-        one, of the runs since it was last asked; none before a pace is known).
-        """
+        """Under collective ops, after each run: the silent steps this worker allows next,
+        by its hooks, and by its time budget at the pace of the last fused loop (or of
+        the runs since it was last asked; none before a pace is known)."""
         self._agreed = 0
         global_step = self._known()
         if not self._enabled or global_step is None:
@@ -217,34 +216,40 @@ class Fusion:
         """The global step after the last run, if the host knows it."""
         return None if self._runner is None else self._runner.known_step()
 
-    def _run_silent_steps(self, fetches: Fetches, feed_dict: FeedDict | None) -> tuple[int, Kept]:
-        """Runs the silent steps before the coming run, if any: how many ran, what was kept."""
+    def _run_silent_steps(
+        self, fetches: Fetches, feed_dict: FeedDict | None
+    ) -> tuple[int, Kept, Plan | None]:
+        """Runs the silent steps before the coming run, if any: how many ran, what was
+        kept, and the plan they followed (`None`: the hooks were not asked)."""
         runner = self._runner
         if runner is None:
-            return 0, {}
+            return 0, {}, None
         if self._peers or runner.schedules_steps():
             counted = self._agreed if self._peers else self.next_silent_steps()
             self._agreed = 0
-            return self._run_counted_steps(fetches, feed_dict, runner, counted)
+            return *self._run_counted_steps(fetches, feed_dict, runner, counted), None
         step, limit = self._fusable(fetches, feed_dict, runner)
         if step is None:
-            return 0, {}
+            return 0, {}, None
         global_step = self._known()
         if global_step is None:
             reason = "the step does not advance the global step by exactly one (or there is none)"
             self._stop_fusing(logging.INFO, reason)
-            return 0, {}
+            return 0, {}, None
         cap = self._cap
+        ends = isinstance(fetches, StepSource) and fetches.ends_silently
         if limit is not None:  # A step source's steps, its last input too if it ends silently.
-            ends = isinstance(fetches, StepSource) and fetches.ends_silently
             cap = min(cap, limit + 1 + ends)
         coming = plan(self._policy, global_step, cap)
-        if coming.acts_now():
-            return 0, {}
-        silent = coming.steps - 1
-        if coming.keep and limit is not None:
-            silent = min(silent, limit)  # Kept outputs go to the hooks of a step after them.
-        return self._run_loop(runner, step, coming.keep, silent, coming.at_time)
+        silent, kept = 0, {}
+        if not coming.acts_now():
+            silent = coming.steps - 1
+            if coming.keep and limit is not None:
+                silent = min(silent, limit)  # Kept outputs go to the hooks of a step after them.
+            silent, kept = self._run_loop(runner, step, coming.keep, silent, coming.at_time)
+        if limit is not None and silent == limit and not ends:
+            return silent, kept, None  # A step source's last input goes to every hook.
+        return silent, kept, coming
 
     def _run_counted_steps(
         self, fetches: Fetches, feed_dict: FeedDict | None, runner: LoopRunner, counted: int
@@ -293,18 +298,13 @@ class Fusion:
         """The `tf.function` to fuse and the cap on its silent steps; says once why not fused."""
         limit = fetches.silent_limit if isinstance(fetches, StepSource) else None
         step = None if feed_dict else fused_function(fetches)
-        if step is None and (limit is not None or runner.calls_a_step(fetches)):
-            self._explain(why_not_fused(fetches, feed_dict, runner.schedules_steps()))
+        if step is None and not self._explained:
+            if limit is not None or runner.calls_a_step(fetches):
+                self._explained = True
+                why_not = why_not_fused(fetches, feed_dict, runner.schedules_steps())
+                message = "%s: steps_per_execution runs this step one step per call: %s."
+                logger.warning(message, self._owner, why_not)
         return step, limit
-
-    def _explain(self, why_not: str) -> None:
-        """Says once per session why a call of a step runs one step, though fusion is on."""
-        if self._explained:
-            return
-        self._explained = True
-        logger.warning(
-            "%s: steps_per_execution runs this step one step per call: %s.", self._owner, why_not
-        )
 
     def _stop_fusing(self, level: int, reason: str) -> None:
         if self._enabled:

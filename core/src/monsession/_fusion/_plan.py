@@ -4,7 +4,7 @@
 the hooks' `next_action` answers say when one of them next acts (`plan`);
 a fused call also ends after `seconds_per_call()` (`MONSESSION_FUSED_CALL_SECONDS`,
 so time-based schedules and Ctrl-C wait no longer). `QuietSteps` holds the
-quiet-step rule.
+quiet-step rule; `DueHooks` which hooks a step with the hooks calls.
 """
 
 from __future__ import annotations
@@ -100,8 +100,12 @@ class PlanningHooks(Protocol):
     def every_step(self) -> Sequence[object]:
         """The hooks that run per step without planning ahead (no `next_action`)."""
 
+    @property
+    def planning(self) -> Sequence[object]:
+        """The hooks that run per step and plan ahead, in order."""
+
     def next_actions(self, global_step: int) -> Sequence[Action]:
-        """When each hook that plans ahead next acts, asked with the global step."""
+        """When each hook that plans ahead (`planning`) next acts, asked with the global step."""
 
 
 class FusionPolicy(NamedTuple):
@@ -113,18 +117,22 @@ class FusionPolicy(NamedTuple):
         run skips the hooks while they are installed.
       next_actions: When each hook that plans ahead next acts, asked with the
         global step (`HookDispatcher.next_actions`).
+      planning: Those hooks, in the same order.
     """
 
     blocking: tuple[str, ...]
     next_actions: Callable[[int], Sequence[Action]]
+    planning: Sequence[object] = ()
 
 
 class Plan(NamedTuple):
-    """When a hook next acts: in `steps` runs (this one is 1) or at `at_time`; what to keep."""
+    """When a hook next acts: in `steps` runs (this one is 1) or at `at_time`; what to keep;
+    each hook's own answer (`actions`, in the hooks' order)."""
 
     steps: int
     at_time: float | None
     keep: tuple[str, ...]
+    actions: Sequence[Action] = ()
 
     def acts_now(self) -> bool:
         """Whether some hook acts on the coming run (by step, or a time already due)."""
@@ -136,13 +144,16 @@ def plan(policy: FusionPolicy, global_step: int, cap: int) -> Plan:
     steps = cap
     deadline: float | None = None
     keep: list[str] = []
-    for action in policy.next_actions(global_step):
+    actions = policy.next_actions(global_step)
+    for action in actions:
         if action.steps is not None:
             steps = min(steps, action.steps)
         if action.at_time is not None:
             deadline = action.at_time if deadline is None else min(deadline, action.at_time)
-        keep.extend(name for name in action.keep if name not in keep)
-    return Plan(steps, deadline, tuple(keep))
+        for name in action.keep:  # No generator: a call fewer per hook.
+            if name not in keep:
+                keep.append(name)
+    return Plan(steps, deadline, tuple(keep), actions)
 
 
 class QuietSteps:
@@ -163,6 +174,7 @@ class QuietSteps:
         self._until: float | None = None  # The time a hook acts at, if any.
         self._done = 0  # Quiet steps since the hooks were last called.
         self._unreported = 0  # Silent steps of runs without a step with the hooks.
+        self._plan: Plan | None = None  # The plan the quiet steps follow.
 
     def next_is_quiet(self, read_step: Callable[[], int | None]) -> bool:
         """Whether the coming single step may skip the hooks.
@@ -181,18 +193,78 @@ class QuietSteps:
         global_step = read_step()
         if global_step is None:
             return False
-        coming = plan(self._policy, global_step, UNCAPPED)
+        coming = self._plan = plan(self._policy, global_step, UNCAPPED)
         if coming.keep or coming.acts_now():
             return False
         self._left, self._until, self._done = coming.steps - 2, coming.at_time, 1
         return True
 
+
     def report_later(self, silent: int) -> None:
         """Silent steps of a run that called no hook: the next run that does reports them."""
         self._unreported += silent
 
-    def take(self) -> int:
-        """The steps since the hooks were last called (for them); forgets the plan."""
-        done = self._done + self._unreported
+    def take(self) -> tuple[int, Plan | None]:
+        """The steps since the hooks were last called (for them), and the plan the
+        coming step with the hooks follows (`None`: unknown); forgets the plan."""
+        done, followed = self._done + self._unreported, self._plan
+        if self._unreported:
+            followed = None
         self._done = self._left = self._unreported = 0
-        return done
+        self._plan = None
+        return done, followed
+
+
+class DueHooks:
+    """Which hooks a step with the hooks calls: after a plan, those acting on it (by
+    step or time) or keeping outputs. A hook skipped is told, when next called, of
+    every step it did not see (its own `SessionRunContext.silent_steps`)."""
+
+    def __init__(self, hooks: Sequence[object]) -> None:
+        self._hooks = tuple(hooks)
+        self._missed = [0] * len(self._hooks)  # Steps each hook did not see beyond the run's.
+        self._missing = False  # Whether some count is not 0.
+
+    def call(
+        self,
+        coming: Plan | None,
+        runs: int,
+        chosen: frozenset[int] | None,
+        silent: int,
+        training: bool,
+    ) -> tuple[frozenset[int] | None, dict[object, int] | None]:
+        """The ids of the hooks a step calls (`None`: all the call `chosen`), and the
+        silent steps each is told (`None`: `silent`, for every hook).
+
+        `coming`: the plan the step follows, of which it is run number `runs`
+        (`None`: no plan, every chosen hook is called). The hooks not called
+        miss `silent` steps more, and this one if it is a `training` step.
+        """
+        due = None if coming is None or not coming.actions else self._due(coming, runs)
+        called = chosen if due is None else due
+        if called is None and not self._missing:
+            return None, None
+        told: dict[object, int] = {}
+        missed = self._missed
+        for index, hook in enumerate(self._hooks):
+            if called is None or id(hook) in called:
+                told[hook] = silent + missed[index]
+                missed[index] = 0
+            else:
+                missed[index] += silent + training
+        self._missing = any(missed)
+        return due, told
+
+    def _due(self, coming: Plan, runs: int) -> frozenset[int] | None:
+        """The ids of the hooks acting on the `runs`-th run under `coming` (`None`: all)."""
+        now = time.time()
+        due = []
+        for hook, action in zip(self._hooks, coming.actions, strict=True):
+            steps, at_time = action.steps, action.at_time
+            if (
+                action.keep
+                or (steps is not None and steps <= runs)
+                or (at_time is not None and at_time <= now)
+            ):
+                due.append(id(hook))
+        return None if len(due) == len(self._hooks) else frozenset(due)

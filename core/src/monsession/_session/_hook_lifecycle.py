@@ -44,13 +44,13 @@ class HookStates:
 
     Args:
       hooks: The driver's `HookDispatcher`, which names the stateful hooks
-        and their keys (`HookDispatcher.state_keys`).
+        and their keys (`HookDispatcher.stateful`).
     """
 
     def __init__(self, hooks: HookDispatcher) -> None:
         # Weakly: a hook keeps this object (`use_hook_state`), and the driver the hooks.
         self._hooks = weakref.ref(hooks)
-        self._keys = hooks.state_keys
+        self._keys = list(hooks.stateful)
         self._in_after_run = False
         self._written_in_step: str | None = None
 
@@ -74,8 +74,9 @@ class HookStates:
         states: dict[str, HookState] = {}
         dispatcher = self._dispatcher()
         for key in self._keys:
-            state = dispatcher.state_dict(key)
-            _strict_json(state, f"{dispatcher.state_owner(key)}.state_dict() (key {key!r})")
+            hook = dispatcher.stateful[key]
+            state = hook.state_dict()
+            _strict_json(state, f"{type(hook).__name__}.state_dict() (key {key!r})")
             states[key] = state
         return states
 
@@ -153,16 +154,16 @@ class HookStates:
             self._load_one(key, states, path)
 
     def _load_one(self, key: str, states: Mapping[str, HookState], path: str) -> None:
-        dispatcher = self._dispatcher()
-        name = dispatcher.state_owner(key)
+        hook = self._dispatcher().stateful[key]
+        name = type(hook).__name__
         if key not in states:
             logger.warning(
                 "%s (key %r) has no saved state in %s; it starts fresh.", name, key, path
             )
             return
-        before = dispatcher.state_dict(key)
+        before = hook.state_dict()
         try:
-            dispatcher.load_state_dict(key, states[key])
+            hook.load_state_dict(states[key])
         except Exception as error:
             logger.warning(
                 "%s (key %r) could not load its saved state from %s (%s: %s); it starts fresh.",
@@ -172,7 +173,7 @@ class HookStates:
                 type(error).__name__,
                 error,
             )
-            dispatcher.load_state_dict(key, before)
+            hook.load_state_dict(before)
             return
         logger.info("%s (key %r): state restored from %s.", name, key, path)
 
@@ -229,6 +230,7 @@ class HookLifecycle:
         run_options: tf.compat.v1.RunOptions | None,
         run_metadata: tf.compat.v1.RunMetadata | None,
         chosen: frozenset[int] | None = None,
+        told: Mapping[object, int] | None = None,
     ) -> None:
         """Calls `after_run`; a hook state written meanwhile is rewritten once all returned.
 
@@ -238,7 +240,9 @@ class HookLifecycle:
         states = self.hook_state
         states.after_run_starts()
         try:
-            self.dispatcher.after_run(run_context, hook_results, run_options, run_metadata, chosen)
+            self.dispatcher.after_run(
+                run_context, hook_results, run_options, run_metadata, chosen, told
+            )
         except BaseException:
             states.after_run_ends(returned=False)
             raise

@@ -11,7 +11,7 @@ acts, or runs quiet (`_fusion`).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from typing import NoReturn
 
 import tensorflow as tf
@@ -27,7 +27,7 @@ from monsession._api._types import FeedKey, Unchecked
 from monsession._backends._backend import Backend, Session
 from monsession._backends._mode import Mode, current_mode
 from monsession._durability._files import file_error_behind
-from monsession._fusion._fusion import Fusion
+from monsession._fusion._fusion import Call, Fusion
 from monsession._fusion._loop import StepSource
 from monsession._session._hook_lifecycle import HookLifecycle
 from monsession._session._session_layers import Results, RunCall, _WrappedSession
@@ -100,6 +100,8 @@ class HookSelection:
 
 
 _new_tuple = tuple.__new__
+_ALL_HOOKS = Call(None)
+"""A step calling all the hooks the call chose, no step before it without them."""
 _NO_OWNERS: dict[FeedKey, str] = {}
 """Which hook fed each key of a step no hook fed (shared: never written to)."""
 
@@ -157,12 +159,11 @@ class _HookedSession(_WrappedSession[Session]):
                 _raise_file_error(error)
         if step.fetches is None:  # The silent steps took a step source's last input.
             return None
-        return self.run_hooked(call._replace(fetches=step.fetches), step.silent, step.kept)
+        return self.run_hooked(call, step)
 
-    def run_hooked(
-        self, call: RunCall, silent: int = 0, kept: Mapping[str, Results] | None = None
-    ) -> Results:
-        """One step with the hooks, `silent` steps (with the outputs `kept`) after their last.
+    def run_hooked(self, call: RunCall, fused: Call = _ALL_HOOKS) -> Results:
+        """One step with the hooks; `fused` (eager mode) says which hooks, and the
+        steps that ran without them (with the outputs kept from those steps).
 
         The step's plan was made before it: which hooks it calls (the
         dispatcher sorts them once per choice of hooks), the context it gives
@@ -170,10 +171,13 @@ class _HookedSession(_WrappedSession[Session]):
         costs nothing; a step with no hook to call runs only the backend.
         """
         fetches, feed_dict, options, run_metadata = call
-        if isinstance(fetches, StepSource):
+        silent, kept, due, told = fused[2:]
+        if fused.fetches is not None:
+            fetches = fused.fetches
+        elif isinstance(fetches, StepSource):
             fetches = fetches.bind(silent)
         selection, backend, context = self.selection, self.backend, self._context
-        chosen = selection.hooks
+        chosen = selection.hooks if due is None else due
         backend.start_run()
         if not selection.training:
             # Not a training step (an evaluation, a second optimizer): it may
@@ -186,7 +190,7 @@ class _HookedSession(_WrappedSession[Session]):
         context._silent_steps, context._silent_outputs = silent, kept or _NOTHING_KEPT
         if self._before or chosen is not None:
             hook_fetches, feed_dict, options, feed_owners = self._dispatcher.before_run(
-                context, feed_dict, options, chosen
+                context, feed_dict, options, chosen, told
             )
         else:
             hook_fetches, feed_owners = {}, _NO_OWNERS
@@ -207,6 +211,7 @@ class _HookedSession(_WrappedSession[Session]):
                 empty_options if options is None else options,
                 empty_metadata if run_metadata is None else run_metadata,
                 chosen,
+                told,
             )
         if context._stop_requested:
             self._should_stop = True
