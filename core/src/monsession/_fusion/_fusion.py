@@ -45,10 +45,10 @@ from monsession._fusion._loop import (
 from monsession._fusion._plan import (
     MAX_COUNTED_SILENT_STEPS,
     UNCAPPED,
-    FusionPolicy,
-    PlanningHooks,
     DueHooks,
+    FusionPolicy,
     Plan,
+    PlanningHooks,
     QuietSteps,
     plan,
     seconds_per_call,
@@ -58,6 +58,7 @@ logger = logging.getLogger("monsession")
 
 Kept = Mapping[str, tf.Tensor]
 """The outputs hooks keep from every silent step, stacked, by name."""
+_NOTHING: Kept = {}  # Kept when no step ran silently (never written to).
 
 
 class Selection(Protocol):
@@ -241,7 +242,7 @@ class Fusion:
         if limit is not None:  # A step source's steps, its last input too if it ends silently.
             cap = min(cap, limit + 1 + ends)
         coming = plan(self._policy, global_step, cap)
-        silent, kept = 0, {}
+        silent, kept = 0, _NOTHING
         if not coming.acts_now():
             silent = coming.steps - 1
             if coming.keep and limit is not None:

@@ -199,7 +199,6 @@ class QuietSteps:
         self._left, self._until, self._done = coming.steps - 2, coming.at_time, 1
         return True
 
-
     def report_later(self, silent: int) -> None:
         """Silent steps of a run that called no hook: the next run that does reports them."""
         self._unreported += silent
