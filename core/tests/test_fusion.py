@@ -152,6 +152,38 @@ def test_each_hook_is_called_only_where_it_acts_and_told_the_steps_it_did_not_se
     assert (fours.before_runs, sixes.before_runs) == (3, 2)
 
 
+class OwnRuns(monsession.SessionRunHook):
+    """Acts every `n` of the runs it saw, as TensorFlow's LoggingTensorHook counts them:
+    its `next_action` answers from its own count, which runs it is not called for leave
+    behind until it is told of them (`silent_steps`)."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.runs, self.acted = n, 0, []
+
+    def before_run(self, run_context):
+        self.runs += run_context.silent_steps
+
+    def after_run(self, run_context, run_values):
+        self.runs += 1
+        if self.runs % self.n == 0:
+            self.acted.append(run_context.global_step_after())
+
+    def next_action(self, global_step):
+        return monsession.NextAction(steps=self.n - self.runs % self.n)
+
+
+@pytest.mark.parametrize("setting", [1, "auto"])
+def test_a_hook_counting_its_own_runs_acts_on_time_beside_one_acting_every_step(setting):
+    counter = Counter()
+    own, every = OwnRuns(4), Calls(1)
+    hooks = [own, every, monsession.StopAtStepHook(last_step=14)]
+    with monsession.MonitoredSession(hooks=hooks, steps_per_execution=setting) as sess:
+        run_until_stop(sess, counter.step)
+    assert every.before_runs == 14
+    assert own.acted == [4, 8, 12]
+    assert own.runs == 12  # Called last at step 12: not told of 13 and 14.
+
+
 def test_quiet_single_steps_call_the_function_a_wrapper_names():
     """A wrapper naming its `tf.function` (`monsession_fused_step`) does
     nothing where no hook acts: quiet steps call that function, through its

@@ -124,12 +124,12 @@ class Fusion:
     def __init__(self, owner: str, cap: int | None, policy: FusionPolicy) -> None:
         self._owner = owner
         self._cap = UNCAPPED if cap is None else cap
-        self._policy = policy
+        self._due = DueHooks(policy.planning, policy.next_actions)
+        policy = self._policy = policy._replace(next_actions=self._due.next_actions)
         self._seconds = seconds_per_call()
         self._enabled = self._cap > 1
         self._explained = False  # Whether a call that cannot be fused was explained.
         self._quiet = QuietSteps(policy)
-        self._due = DueHooks(policy.planning)
         self._runner: LoopRunner | None = None  # Of the current session.
         self._read_step = self._known  # The runner's `known_step` once attached.
         self._quiet_fetches = _QuietFetches(None)
@@ -154,6 +154,7 @@ class Fusion:
         assert self._runner is not None, "attached to a backend that runs no loops"
         self._read_step, self._quiet_fetches = self._runner.known_step, _QuietFetches(self._runner)
         self._agreed, self._paced_from, self._loop_pace = 0, None, None
+        self._due.refresh()
 
     def prepare(self, fetches: Fetches, feed_dict: FeedDict | None, selection: Selection) -> Call:
         """Runs the silent steps of a `run()`, then says how to run the rest (`Call`).

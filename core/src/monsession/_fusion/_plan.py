@@ -214,15 +214,50 @@ class QuietSteps:
         return done, followed
 
 
+class _Due(NamedTuple):
+    """A hook's last answer, as an `Action` from a later global step."""
+
+    steps: int | None
+    at_time: float | None
+    keep: tuple[str, ...]
+
+
 class DueHooks:
     """Which hooks a step with the hooks calls: after a plan, those acting on it (by
     step or time) or keeping outputs. A hook skipped is told, when next called, of
-    every step it did not see (its own `SessionRunContext.silent_steps`)."""
+    every step it did not see (its own `SessionRunContext.silent_steps`).
 
-    def __init__(self, hooks: Sequence[object]) -> None:
+    Every hook is asked at each plan (`next_actions`), but the answer of one not
+    called since its last answer is its last answer, counted down by the global
+    steps since: a hook counting its own runs answers from the runs it saw.
+    """
+
+    def __init__(self, hooks: Sequence[object], ask: Callable[[int], Sequence[Action]]) -> None:
         self._hooks = tuple(hooks)
+        self._ask = ask
         self._missed = [0] * len(self._hooks)  # Steps each hook did not see beyond the run's.
         self._missing = False  # Whether some count is not 0.
+        self._answers: list[tuple[int, Action] | None] = [None] * len(self._hooks)
+
+    def refresh(self) -> None:
+        """Takes every hook's next answer (a new session: the global step may go back)."""
+        self._answers = [None] * len(self._hooks)
+
+    def next_actions(self, global_step: int) -> Sequence[Action]:
+        """When each hook next acts: its answer now, or its last one counted down."""
+        actions = list(self._ask(global_step))
+        answers = self._answers
+        for index, action in enumerate(actions):
+            answer = answers[index]
+            if answer is None:
+                answers[index] = (global_step, action)
+                continue
+            asked_at, action = answer
+            if action.steps is not None:
+                steps = max(1, action.steps - (global_step - asked_at))
+                action = _Due(steps, action.at_time, action.keep)
+            actions[index] = action
+        return actions
 
     def call(
         self,
@@ -237,18 +272,21 @@ class DueHooks:
 
         `coming`: the plan the step follows, of which it is run number `runs`
         (`None`: no plan, every chosen hook is called). The hooks not called
-        miss `silent` steps more, and this one if it is a `training` step.
+        miss `silent` steps more, and this one if it is a `training` step; the
+        ones called answer afresh at the next plan.
         """
         due = None if coming is None or not coming.actions else self._due(coming, runs)
         called = chosen if due is None else due
         if called is None and not self._missing:
+            self._answers = [None] * len(self._hooks)
             return None, None
         told: dict[object, int] = {}
-        missed = self._missed
+        missed, answers = self._missed, self._answers
         for index, hook in enumerate(self._hooks):
             if called is None or id(hook) in called:
                 told[hook] = silent + missed[index]
                 missed[index] = 0
+                answers[index] = None
             else:
                 missed[index] += silent + training
         self._missing = any(missed)
