@@ -120,6 +120,8 @@ class SessionRunHook:
         called on some. It may call `before_run`/`after_run` earlier (e.g.
         at an epoch's last step): they must then do nothing.
         `SessionRunContext.silent_steps` tells how many steps ran without it.
+        Until the hook is called again, its answer stands, counted down by the
+        global steps since (it is asked again, the answer unused).
 
         The default is "on the coming run". A `SecondOrStepTimer` answers it:
         ``return self._timer.next_action(global_step + 1)`` (as `TimedHook` does).

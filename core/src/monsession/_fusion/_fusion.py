@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from typing import NamedTuple, Protocol
 
 import tensorflow as tf
@@ -83,7 +83,7 @@ class Call(NamedTuple):
     silent: int = 0
     kept: Kept | None = None
     due: frozenset[int] | None = None
-    told: dict[object, int] | None = None
+    told: dict[Hashable, int] | None = None
 
 
 class StepVotes(Protocol):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import NamedTuple, Protocol
 
 from monsession._api._types import Unchecked
@@ -101,7 +101,7 @@ class PlanningHooks(Protocol):
         """The hooks that run per step without planning ahead (no `next_action`)."""
 
     @property
-    def planning(self) -> Sequence[object]:
+    def planning(self) -> Sequence[Hashable]:
         """The hooks that run per step and plan ahead, in order."""
 
     def next_actions(self, global_step: int) -> Sequence[Action]:
@@ -122,7 +122,7 @@ class FusionPolicy(NamedTuple):
 
     blocking: tuple[str, ...]
     next_actions: Callable[[int], Sequence[Action]]
-    planning: Sequence[object] = ()
+    planning: Sequence[Hashable] = ()
 
 
 class Plan(NamedTuple):
@@ -232,7 +232,7 @@ class DueHooks:
     steps since: a hook counting its own runs answers from the runs it saw.
     """
 
-    def __init__(self, hooks: Sequence[object], ask: Callable[[int], Sequence[Action]]) -> None:
+    def __init__(self, hooks: Sequence[Hashable], ask: Callable[[int], Sequence[Action]]) -> None:
         self._hooks = tuple(hooks)
         self._ask = ask
         self._missed = [0] * len(self._hooks)  # Steps each hook did not see beyond the run's.
@@ -266,7 +266,7 @@ class DueHooks:
         chosen: frozenset[int] | None,
         silent: int,
         training: bool,
-    ) -> tuple[frozenset[int] | None, dict[object, int] | None]:
+    ) -> tuple[frozenset[int] | None, dict[Hashable, int] | None]:
         """The ids of the hooks a step calls (`None`: all the call `chosen`), and the
         silent steps each is told (`None`: `silent`, for every hook).
 
@@ -280,7 +280,7 @@ class DueHooks:
         if called is None and not self._missing:
             self._answers = [None] * len(self._hooks)
             return None, None
-        told: dict[object, int] = {}
+        told: dict[Hashable, int] = {}
         missed, answers = self._missed, self._answers
         for index, hook in enumerate(self._hooks):
             if called is None or id(hook) in called:

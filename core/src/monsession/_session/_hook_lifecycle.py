@@ -17,7 +17,7 @@ import json
 import logging
 import os
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from monsession._api._dispatcher import HookDispatcher
@@ -230,7 +230,7 @@ class HookLifecycle:
         run_options: tf.compat.v1.RunOptions | None,
         run_metadata: tf.compat.v1.RunMetadata | None,
         chosen: frozenset[int] | None = None,
-        told: Mapping[object, int] | None = None,
+        told: Mapping[Hashable, int] | None = None,
     ) -> None:
         """Calls `after_run`; a hook state written meanwhile is rewritten once all returned.
 
