@@ -402,3 +402,58 @@ def test_the_deprecated_functions_by_session_still_save_and_load_and_warn(graph,
         with deprecated("save_hook_state"):
             written = monsession.plugins.save_hook_state(sess._tf_sess(), prefix)
     assert json.loads(open(written).read())["hooks"] == {"Counter[0]": {"seen": 1}}
+
+
+class CountsOwnRuns(Counter):
+    """`Counter`, planning ahead (eager mode): it acts every 10 of its runs, and is told
+    of the runs it was not called for (`silent_steps`)."""
+
+    def before_run(self, run_context):
+        self.seen += run_context.silent_steps
+
+    def next_action(self, global_step):
+        return monsession.NextAction(steps=10 - self.seen % 10)
+
+
+class SavesAtThree(TakesHookState):
+    """Planning ahead, saves the hooks' state after step 3 only; called on every step by
+    `EveryStep` beside it."""
+
+    def __init__(self, directory):
+        self.prefix = os.path.join(directory, "model.ckpt-3")
+
+    def after_run(self, run_context, run_values):
+        if run_context.global_step_after() == 3:
+            self.hook_state.save(self.prefix)
+
+    def next_action(self, global_step):
+        return monsession.NextAction(steps=max(1, 3 - global_step))
+
+
+class EveryStep(monsession.SessionRunHook):
+    def after_run(self, run_context, run_values):
+        pass
+
+    def next_action(self, global_step):
+        return monsession.NextAction(steps=1)
+
+
+def test_a_hook_not_due_is_called_where_the_state_is_saved_so_its_state_counts_every_step(
+    tmp_path,
+):
+    """Eager mode calls a hook only where it acts, but every hook whose state is saved
+    where a hook saving it acts: the state saved at step 3 counts 3 runs, not 0."""
+    tf.compat.v1.reset_default_graph()
+    global_step = monsession.get_or_create_global_step()
+
+    @tf.function
+    def step():
+        global_step.assign_add(1)
+
+    counter, saver = CountsOwnRuns(), SavesAtThree(str(tmp_path))
+    with monsession.MonitoredSession(hooks=[counter, EveryStep(), saver]) as sess:
+        for _ in range(5):
+            sess.run(step)
+    with open(tmp_path / "model.ckpt-3.hooks.json") as state_file:
+        assert json.load(state_file)["hooks"] == {"CountsOwnRuns[0]": {"seen": 3}}
+    tf.compat.v1.reset_default_graph()

@@ -209,6 +209,7 @@ class HookDispatcher:
         # The hooks whose state is saved, by key: a hook's `state_key`, else its class
         # name and its index among the stateful hooks of that class ("StepCounterHook[0]").
         self.stateful = _keyed_states(self.hooks, owner)
+        self.state_writers = self._overriding("use_hook_state")
         self._subsets: dict[frozenset[int], tuple[_Hooks, _Hooks]] = {}  # By `_chosen`.
 
     def _overriding(self, name: str) -> tuple[SessionRunHook, ...]:
@@ -238,8 +239,8 @@ class HookDispatcher:
             hook.begin()
 
     def use_hook_state(self, hook_state: HookStateWriter) -> None:
-        """Hands `hook_state` to the hooks that override `use_hook_state`."""
-        for hook in self._overriding("use_hook_state"):
+        """Hands `hook_state` to the hooks that override `use_hook_state` (`state_writers`)."""
+        for hook in self.state_writers:
             hook.use_hook_state(hook_state)
 
     def after_create_session(

@@ -112,7 +112,11 @@ def fusion_for(owner: str, cap: int | None, hooks: PlanningHooks) -> Fusion | No
       hooks: The session's hooks (`HookDispatcher`), whose `FusionPolicy` is read once.
     """
     blocking = tuple(type(hook).__name__ for hook in hooks.every_step)
-    fusion = Fusion(owner, cap, FusionPolicy(blocking, hooks.next_actions, hooks.planning))
+    saved = frozenset(map(id, hooks.stateful.values()))
+    policy = FusionPolicy(
+        blocking, hooks.next_actions, hooks.planning, saved, frozenset(map(id, hooks.state_writers))
+    )
+    fusion = Fusion(owner, cap, policy)
     return fusion if fusion.skips_hooks() else None
 
 
@@ -124,7 +128,7 @@ class Fusion:
     def __init__(self, owner: str, cap: int | None, policy: FusionPolicy) -> None:
         self._owner = owner
         self._cap = UNCAPPED if cap is None else cap
-        self._due = DueHooks(policy.planning, policy.next_actions)
+        self._due = DueHooks(policy)
         policy = self._policy = policy._replace(next_actions=self._due.next_actions)
         self._seconds = seconds_per_call()
         self._enabled = self._cap > 1

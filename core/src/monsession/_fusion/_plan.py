@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import NamedTuple, Protocol
 
 from monsession._api._types import Unchecked
@@ -107,6 +107,14 @@ class PlanningHooks(Protocol):
     def next_actions(self, global_step: int) -> Sequence[Action]:
         """When each hook that plans ahead (`planning`) next acts, asked with the global step."""
 
+    @property
+    def state_writers(self) -> Sequence[Hashable]:
+        """The hooks that save the hooks' state (`use_hook_state`)."""
+
+    @property
+    def stateful(self) -> Mapping[str, Hashable]:
+        """The hooks whose state is saved, by key."""
+
 
 class FusionPolicy(NamedTuple):
     """What the hooks tell fusion, read once per session from its `HookDispatcher`.
@@ -118,11 +126,15 @@ class FusionPolicy(NamedTuple):
       next_actions: When each hook that plans ahead next acts, asked with the
         global step (`HookDispatcher.next_actions`).
       planning: Those hooks, in the same order.
+      saved_together: The ids of the hooks whose state is saved, called with any
+        of those that save it (`writers`), so that the state saved counts every step.
     """
 
     blocking: tuple[str, ...]
     next_actions: Callable[[int], Sequence[Action]]
     planning: Sequence[Hashable] = ()
+    saved_together: frozenset[int] = frozenset()
+    writers: frozenset[int] = frozenset()
 
 
 class Plan(NamedTuple):
@@ -225,16 +237,19 @@ class _Due(NamedTuple):
 class DueHooks:
     """Which hooks a step with the hooks calls: after a plan, those acting on it (by
     step or time) or keeping outputs. A hook skipped is told, when next called, of
-    every step it did not see (its own `SessionRunContext.silent_steps`).
+    every step it did not see (its own `SessionRunContext.silent_steps`). A step on
+    which a hook saving the hooks' state acts calls every hook whose state is saved.
 
     Every hook is asked at each plan (`next_actions`), but the answer of one not
     called since its last answer is its last answer, counted down by the global
     steps since: a hook counting its own runs answers from the runs it saw.
     """
 
-    def __init__(self, hooks: Sequence[Hashable], ask: Callable[[int], Sequence[Action]]) -> None:
-        self._hooks = tuple(hooks)
-        self._ask = ask
+    def __init__(self, policy: FusionPolicy) -> None:
+        self._hooks = tuple(policy.planning)
+        self._ask = policy.next_actions
+        self._writers = policy.writers
+        self._saved_together = policy.saved_together & frozenset(map(id, self._hooks))
         self._missed = [0] * len(self._hooks)  # Steps each hook did not see beyond the run's.
         self._missing = False  # Whether some count is not 0.
         self._answers: list[tuple[int, Action] | None] = [None] * len(self._hooks)
@@ -304,4 +319,7 @@ class DueHooks:
                 or (at_time is not None and at_time <= now)
             ):
                 due.append(id(hook))
-        return None if len(due) == len(self._hooks) else frozenset(due)
+        if self._writers and not self._writers.isdisjoint(due):
+            due.extend(self._saved_together)  # The state saved counts every step.
+        chosen = frozenset(due)
+        return None if len(chosen) >= len(self._hooks) else chosen
