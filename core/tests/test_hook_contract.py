@@ -140,7 +140,7 @@ def test_only_hooks_with_their_own_state_methods_have_saved_state():
         Duck(),
         tf.compat.v1.train.StopAtStepHook(last_step=3),
     ]
-    assert list(HookDispatcher(hooks, "MonitoredSession").stateful) == ["Stateful[0]", "Duck[0]"]
+    assert HookDispatcher(hooks, "MonitoredSession").state_keys == ["Stateful[0]", "Duck[0]"]
 
 
 def test_state_key_is_declared_on_the_base_and_names_the_saved_state():
@@ -151,7 +151,7 @@ def test_state_key_is_declared_on_the_base_and_names_the_saved_state():
         state_key = "mine"
 
     hooks = [Stateful(), Keyed(), Stateful()]
-    keys = list(HookDispatcher(hooks, "MonitoredSession").stateful)
+    keys = HookDispatcher(hooks, "MonitoredSession").state_keys
     assert keys == ["Stateful[0]", "mine", "Stateful[1]"]
 
 

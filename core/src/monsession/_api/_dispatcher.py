@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from monsession._api._hook_api import NextAction, SessionRunHook, hook_overrides
 from monsession._api._run_context import SessionRunArgs, SessionRunContext, SessionRunValues
-from monsession._api._types import FeedKey, HookStateWriter, SessionLike, Unchecked
+from monsession._api._types import FeedKey, HookState, HookStateWriter, SessionLike, Unchecked
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -177,20 +177,15 @@ def _not_the_end_of_data(hook: SessionRunHook | None, error: BaseException) -> R
 
 
 class HookDispatcher:
-    """Calls every method of one session's hooks, in the hooks' order.
+    """Calls every method of one session's `hooks`, in their order (`owner`: the
+    session's class name, for messages).
 
     Built once per session; the hook list does not change afterwards. Each
     method is called only on the hooks that override it (`hook_overrides`),
     except the five of TensorFlow's API other than the per-step pair, which
     every hook has and which are called on every hook, as TensorFlow does.
-
-    Args:
-      hooks: The session's hooks, in order.
-      owner: The session's class name (or the driver's), for messages.
-
-    Raises:
-      TypeError: If a stateful hook's `state_key` is not a non-empty string.
-      ValueError: If two stateful hooks have the same key.
+    Raises `TypeError` for a `state_key` that is not a non-empty string,
+    `ValueError` for two stateful hooks with the same key.
     """
 
     def __init__(self, hooks: Iterable[SessionRunHook], owner: str = "MonitoredSession") -> None:
@@ -207,7 +202,8 @@ class HookDispatcher:
         self._epoch_beginning = self._overriding("epoch_begin")
         self._epoch_ending = self._overriding("epoch_end")
         # The hooks whose state is saved, by key: a hook's `state_key`, else its class
-        # name and its index among the stateful hooks of that class ("StepCounterHook[0]").
+        # name and its index among the stateful hooks of that class ("StepCounterHook[0]"),
+        # and the hooks that save it.
         self.stateful = _keyed_states(self.hooks, owner)
         self.state_writers = self._overriding("use_hook_state")
         self._subsets: dict[frozenset[int], tuple[_Hooks, _Hooks]] = {}  # By `_chosen`.
@@ -303,12 +299,8 @@ class HookDispatcher:
         told: Mapping[Any, int] | None = None,
     ) -> None:
         """Calls `after_run` with each hook's results (`None` for a hook that asked for none);
-        `chosen` and `told` as for `before_run`.
-
-        Raises:
-          RuntimeError: If a hook raises `OutOfRangeError` or `StopIteration`,
-            which must not pass for the end of the input data.
-        """
+        `chosen` and `told` as for `before_run`. Raises `RuntimeError` for a hook raising
+        `OutOfRangeError` or `StopIteration`: not the end of the input data."""
         no_results = _new_tuple(SessionRunValues, (None, run_options, run_metadata))
         if chosen is None:
             hooks = self.after_run_hooks
@@ -335,9 +327,8 @@ class HookDispatcher:
             hook.end(session)
 
     def on_failure(self, session: SessionLike, error: BaseException) -> None:
-        """Calls `on_failure(session, error)` of the hooks that override it, in order.
-
-        What one raises is logged; the next hook is called."""
+        """Calls `on_failure(session, error)` of the hooks that override it, in order;
+        what one raises is logged, and the next one called."""
         for hook in self._failing:
             try:
                 hook.on_failure(session, error)
@@ -350,17 +341,28 @@ class HookDispatcher:
                 )
 
     def next_actions(self, global_step: int) -> list[NextAction]:
-        """Asks each hook that plans ahead when it next acts (`next_action`).
-
-        Raises:
-          TypeError: If a hook returns something other than a `NextAction`.
-        """
+        """Asks each hook that plans ahead when it next acts (`next_action`); raises
+        `TypeError` for an answer that is not a `NextAction`."""
         actions = []
         for hook in self.planning:  # No comprehension: a call fewer, on every step.
             actions.append(action := hook.next_action(global_step))
             if not isinstance(action, NextAction):
                 raise _not_an_action(hook, action)
         return actions
+
+    state_keys = property(lambda self: list(self.stateful), doc="The keys of `stateful`.")
+
+    def state_owner(self, key: str) -> str:
+        """The class name of the hook whose state is saved under `key`."""
+        return _name(self.stateful[key])
+
+    def state_dict(self, key: str) -> HookState:
+        """`state_dict()` of the hook whose state is saved under `key`."""
+        return self.stateful[key].state_dict()
+
+    def load_state_dict(self, key: str, state: HookState) -> None:
+        """`load_state_dict(state)` of the hook whose state is saved under `key`."""
+        self.stateful[key].load_state_dict(state)
 
     def epoch_begin(self, epoch: int) -> None:
         """Calls `epoch_begin(epoch)` of the hooks that override it."""
