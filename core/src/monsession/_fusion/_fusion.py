@@ -128,8 +128,11 @@ class Fusion:
     def __init__(self, owner: str, cap: int | None, policy: FusionPolicy) -> None:
         self._owner = owner
         self._cap = UNCAPPED if cap is None else cap
-        self._due = DueHooks(policy)
-        policy = self._policy = policy._replace(next_actions=self._due.next_actions)
+        # With one hook that plans ahead, a step with the hooks calls it: nothing to choose.
+        self._due = DueHooks(policy) if len(policy.planning) > 1 else None
+        if self._due is not None:
+            policy = policy._replace(next_actions=self._due.next_actions)
+        self._policy = policy
         self._seconds = seconds_per_call()
         self._enabled = self._cap > 1
         self._explained = False  # Whether a call that cannot be fused was explained.
@@ -158,7 +161,8 @@ class Fusion:
         assert self._runner is not None, "attached to a backend that runs no loops"
         self._read_step, self._quiet_fetches = self._runner.known_step, _QuietFetches(self._runner)
         self._agreed, self._paced_from, self._loop_pace = 0, None, None
-        self._due.refresh()
+        if self._due is not None:
+            self._due.refresh()
 
     def prepare(self, fetches: Fetches, feed_dict: FeedDict | None, selection: Selection) -> Call:
         """Runs the silent steps of a `run()`, then says how to run the rest (`Call`).
@@ -185,6 +189,8 @@ class Fusion:
         if quiet_plan:
             coming, runs = followed, quiet_steps + 1
         silent += quiet_steps
+        if self._due is None:
+            return Call(bound, silent=silent, kept=kept)
         due, told = self._due.call(coming, runs, selection.hooks, silent, selection.training)
         return Call(bound, silent=silent, kept=kept, due=due, told=told)
 
