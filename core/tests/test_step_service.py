@@ -9,6 +9,7 @@ import tensorflow as tf
 
 import monsession
 from monsession._api._run_context import finish_run
+from monsession._backends._eager_backend import MOST_UNCHECKED
 from monsession._backends._eager_calls import returning_global_step
 
 
@@ -234,8 +235,54 @@ def test_eager_hook_fetching_now_and_then_reads_only_on_its_steps():
                 sess.run(step)
             reads_per_step.append(reads.count)
     assert hook.seen == [(1, 1.0), (4, 1.0), (7, 1.0)]
-    # The loss and, checked alongside it, the global step: on the hook's steps only.
-    assert reads_per_step == [2, 0, 0, 2, 0, 0, 2, 0, 0]
+    # The loss on the hook's steps only; the global step checked alongside it on
+    # the first and third of them (`MOST_UNCHECKED`).
+    assert reads_per_step == [2, 0, 0, 1, 0, 0, 2, 0, 0]
+
+
+def test_eager_checks_the_step_on_ever_fewer_reads_and_catches_a_late_drift(caplog):
+    global_step = monsession.get_or_create_global_step()
+    increment = tf.Variable(1, dtype=global_step.dtype)
+
+    @tf.function
+    def step():
+        global_step.assign_add(increment)
+        return {"loss": tf.constant(1.0)}
+
+    class FetchLoss(monsession.SessionRunHook):
+        def before_run(self, run_context):
+            return monsession.SessionRunArgs("loss")
+
+    recorder = StepRecorder()
+    reads_per_step = []
+    late = 3 * MOST_UNCHECKED
+    with caplog.at_level(logging.WARNING, logger="monsession"):
+        with monsession.MonitoredSession(hooks=[FetchLoss(), recorder]) as sess:
+            for _ in range(late):
+                with monsession.testing.count_host_reads() as reads:
+                    sess.run(step)
+                reads_per_step.append(reads.count)
+            increment.assign(2)  # From now on the step adds two.
+            for _ in range(MOST_UNCHECKED):
+                sess.run(step)
+    checked = [run for run, count in enumerate(reads_per_step, 1) if count == 2]
+    gaps = [2**k for k in range(1, 7) if 2**k <= MOST_UNCHECKED]
+    expected = [1]
+    for gap in gaps + [MOST_UNCHECKED] * late:
+        if expected[-1] + gap > late:
+            break
+        expected.append(expected[-1] + gap)
+    assert checked == expected
+    assert set(reads_per_step) == {1, 2}
+    # The drift is seen at the next check: within MOST_UNCHECKED runs, then every
+    # run reads the exact step.
+    warned = [r for r in caplog.records if "exactly one per run" in r.getMessage()]
+    assert len(warned) == 1
+    steps_after = [after for _, after in recorder.seen]
+    assert steps_after[:late] == list(range(1, late + 1))
+    assert steps_after[-1] == late + 2 * MOST_UNCHECKED
+    seen_wrong = [i for i, (before, after) in enumerate(recorder.seen) if after != before + 2]
+    assert seen_wrong[-1] < late + MOST_UNCHECKED
 
 
 def test_eager_falls_back_to_exact_reads_when_the_step_adds_more_than_one(caplog):

@@ -42,8 +42,8 @@ _OWN = tuple(
 BUDGET = {
     ("graph", "due"): 116,
     ("graph", "idle"): 68,
-    ("eager", "due"): 121,
-    ("eager", "idle"): 55,
+    ("eager", "due"): 118,
+    ("eager", "idle"): 52,
 }
 _STEPS = 300
 _NEVER = 10**9

@@ -6,10 +6,11 @@ step (a callable fetch may change variables: reads after it start afresh).
 A per-replica value of `strategy.run` becomes one value (`host_value`).
 
 The step service: the global step is read once as the session starts, then
-counted on the host per training run that calls a step. Whenever hooks read
-the device anyway, the variable is compared (a traced step returns it from
-its own call); a step that does not advance it by one is warned of once, and
-the variable is read after every run from then on. Under a
+counted on the host per training run that calls a step. Runs whose hooks read
+the device compare the count with the variable: those that fetch it anyway,
+and the 1st, 3rd, 7th, 15th ... then every `MOST_UNCHECKED`-th (a traced step
+returns it from its own call). A step that does not advance it by one is
+warned of once, and the variable is read after every run from then on. Under a
 `ClusterCoordinator` it is compared only after a join (`ClosureSteps`).
 A run given a step's outputs instead of the step is an error or a warning
 (`check_value_run`).
@@ -49,6 +50,7 @@ def _hook_name(hook: object) -> str:
 
 
 OUTPUT = "output"  # What hooks call a step output that is not a mapping.
+MOST_UNCHECKED = 100  # The most runs whose hooks read the device between two checks of the step.
 
 
 def _output_entry(hook: object, name: str, outputs: object) -> object:
@@ -96,6 +98,9 @@ class EagerBackend:
             and not tf.distribute.has_strategy()
         )
         self._counter = StepCounter(None if self._variable is None else self._read_step)
+        # Runs whose hooks read the device until the next check of the step, and the gap
+        # after it (doubling up to `MOST_UNCHECKED`).
+        self._unchecked, self._check_gap = 1, 1
         if self._variable is not None:
             self._counter.read_before()
         self._loops = EagerLoops(sess, self._counter, self._variable)
@@ -146,8 +151,10 @@ class EagerBackend:
         calls = counted and (loops.last_calls if known else loops.calls_a_step(fetches))
         if counted and not calls and not self._values_checked:
             self._check_value_run(fetches)
-        # Hooks read the device on this run: the step's call also returns the global step.
-        read_with = self._variable if hook_fetches and calls and self._reads_with_step else None
+        # Hooks read the device on this run: a check of the step has the step's call
+        # return the global step too.
+        check = bool(hook_fetches) and calls and self._check_due()
+        read_with = self._variable if check and self._reads_with_step else None
         outputs = self._sess.call(fetches, feed_dict, feed_owners, counted, read_with)
         counter.end_run(calls)
         if calls:
@@ -156,16 +163,25 @@ class EagerBackend:
             if counter.drifted:
                 counter.refresh()
             return outputs, {}
-        return outputs, self._hook_values(hook_fetches, outputs, read_with is not None)
+        return outputs, self._hook_values(hook_fetches, outputs, read_with is not None, check)
+
+    def _check_due(self) -> bool:
+        """Whether this run, whose hooks read the device, checks the host count: every run
+        once drifted, else the 1st, 3rd, 7th ... then every `MOST_UNCHECKED`-th."""
+        self._unchecked -= 1
+        if self._unchecked and not self._counter.drifted:
+            return False
+        self._check_gap = min(2 * self._check_gap, MOST_UNCHECKED)
+        self._unchecked = self._check_gap
+        return True
 
     def _hook_values(
-        self, hook_fetches: HookResults, outputs: Results, step_read: bool
+        self, hook_fetches: HookResults, outputs: Results, step_read: bool, check: bool
     ) -> HookResults:
-        """The values the hooks asked for, then the check of the host count.
+        """The values the hooks asked for, then the host count compared (`_compare_count`).
 
         `step_read`: whether the step's call returned the global step (`returning_global_step`).
         """
-        counter = self._counter
         if self._in_flight:  # Hooks' values may wait for closures: a bounded wait first.
             self._sess.wait_for_closures()
         read: dict[int, Any] = {}  # id of a variable or tensor -> its value, this step.
@@ -179,15 +195,19 @@ class EagerBackend:
                 hook_results[hook] = map_structure(value_of, requested)
             else:
                 hook_results[hook] = self._value_of(outputs, read, hook, requested)
-        if self._in_flight:  # Read after a join, only when asked (module docstring).
-            return hook_results
-        if counter.stale:
-            value = read.get(id(self._variable))
-            if value is not None:  # Read with the hooks' values anyway.
-                counter.adopt(int(value))
-        elif counter.after is not None:
-            self._check_step(read)
+        if not self._in_flight:  # Read after a join, only when asked (module docstring).
+            self._compare_count(read.get(id(self._variable)), check)
         return hook_results
+
+    def _compare_count(self, value: Any, check: bool) -> None:
+        """Takes the step `value` read with the hooks' values (`None`: not read) when the count
+        is unknown; compares the count with the variable when `check` or `value` was read."""
+        counter = self._counter
+        if counter.stale:
+            if value is not None:
+                counter.adopt(int(value))
+        elif counter.after is not None and (check or value is not None):
+            self._check_step(value)
 
     def _check_value_run(self, fetches: Fetches) -> None:
         """`sess.run(train_step())`: an error or a WARNING (`check_value_run`), the first time."""
@@ -201,10 +221,9 @@ class EagerBackend:
                 self._read_step if readable else None,
             )
 
-    def _check_step(self, read: dict[int, Any]) -> None:
-        """Compares the host copy with the variable, read with the hooks' values."""
+    def _check_step(self, value: Any) -> None:
+        """Compares the host copy with the variable's `value` (`None`: read it now)."""
         assert self._variable is not None
-        value = read.get(id(self._variable))
         actual = int(to_numpy(self._variable) if value is None else value)
         if actual != self._counter.after:
             self._counter.drift(
