@@ -5,7 +5,8 @@ return `None` and `after_run` to do nothing, like a periodic hook between its
 triggers) run the small model of `bench_core`, in graph mode (monsession and,
 for reference, `tf.compat.v1.train.MonitoredSession`) and in eager mode.
 For scale, ``graph/raw+calls/100`` is a hand-written `sess.run` loop that
-calls 100 idle hooks' `before_run` and `after_run` around each run: what
+calls 100 idle hooks' `before_run` and `after_run` around each run, and
+``eager/raw+calls/100`` the same around each call of the eager step: what
 the calls alone cost, added over the same loop without them.
 Sessions stay open; variants are interleaved in rotating order over several
 rounds. Reported: the median per-step time, and the microseconds per step
@@ -80,22 +81,27 @@ def graph_sessions() -> Iterator[dict[str, bench_core.GraphVariant]]:
                 variant.close()
 
 
-def calls_around(raw: bench_core.GraphVariant, count: int) -> Callable[[int], float]:
-    """Samples a `sess.run` loop that calls `count` idle hooks' two methods around each run."""
+def calls_around(run: Callable[[], Any], count: int) -> Callable[[], None]:
+    """`run` with `count` idle hooks' two methods called around it, as a hand-written loop would."""
     hooks = idle_hooks(monsession.SessionRunHook, count)
+
+    def step() -> None:
+        for hook in hooks:
+            hook.before_run(None)
+        run()
+        for hook in hooks:
+            hook.after_run(None, None)
+
+    return step
+
+
+def graph_calls_around(raw: bench_core.GraphVariant, count: int) -> Callable[[int], float]:
+    """Samples a `sess.run` loop that calls `count` idle hooks' two methods around each run."""
 
     def sample(steps: int) -> float:
         run, train = raw.session.run, raw.train
-
-        def step() -> None:
-            for hook in hooks:
-                hook.before_run(None)
-            run(train)
-            for hook in hooks:
-                hook.after_run(None, None)
-
         with raw.graph.as_default():
-            return bench_core.timed_calls(step, steps)
+            return bench_core.timed_calls(calls_around(lambda: run(train), count), steps)
 
     return sample
 
@@ -119,7 +125,7 @@ def run(steps: int, rounds: int) -> dict[str, Any]:
     """Measures every variant; returns the results (also written by `main`)."""
     with graph_sessions() as variants:
         graph_samplers = {name: (lambda v=v: v.sample(steps)) for name, v in variants.items()}
-        with_calls = calls_around(variants["graph/raw"], COUNTS[-1])
+        with_calls = graph_calls_around(variants["graph/raw"], COUNTS[-1])
         graph_samplers[f"graph/raw+calls/{COUNTS[-1]}"] = lambda: with_calls(steps)
         samples = bench_core.interleave(graph_samplers, rounds)
     with bench_core.eager_model() as model, eager_sessions(model) as sessions:
@@ -133,6 +139,14 @@ def run(steps: int, rounds: int) -> dict[str, Any]:
             return sample
 
         samplers = {"eager/raw": bench_core.eager_sampler(model, None, "", steps)}
+        eager_calls = calls_around(model.step, COUNTS[-1])
+
+        def sample_eager_calls() -> float:
+            seconds = bench_core.timed_calls(eager_calls, steps)
+            model.wait()
+            return seconds
+
+        samplers[f"eager/raw+calls/{COUNTS[-1]}"] = sample_eager_calls
         samplers.update({name: sampler(session) for name, session in sessions.items()})
         samples.update(bench_core.interleave(samplers, rounds))
     added: dict[str, float] = {}
@@ -145,8 +159,9 @@ def run(steps: int, rounds: int) -> dict[str, Any]:
             added[f"{prefix}/{count}"] = bench_core.paired_difference_us(
                 samples, f"{prefix}/{count}", f"{prefix}/0"
             )
-    calls = f"graph/raw+calls/{COUNTS[-1]}"
-    added[calls] = bench_core.paired_difference_us(samples, calls, "graph/raw")
+    for mode in ("graph", "eager"):
+        calls = f"{mode}/raw+calls/{COUNTS[-1]}"
+        added[calls] = bench_core.paired_difference_us(samples, calls, f"{mode}/raw")
     return {
         "steps_per_sample": steps,
         "rounds": rounds,

@@ -544,12 +544,13 @@ def markdown(report: dict[str, Any]) -> str:
             f"{'' if tf_added is None else f'{tf_added:.1f}'} | "
             f"{added[f'eager/monsession/{count}']:.1f} |"
         )
-    calls = added.get("graph/raw+calls/100")
-    if calls is not None:
+    calls, eager_calls = added.get("graph/raw+calls/100"), added.get("eager/raw+calls/100")
+    if calls is not None and eager_calls is not None:
         lines += [
             "",
             f"For scale: a hand-written `sess.run` loop calling 100 idle hooks' `before_run` and "
-            f"`after_run` around each run adds {calls:.1f} µs per step.",
+            f"`after_run` around each run adds {calls:.1f} µs per step; the same around each "
+            f"call of the eager step, {eager_calls:.1f} µs.",
         ]
     service = report["step_service"]
     service_step, reads = service["median_step_us"], service["eager_host_reads"]
