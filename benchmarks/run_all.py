@@ -349,6 +349,15 @@ FIGURES: list[tuple[str, str, Callable[[dict[str, Any]], float]]] = [
         "µs",
         lambda r: _debug_added_us(r, "raw_read_every_step", "sync", "raw"),
     ),
+    *(
+        (
+            f"{mode}: 100 idle hooks' `before_run` and `after_run` called by hand around each "
+            f"{where} (the floor of the 100-hook row): added per step",
+            "µs",
+            lambda r, mode=mode: r["hooks"]["added_us_per_step"][f"{mode}/raw+calls/100"],
+        )
+        for mode, where in (("graph", "`sess.run`"), ("eager", "call of the step"))
+    ),
 ]
 
 
