@@ -5,21 +5,24 @@ and how many steps were checked while it was. `FiniteFlag.update` adds, to
 the traced step, one NaN test (or `is_finite`) of the loss AND-ed into the
 flag; it returns the flag as a tensor that nobody reads until a check is due.
 
-`FlagCheck` is the host side: a check reads that one flag, and only when it
-is due; when it is down, one more read gives the number of the first bad
-step, and the divergence is named by its global step, which the host knows
-from the number of the step that produced it.
+`FlagCheck` is the host side: a check reads that one flag (checking every
+step, the loss the step returned), and only when it is due; when it is
+down, one more read gives the number of the first bad step, and the
+divergence is named by its global step, which the host knows from the
+number of the step that produced it.
 """
 
 from __future__ import annotations
 
 import bisect
+import math
 from typing import Any
 
 import tensorflow as tf
 
 import monsession
-from monsession import NextAction, SessionRunArgs, SessionRunContext
+from monsession import NextAction, SessionRunArgs
+from monsession.plugins import as_run_context
 from monsession_hooks_debug._loss_checks import CheckSchedule, Divergence, WatchedStep, loss_entry
 
 _HOOK = "NanTensorHook"
@@ -40,7 +43,7 @@ class FiniteFlag:
     """
 
     def __init__(self, name: str, detect_inf: bool) -> None:
-        self._name = name
+        self.name = name
         self._detect_inf = detect_inf
         self._finite: Any = None
         self._good: Any = None
@@ -75,9 +78,9 @@ class FiniteFlag:
         Returns:
           Whether every loss checked so far was good, as a boolean tensor.
         """
-        loss = loss_entry(outputs, self._name)
+        loss = loss_entry(outputs, self.name)
         monsession.plugins.check_scalar(
-            _HOOK, _ARGUMENT, f"the step's {self._name!r} entry", loss.dtype, loss.shape
+            _HOOK, _ARGUMENT, f"the step's {self.name!r} entry", loss.dtype, loss.shape
         )
         if loss.shape.rank != 0:
             loss = tf.reshape(loss, [])
@@ -99,7 +102,12 @@ class FiniteFlag:
         """`update` as a call of its own, after a step that is not a `tf.function`."""
         if self._separate is None:
             self._separate = tf.function(self.update, autograph=False)
-        return self._separate({self._name: loss_entry(outputs, self._name)})
+        return self._separate({self.name: loss_entry(outputs, self.name)})
+
+    def good(self, loss: Any) -> bool:
+        """Whether `loss`, a step's loss tensor, is good, by `update`'s test (one read)."""
+        value = loss.numpy().item()
+        return math.isfinite(value) if self._detect_inf else value == value
 
     def read_finite(self) -> bool:
         """Whether every loss checked so far was good (one read)."""
@@ -121,7 +129,10 @@ class FlagCheck:
     own). Every `every_n` global steps (each step with 1), and in `flush()`,
     the flag is read, and the number of the first bad step only when it is
     down; between checks nothing is read and nothing waits for the device.
-    The host keeps how the numbers of watched steps map to global steps (one
+    With 1, a check reads the loss the run's step returned instead of the
+    flag (one read either way, and the step returns its outputs alone); the
+    flag only when steps ran without the hook since the last check. The
+    host keeps how the numbers of watched steps map to global steps (one
     entry per change of that offset, not one per step).
 
     Args:
@@ -131,9 +142,12 @@ class FlagCheck:
 
     def __init__(self, flag: FiniteFlag, every_n: int) -> None:
         self._flag = flag
+        self._every_n = every_n
         self._schedule = CheckSchedule(every_n)
         self._count = 0  # Watched steps run, as the device counts them.
-        self._latest: Any = None  # The flag this run's call returned, unread.
+        self._latest: Any = None  # The flag this run's call returned, unread...
+        self._loss: Any = None  # ... or (every step) the loss it returned.
+        self._silent = False  # Whether steps ran without the hook before this run.
         self._starts: list[int] = []  # The first step number of each offset...
         self._offsets: list[int | None] = []  # ... and its global step minus number.
 
@@ -145,38 +159,44 @@ class FlagCheck:
         steps and the hook's runs), so the step is meant to be run by the
         session only.
         """
-        if step.flagged is not None:
-            outputs, self._latest = step.call_flagged(args, kwargs)
-        else:
+        if step.flagged is None:
             outputs = step.step_fn(*args, **kwargs)
             self._latest = self._flag.update_after(outputs)
+        elif self._every_n == 1:
+            outputs = step.call(step.updating, args, kwargs)
+            self._loss = outputs[self._flag.name]
+        else:
+            outputs, self._latest = step.call(step.flagged, args, kwargs)
         return outputs
 
-    def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
+    def before_run(self, run_context: Any) -> SessionRunArgs | None:
+        run_context = as_run_context(run_context)
         silent = run_context.silent_steps
         if silent:  # Runs the hook was not called for; fused ones updated the flag in the loop.
             self._count += silent
             self._schedule.add_runs(silent)
             self._note(self._count, run_context.global_step, first=self._count - silent + 1)
-        self._latest = None  # Set again if this run calls the step.
+        self._silent = bool(silent)  # Then this run's loss alone is not the check.
+        self._latest = self._loss = None  # Set again if this run calls the step.
         return None
 
     def next_action(self, global_step: int) -> NextAction:
         return NextAction(steps=self._schedule.steps_to_check(global_step))
 
-    def after_run(self, run_context: SessionRunContext, results: Any) -> Divergence | None:
+    def after_run(self, run_context: Any, results: Any) -> Divergence | None:
         self._count += 1
-        step = run_context.global_step_after()
+        step = as_run_context(run_context).global_step_after()
         self._note(self._count, step)
-        latest, self._latest = self._latest, None  # Quiet steps after this one leave it stale.
-        if self._schedule.due(step):
-            return self._check(step, latest)
+        latest, loss = self._latest, None if self._silent else self._loss
+        self._latest = self._loss = None  # Quiet steps after this one leave them stale.
+        if self._every_n == 1 or self._schedule.due(step):
+            return self._check(step, latest, loss)
         return None
 
     def flush(self) -> Divergence | None:
         self._schedule.forget_runs()
-        self._latest = None
-        return self._check(None, None)
+        self._latest = self._loss = None
+        return self._check(None, None, None)
 
     def _note(self, number: int, step: int | None, first: int | None = None) -> None:
         """Records that watched step `number` (and those from `first` on) ended at `step`."""
@@ -185,20 +205,25 @@ class FlagCheck:
             self._starts.append(number if first is None else first)
             self._offsets.append(offset)
 
-    def _check(self, step: int | None, latest: Any) -> Divergence | None:
-        """Reads the flag: `latest`, the flag this run's step returned, or the variable."""
-        finite = bool(latest.numpy()) if latest is not None else self._flag.read_finite()
+    def _check(self, step: int | None, latest: Any, loss: Any) -> Divergence | None:
+        """Reads the loss this run's step returned, the flag it returned, or the variable."""
+        if loss is not None:
+            finite = self._flag.good(loss)
+        elif latest is not None:
+            finite = bool(latest.numpy())
+        else:
+            finite = self._flag.read_finite()
         if finite:
             del self._starts[:-1], self._offsets[:-1]
             return None
-        number, loss = self._flag.first_bad()
+        number, bad_loss = self._flag.first_bad()
         self._flag.reset(self._count)
         index = bisect.bisect_right(self._starts, number) - 1
         offset = self._offsets[index] if index >= 0 else None
         del self._starts[:-1], self._offsets[:-1]
         checked = step if step is not None else self._known_step()
         detail = f" (found by the check at global step {checked})" if checked is not None else ""
-        return Divergence(loss, None if offset is None else number + offset, detail)
+        return Divergence(bad_loss, None if offset is None else number + offset, detail)
 
     def _known_step(self) -> int | None:
         offset = self._offsets[-1] if self._offsets else None

@@ -21,11 +21,13 @@ import numpy as np
 import tensorflow as tf
 
 import monsession
-from monsession import NextAction, SessionRunArgs, SessionRunContext
+from monsession import NextAction, SessionRunArgs
+from monsession.plugins import as_run_context
 
 _HOOK = "NanTensorHook"
 _ARGUMENT = "loss_tensor"
 _FLOAT_SCALARS = frozenset({float, np.float16, np.float32, np.float64})
+EVERY_STEP = NextAction(steps=1)  # What a check of every step plans: built once.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,24 +53,27 @@ class WatchedStep:
       flagged: A `tf.function` returning the step's outputs and the device
         flag (`FiniteFlag.update`), or `None` when the step is not a
         `tf.function`.
+      updating: A `tf.function` returning the step's outputs only, the flag
+        updated in it (what quiet and fused steps run), or `None` with `flagged`.
     """
 
-    def __init__(self, step_fn: Any, flagged: Any) -> None:
+    def __init__(self, step_fn: Any, flagged: Any, updating: Any) -> None:
         self.step_fn = step_fn
         self.flagged = flagged
+        self.updating = updating
         self._traces = monsession.plugins.Traces()
 
-    def call_flagged(self, args: Any, kwargs: Any) -> Any:
-        """`flagged(*args, **kwargs)`, through its trace as the session calls steps.
+    def call(self, function: Any, args: Any, kwargs: Any) -> Any:
+        """`function(*args, **kwargs)`, through its trace as the session calls steps.
 
         A `tf.function` call binds its arguments and looks its trace up on
         every call; `Traces` calls the trace of the arguments directly.
         """
         if kwargs:
-            return self.flagged(*args, **kwargs)
+            return function(*args, **kwargs)
         if args:
-            return self._traces.call_with(self.flagged, args)
-        return self._traces.call(self.flagged)
+            return self._traces.call_with(function, args)
+        return self._traces.call(function)
 
 
 class LossCheck(Protocol):
@@ -77,10 +82,10 @@ class LossCheck(Protocol):
     def call(self, step: WatchedStep, args: Any, kwargs: Any) -> Any:
         """Runs a call of the watched step; returns the step's outputs."""
 
-    def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
-        """What the hook asks of this run."""
+    def before_run(self, run_context: Any) -> SessionRunArgs | None:
+        """What the hook asks of this run (`run_context` as the hook got it)."""
 
-    def after_run(self, run_context: SessionRunContext, results: Any) -> Divergence | None:
+    def after_run(self, run_context: Any, results: Any) -> Divergence | None:
         """Checks after a run; `results` are the values of what was asked."""
 
     def flush(self) -> Divergence | None:
@@ -172,10 +177,10 @@ class EveryStepCheck:
     def call(self, step: WatchedStep, args: Any, kwargs: Any) -> Any:
         return step.step_fn(*args, **kwargs)
 
-    def before_run(self, run_context: SessionRunContext) -> SessionRunArgs:
+    def before_run(self, run_context: Any) -> SessionRunArgs:
         return self._request
 
-    def after_run(self, run_context: SessionRunContext, results: Any) -> Divergence | None:
+    def after_run(self, run_context: Any, results: Any) -> Divergence | None:
         if not self._value_checked:
             array = np.asarray(results)
             _check_value_type(f"the value of {self._fetch!r}", array.dtype, array.shape)
@@ -185,14 +190,14 @@ class EveryStepCheck:
         kind = type(results)
         loss = float(results) if kind in _FLOAT_SCALARS else float(np.reshape(results, ()))
         if math.isnan(loss) or (self._detect_inf and math.isinf(loss)):
-            return Divergence(loss, run_context.global_step_after())
+            return Divergence(loss, as_run_context(run_context).global_step_after())
         return None
 
     def flush(self) -> None:
         return None
 
     def next_action(self, global_step: int) -> NextAction:
-        return NextAction(steps=1)  # The loss of every step is read.
+        return EVERY_STEP  # The loss of every step is read.
 
 
 class KeptLossCheck:
@@ -236,7 +241,8 @@ class KeptLossCheck:
             self._value_checked = True
         self._losses.append(tf.reshape(losses, [-1]))
 
-    def before_run(self, run_context: SessionRunContext) -> None:
+    def before_run(self, run_context: Any) -> None:
+        run_context = as_run_context(run_context)
         silent = run_context.silent_steps
         if silent:
             # Fused steps: their losses come stacked, after global steps up to this run's.
@@ -253,9 +259,9 @@ class KeptLossCheck:
     def next_action(self, global_step: int) -> NextAction:
         return NextAction(steps=self._schedule.steps_to_check(global_step), keep=(self._name,))
 
-    def after_run(self, run_context: SessionRunContext, results: Any) -> Divergence | None:
+    def after_run(self, run_context: Any, results: Any) -> Divergence | None:
         self._collecting = False
-        step = run_context.global_step_after()  # Known on the host: no device read.
+        step = as_run_context(run_context).global_step_after()  # Known on the host: no read.
         kept = sum(int(losses.shape[0]) for losses in self._losses)
         self._steps.extend([step] * (kept - len(self._steps)))
         if self._schedule.due(step):

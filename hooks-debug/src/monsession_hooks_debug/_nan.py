@@ -37,6 +37,7 @@ from monsession import (
 from monsession.plugins import as_run_context, fused_target, in_eager_mode, steps_called
 from monsession_hooks_debug._finite_flag import FiniteFlag, FlagCheck
 from monsession_hooks_debug._loss_checks import (
+    EVERY_STEP,
     Divergence,
     EveryStepCheck,
     KeptLossCheck,
@@ -173,7 +174,8 @@ class NanTensorHook(SessionRunHook):
 
     def _wrap(self, step_fn: Callable[..., Any]) -> Callable[..., Any]:
         """The wrapper of `watch`, with its flagged `tf.function`s when `step_fn` is one."""
-        step = WatchedStep(step_fn, self._traced(step_fn))
+        updating = self._traced(step_fn, flag_only=True)
+        step = WatchedStep(step_fn, self._traced(step_fn), updating)
 
         @functools.wraps(
             step_fn, assigned=("__module__", "__name__", "__qualname__", "__doc__"), updated=()
@@ -186,20 +188,18 @@ class NanTensorHook(SessionRunHook):
 
         self._watching.add(watched)
         inner = fused_target(step_fn)
-        if self._flag is not None and isinstance(inner, _POLYMORPHIC):
-            # What the session fuses: the step and, with the flag check, its update.
-            watched.monsession_fused_step = self._traced(inner, flag_only=True)  # type: ignore[attr-defined]
-        else:
-            watched.monsession_fused_step = step_fn  # type: ignore[attr-defined]
+        # What the session fuses: the step and, with the flag check, its update.
+        fused = updating if inner is step_fn else self._traced(inner, flag_only=True)
+        watched.monsession_fused_step = step_fn if fused is None else fused  # type: ignore[attr-defined]
         return watched
 
     def _traced(self, step_fn: Any, flag_only: bool = False) -> Any:
         """A `tf.function` calling `step_fn` and updating the device flag, or `None`.
 
-        `flag_only`: the step's outputs only (the fused loop's step, which the
-        session may trace before the first run); the update is traced in
-        wherever the flag check is used: outside `tf.distribute` strategies.
-        Otherwise the outputs and the flag.
+        `flag_only`: the step's outputs only (what quiet and fused steps run,
+        which the session may trace before the first run); the update is
+        traced in wherever the flag check is used: outside `tf.distribute`
+        strategies. Otherwise the outputs and the flag.
         """
         flag = self._flag
         if flag is None or not isinstance(step_fn, _POLYMORPHIC):
@@ -231,23 +231,22 @@ class NanTensorHook(SessionRunHook):
             self._report(None, self._check.flush())
 
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
-        run_context = as_run_context(run_context)
-        if self._check is None:  # Used without begin(), as TensorFlow allows.
-            self._check = self._make_check()
-        if not self._watched_seen:
-            self._choose_check(run_context.original_args.fetches)
-        return self._check.before_run(run_context)
+        check = self._check
+        if check is None or not self._watched_seen:
+            check = self._first_run(run_context)
+        return check.before_run(run_context)
 
     def next_action(self, global_step: int) -> NextAction:
         """Every step, or (kept losses) the step at which the next check is due."""
-        if self._check is None:
-            return NextAction(steps=1)
+        if self._every_n == 1 or self._check is None:
+            return EVERY_STEP
         return self._check.next_action(global_step)
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
-        run_context = as_run_context(run_context)
         assert self._check is not None
-        self._report(run_context, self._check.after_run(run_context, run_values.results))
+        found = self._check.after_run(run_context, run_values.results)
+        if found is not None:
+            self._report(run_context, found)
 
     def end(self, session: Any) -> None:
         if self._check is not None:
@@ -279,13 +278,14 @@ class NanTensorHook(SessionRunHook):
             )
         return KeptLossCheck(fetch, self._every_n, self._detect_inf)
 
-    def _choose_check(self, fetches: Any) -> None:
-        """At the first run: checks a watched step on the device (see `_loss_checks`)."""
+    def _first_run(self, run_context: SessionRunContext) -> LossCheck:
+        """The check, chosen at the first run: a watched step is checked on the device
+        (see `_loss_checks`); made here if the hook is used without `begin()`."""
+        check = self._check if self._check is not None else self._make_check()
         self._watched_seen = True
-        steps = steps_called(fetches)
+        steps = steps_called(as_run_context(run_context).original_args.fetches)
         watched = any(step is wrapper for wrapper in self._watching for step in steps)
-        kept = isinstance(self._check, KeptLossCheck)
-        if kept and not watched:
+        if isinstance(check, KeptLossCheck) and not watched:
             raise ValueError(
                 f"{_HOOK}(check_every_n_steps={self._every_n}) checks losses kept on the "
                 "device, so it must see the step's outputs: run the step wrapped by this "
@@ -296,7 +296,9 @@ class NanTensorHook(SessionRunHook):
                 if not self._flag.ready:  # Used without begin().
                     self._flag.create()
                     self._flag.reset()
-                self._check = FlagCheck(self._flag, self._every_n)
+                check = FlagCheck(self._flag, self._every_n)
+        self._check = check
+        return check
 
     def _report(self, run_context: SessionRunContext | None, found: Divergence | None) -> None:
         """Fails or requests a stop for a divergence, as TensorFlow's hook does."""
