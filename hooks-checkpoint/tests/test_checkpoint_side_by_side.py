@@ -167,8 +167,14 @@ def test_secs_schedule_matches_tensorflow(tmp_path):
         with tf.Graph().as_default():
             gstep = monsession.get_or_create_global_step()
             new_gstep = tf.compat.v1.assign_add(gstep, 1)
+            # Every checkpoint kept: on a slow machine each step may save, and the
+            # default max_to_keep=5 would then delete the start's.
+            scaffold = module.Scaffold(saver=tf.compat.v1.train.Saver(max_to_keep=None))
             with module.MonitoredTrainingSession(
-                checkpoint_dir=logdir, save_checkpoint_secs=0.1, **ONLY_CHECKPOINTS
+                checkpoint_dir=logdir,
+                save_checkpoint_secs=0.1,
+                scaffold=scaffold,
+                **ONLY_CHECKPOINTS,
             ) as session:
                 session.run(new_gstep)
                 import time
