@@ -42,11 +42,13 @@ SOURCES = (
 
 
 def _debug_entries(result: dict[str, Any]) -> dict[str, float]:
-    """`bench_debug`'s ratios to the session without the hook, per executor."""
+    """`bench_debug`'s ratios to the session without the hook, and the µs per step that
+    fetching the loss adds, per executor."""
     return {
-        f"{executor}/{name}": ratio
+        f"{executor}/{name}": value
         for executor, measured in result["executors"].items()
-        for name, ratio in measured["nan_hook_overhead_over_session"].items()
+        for kind in ("nan_hook_overhead_over_session", "added_us_per_step")
+        for name, value in measured.get(kind, {}).items()
     }
 
 
