@@ -37,9 +37,9 @@ _OWN = os.path.dirname(monsession_hooks_debug.__file__)
 # 100 check (13, 39).
 BUDGET = {
     "fetched every step": (5, 20),
-    "watched every step": (11, 29),
+    "watched every step": (11, 28),
     "watched every 100, quiet step": (0, 0),
-    "watched every 100, check step": (12, 38),
+    "watched every 100, check step": (13, 35),
 }
 
 

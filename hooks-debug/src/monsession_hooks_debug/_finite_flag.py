@@ -3,7 +3,7 @@
 `FiniteFlag` holds the device variables: whether every loss so far was good
 and how many steps were checked while it was. `FiniteFlag.update` adds, to
 the traced step, one NaN test (or `is_finite`) of the loss AND-ed into the
-flag; it returns the flag as a tensor that nobody reads until a check is due.
+flag; the step returns its own outputs alone.
 
 `FlagCheck` is the host side: a check reads that one flag (checking every
 step, the loss the step returned), and only when it is due; when it is
@@ -18,6 +18,7 @@ import bisect
 import math
 from typing import Any
 
+import numpy as np
 import tensorflow as tf
 
 import monsession
@@ -72,12 +73,8 @@ class FiniteFlag:
         self._finite.assign(True)
         self._good.assign(checked)
 
-    def update(self, outputs: Any) -> Any:
-        """Checks the loss in `outputs`, inside the step being traced.
-
-        Returns:
-          Whether every loss checked so far was good, as a boolean tensor.
-        """
+    def update(self, outputs: Any) -> None:
+        """Checks the loss in `outputs`, inside the step being traced."""
         loss = loss_entry(outputs, self.name)
         monsession.plugins.check_scalar(
             _HOOK, _ARGUMENT, f"the step's {self.name!r} entry", loss.dtype, loss.shape
@@ -96,22 +93,24 @@ class FiniteFlag:
                 tf.where(first, tf.cast(loss, tf.float64), self._bad_loss.read_value()),
                 read_value=False,
             )
-        return after
 
-    def update_after(self, outputs: Any) -> Any:
+    def update_after(self, outputs: Any) -> None:
         """`update` as a call of its own, after a step that is not a `tf.function`."""
         if self._separate is None:
             self._separate = tf.function(self.update, autograph=False)
-        return self._separate({self.name: loss_entry(outputs, self.name)})
+        self._separate({self.name: loss_entry(outputs, self.name)})
 
     def good(self, loss: Any) -> bool:
-        """Whether `loss`, a step's loss tensor, is good, by `update`'s test (one read)."""
-        value = loss.numpy().item()
+        """Whether `loss`, a step's loss (a tensor, or a host value of a step that is no
+        `tf.function`), is good by `update`'s test: one read."""
+        value = (loss.numpy() if isinstance(loss, tf.Tensor) else np.asarray(loss)).item()
         return math.isfinite(value) if self._detect_inf else value == value
 
     def read_finite(self) -> bool:
-        """Whether every loss checked so far was good (one read)."""
-        return bool(self._finite.numpy())
+        """Whether every loss checked so far was good (one read, with the one op it needs:
+        `numpy()` of the variable adds a name scope and an `Identity`)."""
+        finite = self._finite
+        return bool(tf.raw_ops.ReadVariableOp(resource=finite.handle, dtype=finite.dtype).numpy())
 
     def first_bad(self) -> tuple[int, float]:
         """The number of the first bad step and its loss (read when a check found one)."""
@@ -126,13 +125,12 @@ class FlagCheck:
     Each watched step updates the device flag (`FiniteFlag`) in the same call,
     fused and quiet steps too (they call the flag-updating function the
     wrapper names; a step that is not a `tf.function`: in a call of its
-    own). Every `every_n` global steps (each step with 1), and in `flush()`,
-    the flag is read, and the number of the first bad step only when it is
-    down; between checks nothing is read and nothing waits for the device.
-    With 1, a check reads the loss the run's step returned instead of the
-    flag (one read either way, and the step returns its outputs alone); the
-    flag only when steps ran without the hook since the last check. The
-    host keeps how the numbers of watched steps map to global steps (one
+    own). Every `every_n` global steps, and in `flush()`, the flag is read,
+    and the number of the first bad step only when it is down; between checks
+    nothing is read and nothing waits for the device. With a check every
+    step, a check reads the loss the run's step returned instead (one read
+    either way), and the flag only after steps that ran without the hook.
+    The host keeps how the numbers of watched steps map to global steps (one
     entry per change of that offset, not one per step).
 
     Args:
@@ -145,8 +143,7 @@ class FlagCheck:
         self._every_n = every_n
         self._schedule = CheckSchedule(every_n)
         self._count = 0  # Watched steps run, as the device counts them.
-        self._latest: Any = None  # The flag this run's call returned, unread...
-        self._loss: Any = None  # ... or (every step) the loss it returned.
+        self._loss: Any = None  # Checking every step: the loss this run's step returned.
         self._silent = False  # Whether steps ran without the hook before this run.
         self._starts: list[int] = []  # The first step number of each offset...
         self._offsets: list[int | None] = []  # ... and its global step minus number.
@@ -159,25 +156,25 @@ class FlagCheck:
         steps and the hook's runs), so the step is meant to be run by the
         session only.
         """
-        if step.flagged is None:
+        if step.updating is None:
             outputs = step.step_fn(*args, **kwargs)
-            self._latest = self._flag.update_after(outputs)
-        elif self._every_n == 1:
-            outputs = step.call(step.updating, args, kwargs)
-            self._loss = outputs[self._flag.name]
+            self._flag.update_after(outputs)
         else:
-            outputs, self._latest = step.call(step.flagged, args, kwargs)
+            outputs = step.call(step.updating, args, kwargs)
+        if self._every_n == 1:
+            self._loss = outputs[self._flag.name]
         return outputs
 
     def before_run(self, run_context: Any) -> SessionRunArgs | None:
-        run_context = as_run_context(run_context)
-        silent = run_context.silent_steps
+        # A context of TensorFlow's sessions has no silent steps (`as_run_context`).
+        silent = getattr(run_context, "silent_steps", 0)
         if silent:  # Runs the hook was not called for; fused ones updated the flag in the loop.
             self._count += silent
             self._schedule.add_runs(silent)
-            self._note(self._count, run_context.global_step, first=self._count - silent + 1)
+            before = run_context.global_step
+            self._note(self._count, before, first=self._count - silent + 1)
         self._silent = bool(silent)  # Then this run's loss alone is not the check.
-        self._latest = self._loss = None  # Set again if this run calls the step.
+        self._loss = None  # Set again if this run calls the step.
         return None
 
     def next_action(self, global_step: int) -> NextAction:
@@ -187,16 +184,16 @@ class FlagCheck:
         self._count += 1
         step = as_run_context(run_context).global_step_after()
         self._note(self._count, step)
-        latest, loss = self._latest, None if self._silent else self._loss
-        self._latest = self._loss = None  # Quiet steps after this one leave them stale.
+        loss = None if self._silent else self._loss
+        self._loss = None  # Quiet steps after this one leave it stale.
         if self._every_n == 1 or self._schedule.due(step):
-            return self._check(step, latest, loss)
+            return self._check(step, loss)
         return None
 
     def flush(self) -> Divergence | None:
         self._schedule.forget_runs()
-        self._latest = self._loss = None
-        return self._check(None, None, None)
+        self._loss = None
+        return self._check(None, None)
 
     def _note(self, number: int, step: int | None, first: int | None = None) -> None:
         """Records that watched step `number` (and those from `first` on) ended at `step`."""
@@ -205,14 +202,9 @@ class FlagCheck:
             self._starts.append(number if first is None else first)
             self._offsets.append(offset)
 
-    def _check(self, step: int | None, latest: Any, loss: Any) -> Divergence | None:
-        """Reads the loss this run's step returned, the flag it returned, or the variable."""
-        if loss is not None:
-            finite = self._flag.good(loss)
-        elif latest is not None:
-            finite = bool(latest.numpy())
-        else:
-            finite = self._flag.read_finite()
+    def _check(self, step: int | None, loss: Any) -> Divergence | None:
+        """Reads `loss`, the loss this run's step returned, or (`None`) the flag."""
+        finite = self._flag.good(loss) if loss is not None else self._flag.read_finite()
         if finite:
             del self._starts[:-1], self._offsets[:-1]
             return None

@@ -50,16 +50,14 @@ class WatchedStep:
 
     Args:
       step_fn: The step as the user gave it.
-      flagged: A `tf.function` returning the step's outputs and the device
-        flag (`FiniteFlag.update`), or `None` when the step is not a
-        `tf.function`.
-      updating: A `tf.function` returning the step's outputs only, the flag
-        updated in it (what quiet and fused steps run), or `None` with `flagged`.
+      updating: A `tf.function` calling the step and updating the device flag
+        (`FiniteFlag.update`) in the same call, returning the step's outputs
+        (what quiet and fused steps run too), or `None` when the step is not
+        a `tf.function`.
     """
 
-    def __init__(self, step_fn: Any, flagged: Any, updating: Any) -> None:
+    def __init__(self, step_fn: Any, updating: Any) -> None:
         self.step_fn = step_fn
-        self.flagged = flagged
         self.updating = updating
         self._traces = monsession.plugins.Traces()
 

@@ -173,9 +173,9 @@ class NanTensorHook(SessionRunHook):
         return watched
 
     def _wrap(self, step_fn: Callable[..., Any]) -> Callable[..., Any]:
-        """The wrapper of `watch`, with its flagged `tf.function`s when `step_fn` is one."""
-        updating = self._traced(step_fn, flag_only=True)
-        step = WatchedStep(step_fn, self._traced(step_fn), updating)
+        """The wrapper of `watch`, with its flag-updating `tf.function` when `step_fn` is one."""
+        updating = self._updating(step_fn)
+        step = WatchedStep(step_fn, updating)
 
         @functools.wraps(
             step_fn, assigned=("__module__", "__name__", "__qualname__", "__doc__"), updated=()
@@ -189,17 +189,16 @@ class NanTensorHook(SessionRunHook):
         self._watching.add(watched)
         inner = fused_target(step_fn)
         # What the session fuses: the step and, with the flag check, its update.
-        fused = updating if inner is step_fn else self._traced(inner, flag_only=True)
+        fused = updating if inner is step_fn else self._updating(inner)
         watched.monsession_fused_step = step_fn if fused is None else fused  # type: ignore[attr-defined]
         return watched
 
-    def _traced(self, step_fn: Any, flag_only: bool = False) -> Any:
-        """A `tf.function` calling `step_fn` and updating the device flag, or `None`.
+    def _updating(self, step_fn: Any) -> Any:
+        """A `tf.function` calling `step_fn`, updating the device flag and returning the
+        step's outputs, or `None` (no flag, or `step_fn` is no `tf.function`).
 
-        `flag_only`: the step's outputs only (what quiet and fused steps run,
-        which the session may trace before the first run); the update is
-        traced in wherever the flag check is used: outside `tf.distribute`
-        strategies. Otherwise the outputs and the flag.
+        The session may trace it before the first run; the update is traced in
+        wherever the flag check is used: outside `tf.distribute` strategies.
         """
         flag = self._flag
         if flag is None or not isinstance(step_fn, _POLYMORPHIC):
@@ -207,8 +206,6 @@ class NanTensorHook(SessionRunHook):
 
         def flagged(*args: Any, **kwargs: Any) -> Any:
             outputs = step_fn(*args, **kwargs)
-            if not flag_only:
-                return outputs, flag.update(outputs)
             if not tf.distribute.has_strategy():
                 flag.create()
                 flag.update(outputs)
