@@ -15,6 +15,10 @@ Variants, each calling its own copy of the same `tf.function` step:
   running the step with the hand-written flag, read by the loop after every
   step or every 100 steps: what the flag and its reads cost under the
   session, the floor of a hook doing the same;
+* ``session_flag_outputs_every_100``: the same flag read every 100 steps
+  (from its variable), the step returning its outputs as ``sess.run(step)``
+  does (the flag alone, above, spares unpacking them): the floor of a check
+  that leaves the step's outputs to the caller, as ``watch`` does;
 * ``hook_fetch_every_step``: that session with the least a hook fetching the
   loss every step does (``before_run`` returns ``SessionRunArgs("loss")``,
   ``after_run`` keeps the value; no ``next_action``);
@@ -71,6 +75,7 @@ VARIANTS = (
     "session",
     "session_flag_every_step",
     "session_flag_every_100",
+    "session_flag_outputs_every_100",
     "hook_fetch_every_step",
     "nan_every_step",
     "nan_every_step_watch",
@@ -112,24 +117,26 @@ def make_step() -> tuple[Any, Any]:
     return step, global_step
 
 
-def hand_written_flag_check(step: Any, every: int, run: Any = None) -> Any:
+def hand_written_flag_check(step: Any, every: int, run: Any = None, outputs: bool = False) -> Any:
     """Checking by hand: a loop that ANDs `loss == loss` into a device flag
     inside the step and reads the flag after every `every` calls (each call
     with 1: the floor of any every-step check). `run` calls the step (by
-    default the loop calls it itself)."""
+    default the loop calls it itself). The step returns the flag, or with
+    `outputs` the step's outputs (the flag is then read from its variable)."""
     finite = tf.Variable(True, trainable=False)
     calls = itertools.count(1)
 
     @tf.function(autograph=False)
     def checked() -> Any:
-        loss = step()["loss"]
+        results = step()
+        loss = results["loss"]
         after = tf.logical_and(finite.read_value(), tf.equal(loss, loss))
         finite.assign(after, read_value=False)
-        return after
+        return results if outputs else after
 
     def call() -> None:
-        flag = checked() if run is None else run(checked)
-        if next(calls) % every == 0 and not flag.numpy():
+        returned = checked() if run is None else run(checked)
+        if next(calls) % every == 0 and not (finite if outputs else returned).numpy():
             raise FloatingPointError("NaN loss")
 
     return call
@@ -181,7 +188,8 @@ class Runner:
         self.session = monsession.MonitoredSession(hooks=hooks)
         session = self.session
         if variant.startswith("session_flag_"):
-            self.call = hand_written_flag_check(step, every, session.run)
+            outputs = "_outputs_" in variant
+            self.call = hand_written_flag_check(step, every, session.run, outputs)
             return
 
         def call() -> Any:
@@ -253,7 +261,11 @@ def run(steps: int, rounds: int) -> dict[str, Any]:
                 "every_100": round(medians["nan_every_100"] / medians["session"], 3),
                 **{
                     f"hand_written_{variant}": round(medians[variant] / medians["session"], 3)
-                    for variant in ("session_flag_every_step", "session_flag_every_100")
+                    for variant in (
+                        "session_flag_every_step",
+                        "session_flag_every_100",
+                        "session_flag_outputs_every_100",
+                    )
                 },
             },
         }
