@@ -1,12 +1,9 @@
 """What the session layers get from a mode: the raw session, its `Backend`, how it is created.
 
 A backend runs one merged step (the caller's fetches and the hooks'), and
-knows the global step of every run on the host: that is the *step service*
-hooks read through `SessionRunContext.global_step` and
-`SessionRunContext.global_step_after()`. The graph backend wraps a
-`tf.compat.v1.Session`, the eager backend an `EagerSession`; both keep the
-host copy of the step in a `StepCounter`. The session layers speak only to
-these types and never ask which mode they are in.
+knows the global step of every run on the host (a `StepCounter`): the *step
+service* behind `SessionRunContext.global_step`. The session layers speak
+only to these types and never ask which mode they are in.
 """
 
 from __future__ import annotations
@@ -135,14 +132,9 @@ class Backend(Protocol):
         run_metadata: tf.compat.v1.RunMetadata | None,
         feed_owners: Mapping[FeedKey, str],
     ) -> tuple[Results, HookResults]:
-        """Runs one step (the caller's fetches, or step) with each hook's fetches.
-
-        `options`: merged, or `None` when nobody asked for any; `feed_owners`:
-        the hook that fed each key, for error messages.
-
-        Returns:
-          `(caller_results, {hook: hook_results})`.
-        """
+        """Runs one step (the caller's fetches, or step) with each hook's fetches; returns
+        `(caller_results, {hook: hook_results})`. `options`: merged, or `None` when nobody
+        asked for any; `feed_owners`: the hook that fed each key, for error messages."""
 
     def loop_runner(self) -> LoopRunner | None:
         """What runs this backend's fused loops (see `_fusion`); `None`: it runs single steps."""

@@ -177,11 +177,9 @@ class StepAgreement:
 
     A signal usually reaches one worker, and each worker's hooks plan their
     own next action; yet all must run the same steps. After each run every
-    worker adds its votes (the signal it received, the silent steps it could
-    fuse) to one all-reduce of a small vector: one slot per signal number,
-    then one per count of silent steps up to `MAX_COUNTED_SILENT_STEPS` (an
-    all-reduce only sums). All then see the lowest signal and the fewest
-    steps. Build it with `StepAgreement.of(strategy)` (traced once).
+    worker votes in one all-reduce (it only sums) of a small vector: one slot
+    per signal number, then one per count of silent steps. Build it with
+    `StepAgreement.of(strategy)` (traced once).
     """
 
     @classmethod
@@ -195,7 +193,7 @@ class StepAgreement:
     def __init__(self, strategy: tf.distribute.Strategy) -> None:
         self._strategy = strategy
         self._signal_slots = int(signal.NSIG)
-        slots = self._signal_slots + MAX_COUNTED_SILENT_STEPS + 1
+        self._slots = self._signal_slots + MAX_COUNTED_SILENT_STEPS + 1
 
         @tf.function(autograph=False)
         def all_reduce(votes: tf.Tensor) -> tf.Tensor:
@@ -205,20 +203,11 @@ class StepAgreement:
             )
 
         self._all_reduce = all_reduce
-        self._slots = slots
 
     def agree(self, received: int | None, silent_steps: int = 0) -> tuple[int | None, int]:
-        """Every worker must call this once per step, with what it received and can fuse.
-
-        Args:
-          received: The signal this worker received, or `None`.
-          silent_steps: How many silent steps this worker's hooks allow in the
-            next run (0: none; at most `MAX_COUNTED_SILENT_STEPS` count).
-
-        Returns:
-          `(signal, silent_steps)`: the lowest-numbered signal some worker
-          received (or `None`), and the fewest silent steps of any worker.
-        """
+        """Every worker must call this once per step, with the signal it `received` (or
+        `None`) and the `silent_steps` its hooks allow next (at most `MAX_COUNTED_SILENT_STEPS`
+        count); returns the lowest signal some worker received, and the fewest steps."""
         votes = np.zeros(self._slots, np.int32)
         if received:
             votes[received] = 1  # Slot 0 is no signal number.

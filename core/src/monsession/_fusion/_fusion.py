@@ -87,20 +87,12 @@ class Call(NamedTuple):
 
 
 class StepVotes(Protocol):
-    """The workers' agreement after each run under collective ops (`StepAgreement`).
-
-    Every worker must run the same steps: each says how many silent steps
-    its hooks and clock allow in the next run, and all of them fuse the fewest.
-    """
+    """The workers' agreement after each run under collective ops (`StepAgreement`)."""
 
     def agree(self, received: int | None, silent_steps: int = 0) -> tuple[int | None, int]:
-        """Every worker calls this once per run: the signal it received, the steps it allows.
-
-        Returns:
-          The lowest-numbered signal some worker received (or `None`), and
-          the fewest silent steps any worker allows (at most
-          `MAX_COUNTED_SILENT_STEPS`).
-        """
+        """Every worker calls this once per run with the signal it received and the silent
+        steps it allows; returns the lowest signal received (or `None`), and the fewest
+        steps allowed (at most `MAX_COUNTED_SILENT_STEPS`)."""
 
 
 def fusion_for(owner: str, cap: int | None, hooks: PlanningHooks) -> Fusion | None:
@@ -147,9 +139,8 @@ class Fusion:
         self._paced_from: tuple[int, float] | None = None  # (global step, time) last asked.
         self._loop_pace: float | None = None  # Seconds per step of the last fused loop.
         if policy.blocking:
-            hooks = ", ".join(policy.blocking)
-            reason = f"{hooks} must act on every step (no next_action() method)"
-            self._stop_fusing(logging.INFO, reason)
+            reason = "must act on every step (no next_action() method)"
+            self._stop_fusing(logging.INFO, f"{', '.join(policy.blocking)} {reason}")
 
     def skips_hooks(self) -> bool:
         """Whether some run may skip the hooks (fused or quiet steps)."""
@@ -290,11 +281,8 @@ class Fusion:
         at_time: float | None,
         timed: bool = True,
     ) -> tuple[int, Kept]:
-        """Up to `silent` steps in the fused loop, before `at_time` if given.
-
-        `timed`: whether the loop also ends after the time budget; the workers'
-        agreed steps and scheduled closures run exactly the steps asked for.
-        """
+        """Up to `silent` steps in the fused loop, before `at_time` if given, and within the
+        time budget if `timed` (the workers' agreed steps and closures are not)."""
         loop = loop_for(step, keep, runner)  # Traced before the clock starts.
         deadline = time.time() + self._seconds if timed else math.inf
         if at_time is not None:
@@ -325,12 +313,8 @@ class Fusion:
 
 
 def _quiet_step(fetches: Fetches, runner: LoopRunner | None) -> Fetches:
-    """What a quiet step runs: the `tf.function` a fused loop would run, through its trace.
-
-    For a wrapper naming one in its `monsession_fused_step` (which does
-    nothing on the steps where no hook acts), that function; a step that
-    schedules closures is always run as it is.
-    """
+    """What a quiet step runs: the `tf.function` a fused loop would run (that a wrapper names
+    in its `monsession_fused_step`), but a step that schedules closures as it is."""
     step = fused_function(fetches)
     if step is None or step is fetches or (runner is not None and runner.schedules_steps()):
         return fetches
@@ -353,9 +337,6 @@ class _QuietFetches:
 
 
 def _may_run_quiet(fetches: StepSource) -> bool:
-    """Whether a step source's run may skip the hooks: not when it takes an input they must see.
-
-    A step source's last input (an epoch's last batch) goes to the hooks
-    unless the source `ends_silently` (no hook acts at the epoch's end).
-    """
+    """Whether a step source's run may skip the hooks: not when it takes its last input (an
+    epoch's last batch), unless the source `ends_silently` (no hook acts at the epoch's end)."""
     return fetches.silent_limit >= 1 or fetches.ends_silently

@@ -2,14 +2,9 @@
 
 What a run may be given beside plain fetches: a `BoundStep` (`sess.call`),
 a `StepSource` (an `Epochs` step); what fusion asks a backend for: its
-`LoopRunner`. `loop_for` builds (once per step function, global step and
-kept entries, across sessions) a `tf.function(max_steps, deadline)` that
-runs the step while fewer than `max_steps` ran and the deadline has not
-passed, and returns how
-many ran, the global step after them, and the entries hooks keep from every
-step. It takes the count and the deadline as tensors, so it is traced once
-per step function, never per count. `_fusion` decides how many steps to
-run; the backend's `LoopRunner` runs the loop.
+`LoopRunner`. `loop_for` builds the loop once per step function, global
+step and kept entries (`_build_loop`), across sessions, and never per count.
+`_fusion` decides how many steps to run; the backend's `LoopRunner` runs it.
 """
 
 from __future__ import annotations
@@ -86,10 +81,8 @@ class LoopRunner(Protocol):
         """The global step after the last run, if the host counts it (no device read)."""
 
     def schedules_steps(self) -> bool:
-        """Whether steps run later, as closures on workers (a `ClusterCoordinator`).
-
-        A loop then runs exactly the steps asked for, counted when it is scheduled.
-        """
+        """Whether steps run later, as closures on workers (a `ClusterCoordinator`): a loop
+        then runs exactly the steps asked for, counted when it is scheduled."""
 
     def calls_a_step(self, fetches: Fetches) -> bool:
         """Whether running `fetches` calls a step (a callable, not only values)."""
@@ -107,13 +100,9 @@ class LoopRunner(Protocol):
         deadline: float,
         keeps: bool,
     ) -> tuple[int, Mapping[str, tf.Tensor]]:
-        """Runs `loop(max_steps, deadline)` and advances the host step by the steps it ran.
-
-        `keeps`: whether the loop keeps outputs (a scheduled loop's are then waited for).
-
-        Returns:
-          How many steps ran (or were scheduled), and the kept outputs, stacked.
-        """
+        """Runs `loop(max_steps, deadline)` and advances the host step by the steps it ran;
+        returns how many ran (or were scheduled) and the kept outputs, stacked (`keeps`: the
+        loop keeps outputs, a scheduled loop's are then waited for)."""
 
 
 class RunsLoops(Protocol):
@@ -146,11 +135,8 @@ def fused_function(fetches: Fetches) -> tf.types.experimental.PolymorphicFunctio
 
 
 def fused_target(step: Fetches) -> Fetches:
-    """What `step` names in its `monsession_fused_step` attribute, through wrappers of wrappers.
-
-    E.g. `NanTensorHook.watch` of a step that schedules a closure names that step,
-    which names the `tf.function` it schedules.
-    """
+    """What `step` names in its `monsession_fused_step` attribute, through wrappers of wrappers
+    (`NanTensorHook.watch` of a step that names the `tf.function` it schedules)."""
     for _ in range(8):  # Wrappers nest a few deep; a cycle ends here.
         inner = getattr(step, FUSED_STEP_ATTRIBUTE, None)
         if inner is None or inner is step:
@@ -266,12 +252,9 @@ def _kept_specs(
 def _build_loop(
     step: tf.types.experimental.PolymorphicFunction, variable: tf.Variable, keep: tuple[str, ...]
 ) -> tf.types.experimental.PolymorphicFunction:
-    """A `tf.function(max_steps, deadline)` running `step` silently.
-
-    It runs the step while fewer than `max_steps` ran and `tf.timestamp()`
-    is before `deadline`, and returns how many ran, the global step after
-    them, and the kept entries stacked.
-    """
+    """A `tf.function(max_steps, deadline)` running `step` silently while fewer than
+    `max_steps` ran and before `deadline`; it returns how many ran, the global step after
+    them, and the kept entries stacked (the count and deadline are tensors: traced once)."""
     specs = _kept_specs(step, keep) if keep else []
     traced = weakref.ref(step)  # Called only while tracing: the cache's key stays weak.
 
