@@ -1,17 +1,10 @@
 """The steps the eager backend does not call one by one: fused loops and closures.
 
-`EagerLoops` is the backend's `LoopRunner`: a loop runs on the device and
-returns how many steps ran and the global step after them, which the host
-count adopts (a step that does not advance the global step by exactly one
-makes the count drift: hooks then read it from the device). Under a
-`ClusterCoordinator` the loop is one closure, scheduled and counted at once.
-
-The coordinator runs a closure again on another worker when its worker fails
-(at-least-once execution), so a closure that advances the global step itself
-may advance it twice for one step. The session sees that only when the
-coordinator is joined and the variable holds more than the steps it counted
-(`ClosureSteps`): it warns once, and takes the variable's value from then on.
-A global step the session owns is advanced on the coordinator, once per run.
+`EagerLoops` is the backend's `LoopRunner`: the host count adopts the global step a loop returns
+(drifting if a step does not advance it by exactly one). Under a `ClusterCoordinator` the loop
+is one closure, scheduled and counted at once; a closure run again on another worker may advance
+a global step it owns twice, which `ClosureSteps` notices at each join. A global step the
+session owns is advanced on the coordinator, once per run.
 """
 
 from __future__ import annotations
@@ -86,8 +79,8 @@ class EagerLoops:
         deadline: float,
         keeps: bool,
     ) -> tuple[int, Mapping[str, tf.Tensor]]:
-        """Runs the fused loop, and advances the host step (see `LoopRunner`); on an error
-        (the end of the data ends the loop after the last full step), reads it back first."""
+        """Runs the fused loop, and advances the host step (see `LoopRunner`); on an error (the end
+        of the data ends the loop after the last full step), reads it back first."""
         coordinator = self._sess.coordinator
         if coordinator is not None:  # Closures in flight.
             return self._schedule(coordinator, loop, max_steps, keeps)
@@ -120,12 +113,8 @@ class EagerLoops:
         steps: int,
         keeps: bool,
     ) -> tuple[int, Mapping[str, tf.Tensor]]:
-        """Schedules `steps` silent steps as one closure, counted now (the closure runs later).
-
-        An owned global step is advanced here, once, on the coordinator:
-        never in the closure, which may run again on another worker. Kept
-        entries wait for the closure.
-        """
+        """Schedules `steps` silent steps as one closure, counted now; an owned global step is
+        advanced here, never in the closure (it may run twice). Kept entries wait for it."""
         remote = coordinator.schedule(
             loop, args=(tf.constant(steps, tf.int64), tf.constant(math.inf, tf.float64))
         )

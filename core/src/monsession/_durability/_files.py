@@ -13,6 +13,7 @@ EFBIG, EOVERFLOW and ERANGE to OUT_OF_RANGE, so such a write inside a step arriv
 from __future__ import annotations
 
 import atexit
+import contextlib
 import errno
 import json
 import logging
@@ -104,10 +105,8 @@ class DirectoryLock:
             logger.warning(
                 "Taking over the lock %s of %s, which no longer runs.", self.path, _describe(holder)
             )
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.remove(self.path)
-            except FileNotFoundError:
-                pass
         raise DirectoryLockedError(
             f"Could not take the lock {self.path} of checkpoint_dir {self.directory!r}: other "
             "processes keep taking it."
@@ -137,10 +136,8 @@ class DirectoryLock:
         self._held = False
         holder = _read(self.path)
         if holder and holder.get("token") == self._content["token"]:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.remove(self.path)
-            except FileNotFoundError:
-                pass
 
 
 class DirectoryLockHandle:

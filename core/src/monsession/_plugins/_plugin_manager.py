@@ -220,10 +220,7 @@ def get_plugin_manager() -> pluggy.PluginManager:
 
 
 def warn_once(message: str, key: str | None = None) -> None:
-    """Logs `message` at WARNING on the ``monsession`` logger once per plugin manager.
-
-    `key` (default: `message`) is what makes two warnings the same one.
-    """
+    """Logs `message` at WARNING once per plugin manager (per `key`, default `message`)."""
     discovery().warn_once(message, key)
 
 

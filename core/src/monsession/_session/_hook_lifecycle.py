@@ -1,15 +1,6 @@
-"""`HookLifecycle`: the one order in which every driver takes its hooks through a run.
-
-`begin()` (then `use_hook_state` hands the hooks that write checkpoints the
-`HookStates`); `created(...)` at each session created (the state saved beside
-the checkpoint restored from is loaded, then `after_create_session`);
-`after_run` around each step; `end(session)` once the steps in flight
-settled, or `failed(session, error)`. The monitored session and drivers
-outside one (`HooksCallback`) call these phases; the order is decided here.
-
-`HookStates` writes ``<checkpoint prefix>.hooks.json`` (one rename) before
-the checkpoint, so the latest checkpoint always has its hook state.
-"""
+"""`HookLifecycle`: the one order in which every driver (the monitored session,
+`HooksCallback`) takes its hooks through a run; `HookStates`: the hooks' state, written
+as ``<checkpoint prefix>.hooks.json`` (one rename) before each checkpoint."""
 
 from __future__ import annotations
 

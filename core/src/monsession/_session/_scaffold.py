@@ -22,10 +22,6 @@ _GraphKeys = _v1.GraphKeys
 _T = TypeVar("_T")
 
 
-def _first_not_none(value: _T | None, fallback: _T | None) -> _T | None:
-    return value if value is not None else fallback
-
-
 class Scaffold:
     """Gathers or builds the pieces used to initialize, restore and save.
 
@@ -70,24 +66,11 @@ class Scaffold:
         copy_from_scaffold: Scaffold | None = None,
         local_init_feed_dict: FeedDict | None = None,
     ) -> None:
-        if copy_from_scaffold is not None:
-            if not isinstance(copy_from_scaffold, Scaffold):
-                raise TypeError(
-                    "copy_from_scaffold is not a Scaffold instance: got "
-                    f"{type(copy_from_scaffold).__name__}."
-                )
-            other = copy_from_scaffold
-            init_op = _first_not_none(init_op, other.init_op)
-            init_feed_dict = _first_not_none(init_feed_dict, other.init_feed_dict)
-            init_fn = _first_not_none(init_fn, other.user_init_fn)
-            ready_op = _first_not_none(ready_op, other.ready_op)
-            ready_for_local_init_op = _first_not_none(
-                ready_for_local_init_op, other.ready_for_local_init_op
+        if copy_from_scaffold is not None and not isinstance(copy_from_scaffold, Scaffold):
+            raise TypeError(
+                "copy_from_scaffold is not a Scaffold instance: got "
+                f"{type(copy_from_scaffold).__name__}."
             )
-            local_init_op = _first_not_none(local_init_op, other.local_init_op)
-            local_init_feed_dict = _first_not_none(local_init_feed_dict, other.local_init_feed_dict)
-            summary_op = _first_not_none(summary_op, other.summary_op)
-            saver = _first_not_none(saver, other.saver)
         self._user_init_fn: Callable[[Scaffold, Session], None] | None = init_fn
         self._init_op = init_op
         self._init_feed_dict = init_feed_dict
@@ -97,6 +80,10 @@ class Scaffold:
         self._local_init_feed_dict = local_init_feed_dict
         self._summary_op = summary_op
         self._saver = saver
+        if copy_from_scaffold is not None:  # It fills the pieces not given here.
+            for piece in _PIECES:
+                if getattr(self, f"_{piece}") is None:
+                    setattr(self, f"_{piece}", getattr(copy_from_scaffold, piece))
 
     def finalize(self) -> Scaffold:
         """Creates the missing pieces and finalizes the default graph (eager mode: nothing);
@@ -105,26 +92,10 @@ class Scaffold:
         return self
 
     def _build_graph(self) -> None:
-        if self._init_op is None:
-            self._init_op = Scaffold.get_or_default("init_op", _GraphKeys.INIT_OP, _default_init_op)
-        if self._ready_op is None:
-            self._ready_op = Scaffold.get_or_default(
-                "ready_op", _GraphKeys.READY_OP, _default_ready_op
-            )
-        if self._ready_for_local_init_op is None:
-            self._ready_for_local_init_op = Scaffold.get_or_default(
-                "ready_for_local_init_op",
-                _GraphKeys.READY_FOR_LOCAL_INIT_OP,
-                _default_ready_for_local_init_op,
-            )
-        if self._local_init_op is None:
-            self._local_init_op = Scaffold.get_or_default(
-                "local_init_op", _GraphKeys.LOCAL_INIT_OP, _default_local_init_op
-            )
-        if self._summary_op is None:
-            self._summary_op = Scaffold.get_or_default(
-                "summary_op", _GraphKeys.SUMMARY_OP, _v1.summary.merge_all
-            )
+        for piece, collection_key, default_constructor in _GRAPH_PIECES:
+            if getattr(self, f"_{piece}") is None:
+                default = Scaffold.get_or_default(piece, collection_key, default_constructor)
+                setattr(self, f"_{piece}", default)
         self._saver = _graph_saver(self._saver)
         _v1.get_default_graph().finalize()
         logger.info("Graph was finalized.")
@@ -257,6 +228,24 @@ def _default_ready_for_local_init_op() -> tf.Tensor:
         ],
         0,
     )
+
+
+# The pieces `copy_from_scaffold` fills, and those `finalize()` finds in the graph or builds.
+_PIECES = (
+    "init_op init_feed_dict user_init_fn ready_op ready_for_local_init_op local_init_op "
+    "local_init_feed_dict summary_op saver"
+).split()
+_GRAPH_PIECES: tuple[tuple[str, str, Callable[[], tf.Operation | tf.Tensor | None]], ...] = (
+    ("init_op", _GraphKeys.INIT_OP, _default_init_op),
+    ("ready_op", _GraphKeys.READY_OP, _default_ready_op),
+    (
+        "ready_for_local_init_op",
+        _GraphKeys.READY_FOR_LOCAL_INIT_OP,
+        _default_ready_for_local_init_op,
+    ),
+    ("local_init_op", _GraphKeys.LOCAL_INIT_OP, _default_local_init_op),
+    ("summary_op", _GraphKeys.SUMMARY_OP, _v1.summary.merge_all),
+)
 
 
 def _default_saver() -> tf.compat.v1.train.Saver:

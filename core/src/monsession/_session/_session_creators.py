@@ -186,21 +186,13 @@ class ChiefSessionCreator(_ScaffoldedCreator):
         checkpoint_dir: str | os.PathLike[str] | None = None,
         checkpoint_filename_with_path: str | os.PathLike[str] | None = None,
     ) -> None:
+        path = checkpoint_filename_with_path
         check_creator_arguments(
-            "ChiefSessionCreator",
-            scaffold,
-            master,
-            config,
-            checkpoint_dir,
-            checkpoint_filename_with_path,
+            "ChiefSessionCreator", scaffold, master, config, checkpoint_dir, path
         )
         super().__init__(scaffold, master, config)
         self._checkpoint_dir = None if checkpoint_dir is None else os.fspath(checkpoint_dir)
-        self._checkpoint_filename_with_path = (
-            None
-            if checkpoint_filename_with_path is None
-            else os.fspath(checkpoint_filename_with_path)
-        )
+        self._checkpoint_filename_with_path = None if path is None else os.fspath(path)
 
     def create_restored(self) -> CreatedSession:
         """The chief's session and the checkpoint restored into it (`None`: initialized)."""
@@ -286,9 +278,8 @@ class CoordinatedSessionCreator(SessionCreator):
 
     Each session created (again after a preemption error): the raw session
     from `session_creator` (ours, or one of TensorFlow's), a coordinator and
-    the queue runners, then `HookLifecycle.created` (the hooks' state loaded,
-    then `after_create_session`), then the hooked and coordinated layers.
-    `fusion` is the session's `Fusion`, or `None` (graph mode, or no fusing).
+    the queue runners, then `HookLifecycle.created`, then the hooked and
+    coordinated layers. `fusion`: the session's `Fusion`, or `None`.
     """
 
     session_creator: SessionCreator | TFSessionCreator
