@@ -1,9 +1,8 @@
 """monsession: TensorFlow's MonitoredSession for graph and eager mode, with plugins.
 
-The top level holds what a training loop uses; what only hook packages need
-is in `monsession.plugins`, helpers for tests in `monsession.testing`.
-`import monsession` does not import TensorFlow: the names that need it are
-loaded on first use.
+The top level holds what a training loop uses; what only hook packages need is in
+`monsession.plugins`, helpers for tests in `monsession.testing`. `import monsession` does not
+import TensorFlow: the names that need it are loaded on first use.
 """
 
 from __future__ import annotations

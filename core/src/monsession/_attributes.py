@@ -2,10 +2,9 @@
 
 `lazy_attributes` loads a module's names on first use (no TensorFlow at import).
 
-Deprecations follow docs/stability.md. Each is one `Deprecated` entry of
-`DEPRECATED`: the old spelling warns through `Deprecated.warn`, and the API
-check (`tools/api_manifest.py`) lets a public name disappear only once it is
-listed here and its removing release is reached.
+Deprecations follow docs/stability.md. Each is one `Deprecated` entry of `DEPRECATED`: the old
+spelling warns through `Deprecated.warn`, and the API check (`tools/api_manifest.py`) lets a
+public name disappear only once it is listed here and its removing release is reached.
 
 Stdlib only: the API check loads this file without installing monsession.
 """

@@ -1,10 +1,9 @@
 """Every private TensorFlow symbol core uses, in one place.
 
-Each entry says why the public API does not do: either there is none, or
-the private path is measurably faster (the figure is quoted; measured on
-TensorFlow 2.21, 2-core CPU machine, tiny model of `benchmarks/`). The
-test `core/tests/test_tf_compat.py` touches every symbol, so a TensorFlow
-release that removes one fails with a message naming it.
+Each entry says why the public API does not do: either there is none, or the private path is
+measurably faster (the figure is quoted; measured on TensorFlow 2.21, 2-core CPU machine, tiny
+model of `benchmarks/`). The test `core/tests/test_tf_compat.py` touches every symbol, so a
+TensorFlow release that removes one fails with a message naming it.
 
 Import this module only where TensorFlow is already needed.
 """
@@ -49,10 +48,9 @@ def prepared_step(
 ) -> Callable[[], list[Any]]:
     """`Session._make_callable_from_options`: a C++ step fetching and running these names.
 
-    A step through it costs 0.43x the public `Session.make_callable` for the
-    standard hook set's merged fetches (name lookups skipped per call), see
-    `benchmarks/results/core.json` ("graph_callable_vs_make_callable").
-    `CallableOptions` is not exported under `tf.compat.v1`.
+    A step through it costs 0.43x the public `Session.make_callable` for the standard hook set's
+    merged fetches (name lookups skipped per call), see `benchmarks/results/core.json`
+    ("graph_callable_vs_make_callable"). `CallableOptions` is not exported under `tf.compat.v1`.
     """
     from tensorflow.core.protobuf import config_pb2
 
@@ -117,12 +115,11 @@ def file_writer_cache_get_or_add(
 ) -> tf.compat.v1.summary.FileWriter:
     """The writer `tf.compat.v1.summary.FileWriterCache` holds for `logdir`, else `create()`'s.
 
-    `FileWriterCache._lock` and `_cache`: `FileWriterCache.get(logdir)` names
-    its event file by seconds and host only (two processes starting in the
-    same second corrupt one file), and the cache takes no writer with a
-    `filename_suffix` publicly. Ours keeps one writer and event file per
-    directory per process, shared with TensorFlow's hooks. `create` is called
-    under the cache's lock; `logdir` is the key as given.
+    `FileWriterCache._lock` and `_cache`: `FileWriterCache.get(logdir)` names its event file by
+    seconds and host only (two processes starting in the same second corrupt one file), and the
+    cache takes no writer with a `filename_suffix` publicly. Ours keeps one writer and event
+    file per directory per process, shared with TensorFlow's hooks. `create` is called under the
+    cache's lock; `logdir` is the key as given.
     """
     cache_class = tf.compat.v1.summary.FileWriterCache
     with cache_class._lock:
@@ -160,13 +157,11 @@ _CONFIGURING = threading.Lock()
 def one_line_per_record() -> None:
     """Removes the handler TensorFlow gave its logger once the root logger has one; once.
 
-    `tf.get_logger()` adds a stderr handler to the ``"tensorflow"`` logger if
-    the root logger has none yet: a program that configures logging after
-    importing TensorFlow would print every record twice. Once records reach a
-    root handler, TensorFlow's own (a plain `StreamHandler` with
-    `logging.BASIC_FORMAT`) goes; handlers a program added stay. Each
-    monitored session and `monsession.tf_logging` line calls it; it acts once
-    per process.
+    `tf.get_logger()` adds a stderr handler to the ``"tensorflow"`` logger if the root logger
+    has none yet: a program that configures logging after importing TensorFlow would print every
+    record twice. Once records reach a root handler, TensorFlow's own (a plain `StreamHandler`
+    with `logging.BASIC_FORMAT`) goes; handlers a program added stay. Each monitored session and
+    `monsession.tf_logging` line calls it; it acts once per process.
     """
     if _LOGGER_CONFIGURED.is_set() or not logging.getLogger().handlers:
         return  # Done, or nothing to do until records reach a root handler.
@@ -247,10 +242,9 @@ def is_plain_resource_variable(variable: object) -> bool:
 def read_variable_to_host(variable: tf.Variable) -> np.ndarray | np.generic:
     """The value of a variable as NumPy, with one `ReadVariableOp`.
 
-    For a plain `ResourceVariable` (no caching device) this skips the name
-    scope and extra `Identity` of `numpy()`: 0.55x its time per read on CPU,
-    the largest part of a host read (`benchmarks/results/core.json`,
-    "eager_read_fast_vs_numpy"). Other variables use `numpy()`.
+    For a plain `ResourceVariable` (no caching device) this skips the name scope and extra
+    `Identity` of `numpy()`: 0.55x its time per read on CPU, the largest part of a host read
+    (`benchmarks/results/core.json`, "eager_read_fast_vs_numpy"). Other variables use `numpy()`.
     """
     if is_plain_resource_variable(variable):
         return tf.raw_ops.ReadVariableOp(resource=variable.handle, dtype=variable.dtype).numpy()
@@ -298,9 +292,8 @@ def watch_closures(
     ran: Callable[[int], None],
     put_back: Callable[[int], None],
 ) -> None:
-    """Calls `ran(worker)` after each closure a worker of `coordinator` ran, and
-    `put_back(worker)` when a worker failed while running one, which goes back to the
-    queue for another worker.
+    """Calls `ran(worker)` after each closure a worker of `coordinator` ran, and `put_back(worker)`
+    when a worker failed while running one, which goes back to the queue for another worker.
 
     TensorFlow keeps no record of where closures ran. Its worker threads
     (`coordinator._cluster.workers`) look up `Worker._process_closure` and
@@ -333,9 +326,8 @@ def watch_closures(
 
 
 def parameter_server_unavailable_error() -> type:
-    """`cluster_coordinator.PSUnavailableError` (not exported), an `UnavailableError`:
-    with ``TF_PSS_ENABLE_COORDINATION_SERVICE``, the one structured sign of a lost
-    parameter server."""
+    """`cluster_coordinator.PSUnavailableError` (not exported), an `UnavailableError`: with
+    ``TF_PSS_ENABLE_COORDINATION_SERVICE``, the one structured sign of a lost parameter server."""
     from tensorflow.python.distribute.coordinator import cluster_coordinator as module
 
     error_class: type = module.PSUnavailableError

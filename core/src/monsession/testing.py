@@ -118,10 +118,9 @@ _counting_lock = threading.Lock()
 def count_host_reads() -> Iterator[HostReads]:
     """Counts the device-to-host copies of eager tensors made in the block.
 
-    Every Python-level read of an eager tensor or variable (`numpy()`,
-    `int()`, formatting...) counts, whoever makes it. On a GPU each one makes
-    Python wait for the device: a hook with nothing to do on a step should
-    cause none. Blocks do not nest.
+    Every Python-level read of an eager tensor or variable (`numpy()`, `int()`, formatting...)
+    counts, whoever makes it. On a GPU each one makes Python wait for the device: a hook with
+    nothing to do on a step should cause none. Blocks do not nest.
 
     Yields:
       A `HostReads` whose `count` grows as reads happen.

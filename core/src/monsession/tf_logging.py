@@ -1,9 +1,8 @@
 """Hook output through TensorFlow's logger, as `tf.compat.v1.train`'s hooks log.
 
-Hooks log to TensorFlow's logger (``"tensorflow"``) in both modes, the
-session and plugin machinery to ``"monsession"``: so
-``tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.INFO)`` alone shows
-the hooks' lines.
+Hooks log to TensorFlow's logger (``"tensorflow"``) in both modes, the session and plugin
+machinery to ``"monsession"``: so
+``tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.INFO)`` alone shows the hooks' lines.
 
 ```python
 from monsession import tf_logging

@@ -154,14 +154,13 @@ def _is_seconds(value: Unchecked) -> TypeGuard[int | float]:
 class TimedHook(SessionRunHook):
     """A hook that acts every N global steps or every N seconds.
 
-    Holds a `SecondOrStepTimer` as `self._timer`, and gives `next_action`
-    (the run at which the global step after it triggers, so eager sessions
-    fuse the steps before) and `state_dict`/`load_state_dict` (the timer's
-    last trigger, so a restarted job triggers at the uninterrupted one's
-    steps; see `monsession.StatefulHook`). A subclass tests the global step
-    with `self._timer.should_trigger_for_step` (``run_context.global_step + 1``
-    in `before_run`, ``run_context.global_step_after(...)`` in `after_run`)
-    and records each trigger with `self._timer.update_last_triggered_step`:
+    Holds a `SecondOrStepTimer` as `self._timer`, and gives `next_action` (the run at which the
+    global step after it triggers, so eager sessions fuse the steps before) and
+    `state_dict`/`load_state_dict` (the timer's last trigger, so a restarted job triggers at the
+    uninterrupted one's steps; see `monsession.StatefulHook`). A subclass tests the global step
+    with `self._timer.should_trigger_for_step` (``run_context.global_step + 1`` in `before_run`,
+    ``run_context.global_step_after(...)`` in `after_run`) and records each trigger with
+    `self._timer.update_last_triggered_step`:
 
     ```python
     class EveryNStepsHook(monsession.TimedHook):

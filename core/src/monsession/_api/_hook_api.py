@@ -44,13 +44,12 @@ class SessionRunHook:
       boundaries of the epochs of `monsession.Epochs.run`; an `epoch_end`
       that returns True ends the loop after that epoch.
 
-    Every method is a no-op here. TensorFlow's sessions call the first five,
-    so a subclass is also a valid `tf.compat.v1.train` hook; any object with
-    those five runs too (see `hook_overrides`). A hook that reads what
-    monsession adds to the run context (`global_step`, `global_step_after()`,
-    `silent_steps`, `silent_outputs`) calls `as_run_context(run_context)`
-    first, so that it also runs under TensorFlow's sessions. Hooks run
-    unchanged in graph and eager mode.
+    Every method is a no-op here. TensorFlow's sessions call the first five, so a subclass is
+    also a valid `tf.compat.v1.train` hook; any object with those five runs too (see
+    `hook_overrides`). A hook that reads what monsession adds to the run context (`global_step`,
+    `global_step_after()`, `silent_steps`, `silent_outputs`) calls `as_run_context(run_context)`
+    first, so that it also runs under TensorFlow's sessions. Hooks run unchanged in graph and
+    eager mode.
 
     Asked for a Keras callback method (``set_model``, ``set_params``,
     ``on_*``), a hook raises an `AttributeError` saying to wrap it in
@@ -114,14 +113,13 @@ class SessionRunHook:
     def next_action(self, global_step: int) -> NextAction:
         """When this hook next acts, for the session's fused steps.
 
-        Called in eager mode before `run()`. The session may then run up to
-        `steps - 1` steps (and until `at_time`) without calling this hook,
-        fused (`steps_per_execution` other than 1) or not, other hooks
-        called on some. It may call `before_run`/`after_run` earlier (e.g.
-        at an epoch's last step): they must then do nothing.
-        `SessionRunContext.silent_steps` tells how many steps ran without it.
-        Until the hook is called again, its answer stands, counted down by the
-        global steps since (it is asked again, the answer unused).
+        Called in eager mode before `run()`. The session may then run up to `steps - 1` steps
+        (and until `at_time`) without calling this hook, fused (`steps_per_execution` other than
+        1) or not, other hooks called on some. It may call `before_run`/`after_run` earlier
+        (e.g. at an epoch's last step): they must then do nothing.
+        `SessionRunContext.silent_steps` tells how many steps ran without it. Until the hook is
+        called again, its answer stands, counted down by the global steps since (it is asked
+        again, the answer unused).
 
         The default is "on the coming run". A `SecondOrStepTimer` answers it:
         ``return self._timer.next_action(global_step + 1)`` (as `TimedHook` does).
@@ -176,10 +174,9 @@ class NextAction(NamedTuple):
       at_time: The hook acts at the first run that starts at or after this
         `time.time()`; `None`: at no particular time. With both `None` the
         hook does not act on any step until the next time it is asked.
-      keep: Names of entries of the mapping the step returns that the hook
-        needs from every step, including silent ones: the session stacks
-        them on the device and hands them over in
-        `SessionRunContext.silent_outputs`.
+      keep: Names of entries of the mapping the step returns that the hook needs from every
+        step, including silent ones: the session stacks them on the device and hands them over
+        in `SessionRunContext.silent_outputs`.
     """
 
     steps: int | None = None
@@ -192,13 +189,11 @@ class StatefulHook(Protocol):
     """The optional hook methods that make a hook's state survive restarts.
 
     A hook that overrides both methods has its state written beside every checkpoint
-    `CheckpointSaverHook` writes (``<checkpoint prefix>.hooks.json``, before
-    the checkpoint's state file names it) and loaded back when a session is
-    created from that checkpoint: at a restart, after a preemption error,
-    and from an older checkpoint when the newest is damaged. Hooks before the
-    `CheckpointSaverHook` in the list saved the state including the saved
-    step, hooks after it (user hooks of `MonitoredTrainingSession`) the step
-    before.
+    `CheckpointSaverHook` writes (``<checkpoint prefix>.hooks.json``, before the checkpoint's
+    state file names it) and loaded back when a session is created from that checkpoint: at a
+    restart, after a preemption error, and from an older checkpoint when the newest is damaged.
+    Hooks before the `CheckpointSaverHook` in the list saved the state including the saved step,
+    hooks after it (user hooks of `MonitoredTrainingSession`) the step before.
 
     The state is keyed by `SessionRunHook.state_key`. A hook with no saved
     state, or whose `load_state_dict` raises, is named in a WARNING and

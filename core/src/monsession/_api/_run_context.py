@@ -23,10 +23,9 @@ class SessionRunArgs(NamedTuple):
     """What a hook adds to a `run()` call.
 
     Attributes:
-      fetches: A tensor, op, name or a nested list/tuple/dict of them, exactly
-        like the `fetches` of `Session.run()`. In eager mode a leaf may also be
-        a `tf.Variable`, the name of an entry of the mapping the step returned,
-        or a zero-argument callable.
+      fetches: A tensor, op, name or a nested list/tuple/dict of them, exactly like the
+        `fetches` of `Session.run()`. In eager mode a leaf may also be a `tf.Variable`, the name
+        of an entry of the mapping the step returned, or a zero-argument callable.
       feed_dict: Like the `feed_dict` of `Session.run()`. In eager mode its keys
         are keyword-argument names of the step.
       options: A `tf.compat.v1.RunOptions` proto (graph mode only).
@@ -60,10 +59,9 @@ class SessionRunContext:
     Args:
       original_args: The `SessionRunArgs` of the caller's `run()`.
       session: The session-like object the step runs in.
-      step_service: What knows the global step; given by the monitored
-        session. Without it (a context made by hand, as TensorFlow's hook
-        tests do) the context reads the global step through `session`
-        whenever a hook asks, as TensorFlow's hooks do.
+      step_service: What knows the global step; given by the monitored session. Without it (a
+        context made by hand, as TensorFlow's hook tests do) the context reads the global step
+        through `session` whenever a hook asks, as TensorFlow's hooks do.
     """
 
     def __init__(
@@ -127,18 +125,15 @@ class SessionRunContext:
     def global_step(self) -> int | None:
         """The global step before this run, as a host integer.
 
-        The value the global step variable holds when the run starts, as the
-        session knows it without reading the device: read once when the
-        session is created or re-created, then advanced by one per run.
-        Eager mode checks it against the variable whenever hooks read the
-        device anyway; graph mode checks it against TensorFlow's global-step
-        read tensor, fetched with the first run and, once a hook asks for the
-        step, with every run (a hook that first asks later gets the variable
-        read once). If the runs do not add exactly
-        one each, both log one warning and from then on read the variable
-        whenever a hook needs the step after a run. `None` when there is no
-        global step. A context the monitored session did not build reads the
-        variable through `session` the first time a hook asks (in
+        The value the global step variable holds when the run starts, as the session knows it
+        without reading the device: read once when the session is created or re-created, then
+        advanced by one per run. Eager mode checks it against the variable whenever hooks read
+        the device anyway; graph mode checks it against TensorFlow's global-step read tensor,
+        fetched with the first run and, once a hook asks for the step, with every run (a hook
+        that first asks later gets the variable read once). If the runs do not add exactly one
+        each, both log one warning and from then on read the variable whenever a hook needs the
+        step after a run. `None` when there is no global step. A context the monitored session
+        did not build reads the variable through `session` the first time a hook asks (in
         `before_run`), and keeps that value for the run.
         """
         if not self._step_asked:  # Once per run, however many hooks ask.
@@ -148,11 +143,10 @@ class SessionRunContext:
     def global_step_after(self, reaching: Callable[[int], bool] | None = None) -> int | None:
         """The global step after this run, as a host integer (in `after_run`).
 
-        Eager mode knows it on the host: no device read. Graph mode expects
-        `global_step + 1` and, as TensorFlow's hooks do before they act,
-        reads the variable itself, at most once per run for all hooks: only
-        when `reaching` accepts the expected value, or always without
-        `reaching`.
+        Eager mode knows it on the host: no device read. Graph mode expects `global_step + 1`
+        and, as TensorFlow's hooks do before they act, reads the variable itself, at most once
+        per run for all hooks: only when `reaching` accepts the expected value, or always
+        without `reaching`.
 
         ```python
         def after_run(self, run_context, run_values):
@@ -280,17 +274,15 @@ class _ForeignRunContext(SessionRunContext):
 def as_run_context(run_context: SessionRunContext | RunContextLike) -> SessionRunContext:
     """`run_context` as a monsession `SessionRunContext`, whoever built it.
 
-    Call it at the top of `before_run` and `after_run` in a hook that reads
-    what monsession adds to the run context (`global_step`,
-    `global_step_after()`, `silent_steps`, `silent_outputs`). A context the
-    monitored session built (or an object that forwards to one) comes back
-    unchanged (no cost). A context of
-    TensorFlow's sessions (`tf.compat.v1.train.MonitoredSession` and the
-    loops built on it), or one user code builds by hand, comes back as a
-    view that reads the global step through `run_context.session` when
-    asked, as TensorFlow's hooks do (`global_step` the first time a hook of
-    the run asks, `global_step_after()` each time), with no silent steps;
-    `request_stop()` on it stops the original.
+    Call it at the top of `before_run` and `after_run` in a hook that reads what monsession adds
+    to the run context (`global_step`, `global_step_after()`, `silent_steps`, `silent_outputs`).
+    A context the monitored session built (or an object that forwards to one) comes back
+    unchanged (no cost). A context of TensorFlow's sessions
+    (`tf.compat.v1.train.MonitoredSession` and the loops built on it), or one user code builds
+    by hand, comes back as a view that reads the global step through `run_context.session` when
+    asked, as TensorFlow's hooks do (`global_step` the first time a hook of the run asks,
+    `global_step_after()` each time), with no silent steps; `request_stop()` on it stops the
+    original.
 
     ```python
     def after_run(self, run_context, run_values):
@@ -300,9 +292,8 @@ def as_run_context(run_context: SessionRunContext | RunContextLike) -> SessionRu
     ```
 
     Args:
-      run_context: The context given to `before_run` / `after_run`: ours, or
-        any object with TensorFlow's `original_args`, `session`,
-        `request_stop()` and `stop_requested`.
+      run_context: The context given to `before_run` / `after_run`: ours, or any object with
+        TensorFlow's `original_args`, `session`, `request_stop()` and `stop_requested`.
     """
     if isinstance(run_context, SessionRunContext) or hasattr(run_context, "global_step_after"):
         # Ours, or a proxy of ours: it has the step service (no `cast` call: every hook, step).

@@ -74,11 +74,10 @@ class SessionLike(Protocol):
 def in_eager_mode(session: SessionLike | None = None) -> bool:
     """Whether a hook works for an eager session: monsession's `tf.executing_eagerly()`.
 
-    Given the session a hook is handed: that session's mode, also where
-    TensorFlow's differs (a graph session run outside its
-    ``with graph.as_default():``). Without one (a constructor, `begin()`):
-    the mode a session created there gets, also while a `tf.function` of an
-    eager program is being traced.
+    Given the session a hook is handed: that session's mode, also where TensorFlow's differs (a
+    graph session run outside its ``with graph.as_default():``). Without one (a constructor,
+    `begin()`): the mode a session created there gets, also while a `tf.function` of an eager
+    program is being traced.
     """
     import tensorflow as tf
 
@@ -118,8 +117,7 @@ def check_interval(
       value: Its value (not `None`: leave optional ones out).
       unit: ``"steps"`` or ``"secs"``.
       allow_zero: Whether 0 is accepted.
-      expected: The message's expectation, instead of e.g.
-        ``"a positive int number of steps"``.
+      expected: The message's expectation, instead of e.g. ``"a positive int number of steps"``.
 
     Raises:
       TypeError: If `value` is not a number of the unit's type.
@@ -147,9 +145,8 @@ def check_schedule(
 ) -> None:
     """Checks a "every N steps or every N seconds" pair of arguments.
 
-    Exactly one of the two (at most one with `allow_neither`), passing
-    `check_interval`. A hook calls it before building its timer, so that the
-    error names the hook's own arguments:
+    Exactly one of the two (at most one with `allow_neither`), passing `check_interval`. A hook
+    calls it before building its timer, so that the error names the hook's own arguments:
 
     ```python
     monsession.plugins.check_schedule("MyHook", "save_steps", save_steps, "save_secs", save_secs)
@@ -219,10 +216,9 @@ class UnwritableDirectoryError(PermissionError, ValueError):
 def check_directory(owner: str, name: str, path: Unchecked, *, writable: bool = True) -> None:
     """Checks a directory argument before anything is written to it (or read from it).
 
-    Call it in the constructor. Nothing is created: a missing directory
-    passes when its nearest existing parent is a writable directory (probed
-    with a temporary file, which also works for root). Remote paths
-    (``gs://``, ``s3://``, ...) are not checked.
+    Call it in the constructor. Nothing is created: a missing directory passes when its nearest
+    existing parent is a writable directory (probed with a temporary file, which also works for
+    root). Remote paths (``gs://``, ``s3://``, ...) are not checked.
 
     Args:
       owner: Who checks, first in the message (e.g. ``"SummarySaverHook"``).

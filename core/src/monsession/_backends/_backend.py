@@ -143,12 +143,11 @@ class Backend(Protocol):
 class StepCounter:
     """The global step on the host: counted per training run, read when unknown.
 
-    Each training run that calls a step adds one on the host, so no run needs
-    a device read to know its step. A run that is not a training step
-    (`forget_step`) leaves the step unknown until it is read again. When a
-    value read from the device shows that runs do not add one each, the
-    counter logs it once and is *drifted*: from then on the backend reads the
-    device whenever a hook needs the step.
+    Each training run that calls a step adds one on the host, so no run needs a device read to
+    know its step. A run that is not a training step (`forget_step`) leaves the step unknown
+    until it is read again. When a value read from the device shows that runs do not add one
+    each, the counter logs it once and is *drifted*: from then on the backend reads the device
+    whenever a hook needs the step.
 
     Args:
       read: Reads the global step from the device now; `None` when there
@@ -237,13 +236,11 @@ for _field in ("before", "after", "stale", "uncounted", "drifted"):
 def settle(session: SessionLike) -> None:
     """Waits until every step run so far has executed (joins the coordinator).
 
-    For hooks that save or read state that the global step must describe,
-    e.g. `CheckpointSaverHook` before each save and in `end()`. After the
-    join the session compares the global step with the steps it ran, and
-    warns once if a closure advanced it more than once (run again after its
-    worker died). In graph mode, and in eager mode without a
-    `ClusterCoordinator`, steps are done when `run()` returns: it returns at
-    once.
+    For hooks that save or read state that the global step must describe, e.g.
+    `CheckpointSaverHook` before each save and in `end()`. After the join the session compares
+    the global step with the steps it ran, and warns once if a closure advanced it more than
+    once (run again after its worker died). In graph mode, and in eager mode without a
+    `ClusterCoordinator`, steps are done when `run()` returns: it returns at once.
 
     Args:
       session: The session a hook was given (`after_create_session`,

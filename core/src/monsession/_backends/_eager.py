@@ -171,8 +171,7 @@ def _keywords(feed_dict: FeedDict, owner_of: Mapping[FeedKey, str]) -> dict[str,
 def to_numpy(value: Any) -> Any:
     """A tensor or variable as a NumPy value; other values as they are.
 
-    Every device-to-host copy of core goes through here (count it to count
-    host reads).
+    Every device-to-host copy of core goes through here (count it to count host reads).
     """
     if isinstance(value, tf.Tensor):
         return value.numpy()
@@ -301,8 +300,7 @@ class ClosureRecord:
     """What the workers of one `ClusterCoordinator` did with its closures.
 
     Attributes:
-      ran: Closures each worker ran to the end (a closure that raised counts),
-        by worker index.
+      ran: Closures each worker ran to the end (a closure that raised counts), by worker index.
       put_back: Closures put back for another worker because their worker
         failed while running them, by the index of the worker that failed.
     """

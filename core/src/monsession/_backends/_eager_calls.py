@@ -40,10 +40,9 @@ _Signature = tuple[tuple[tf.DType, tuple[int, ...]], ...]
 class Traces:
     """Calls `tf.function`s straight through the traces they already have.
 
-    A session keeps one; a hook package calling a step of its own on every
-    run (as `NanTensorHook.watch` does) keeps one per step. A first call, a
-    new argument signature and anything that is not a `tf.function` go
-    through the usual call.
+    A session keeps one; a hook package calling a step of its own on every run (as
+    `NanTensorHook.watch` does) keeps one per step. A first call, a new argument signature and
+    anything that is not a `tf.function` go through the usual call.
     """
 
     def __init__(self) -> None:

@@ -1,10 +1,9 @@
 """Eager mode (TF2 loops): what a session does around its step functions.
 
-Each process restores its own copy of the state (`create_eager_session`).
-TensorFlow's own hooks (`tf.compat.v1.train.StopAtStepHook`...) build graph
-ops and look tensors up by graph name, and fail at the first eager step with
-errors naming neither the hook nor the fix: the session refuses them when it
-is created, naming monsession's equivalent (`EagerMode.check_hooks`).
+Each process restores its own copy of the state (`create_eager_session`). TensorFlow's own hooks
+(`tf.compat.v1.train.StopAtStepHook`...) build graph ops and look tensors up by graph name, and
+fail at the first eager step with errors naming neither the hook nor the fix: the session
+refuses them when it is created, naming monsession's equivalent (`EagerMode.check_hooks`).
 """
 
 from __future__ import annotations
@@ -133,17 +132,15 @@ def create_eager_session(
 ) -> CreatedSession:
     """An `EagerSession` with the newest readable checkpoint restored, or `init_fn` run.
 
-    Every worker of an eager job restores the chief's checkpoint, and with it
-    the hooks' state saved beside it. `checkpoint_dir` defaults to a
-    `CheckpointManager`'s; `checkpoint_path` is restored instead when given;
-    `repair_state_file`: whether to rewrite the directory's state file when
-    its latest checkpoint was damaged (the chief, which owns it).
+    Every worker of an eager job restores the chief's checkpoint, and with it the hooks' state
+    saved beside it. `checkpoint_dir` defaults to a `CheckpointManager`'s; `checkpoint_path` is
+    restored instead when given; `repair_state_file`: whether to rewrite the directory's state
+    file when its latest checkpoint was damaged (the chief, which owns it).
 
     Raises:
       ValueError: If there is a checkpoint to restore but no `tf.train.Checkpoint`
         to restore it into.
-      DamagedCheckpointError: If `checkpoint_dir` holds checkpoint files but
-        none can be read.
+      DamagedCheckpointError: If `checkpoint_dir` holds checkpoint files but none can be read.
     """
     session = EagerSession()
     checkpoint = saver

@@ -1,13 +1,12 @@
 """The graph backend: one prepared `Session.run` per step, and the step service.
 
-The caller's fetches and the hooks' run in one call, prepared once per
-distinct structure (`StepRunner`). The step service: the global step is read
-as the session starts and counted on the host per training run; the first
-run, and every run once a hook asks for the step, also fetch TensorFlow's
-global-step read tensor to check the count (`_step_after_run`). A value that
-fits no count is logged once, and from then on the variable is read whenever
-a hook needs the step; so is a shared step (`master=`), as TensorFlow's hooks
-do. A run that is not a training step (`forget_step`) is not counted.
+The caller's fetches and the hooks' run in one call, prepared once per distinct structure
+(`StepRunner`). The step service: the global step is read as the session starts and counted on
+the host per training run; the first run, and every run once a hook asks for the step, also
+fetch TensorFlow's global-step read tensor to check the count (`_step_after_run`). A value that
+fits no count is logged once, and from then on the variable is read whenever a hook needs the
+step; so is a shared step (`master=`), as TensorFlow's hooks do. A run that is not a training
+step (`forget_step`) is not counted.
 """
 
 from __future__ import annotations
@@ -222,9 +221,8 @@ class GraphBackend:
 
     Args:
       sess: The session to run steps in.
-      follow_step: Whether hooks are called per step: then the global step is
-        read now, fetched with the first run, and with every run once a hook
-        asks for it.
+      follow_step: Whether hooks are called per step: then the global step is read now, fetched
+        with the first run, and with every run once a hook asks for it.
     """
 
     def __init__(self, sess: tf.compat.v1.Session, follow_step: bool = False) -> None:
@@ -381,9 +379,8 @@ def _step_after_run(before: int | None, seen: int) -> int | None:
 def global_step_fetch(graph: tf.Graph | None) -> tf.Tensor | tf.Variable | None:
     """What the graph backend fetches to follow the global step, or `None`.
 
-    TensorFlow's shared read tensor when the graph has one or can still get
-    one (the monitored session creates it before finalizing the graph);
-    otherwise the global step variable itself.
+    TensorFlow's shared read tensor when the graph has one or can still get one (the monitored
+    session creates it before finalizing the graph); otherwise the global step variable itself.
     """
     if graph is None:
         return None

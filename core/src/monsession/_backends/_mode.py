@@ -1,10 +1,9 @@
 """The execution mode: what differs between graph and eager around the steps.
 
-Everything that differs by mode before and around a session (building the
-graph, resolving what hooks fetch, owning the global step, creating and
-restoring the session, fusing steps) is a member of the `Mode` protocol,
-implemented by `_graph_mode` and `_eager_mode`; `current_mode()` picks one.
-Per-step work is the `Backend`'s (`_backend`).
+Everything that differs by mode before and around a session (building the graph, resolving what
+hooks fetch, owning the global step, creating and restoring the session, fusing steps) is a
+member of the `Mode` protocol, implemented by `_graph_mode` and `_eager_mode`; `current_mode()`
+picks one. Per-step work is the `Backend`'s (`_backend`).
 """
 
 from __future__ import annotations
@@ -104,11 +103,10 @@ def current_mode() -> Mode:
 def resolve_fetch(owner: str, argument: str, target: Unchecked) -> Fetches:
     """Returns what a hook fetches for `target`, checked for the current mode.
 
-    Graph mode (call it in `begin()`, under the session's graph): a string
-    names a tensor of the default graph (``"loss"`` means ``"loss:0"``; an
-    op with several outputs must be named with the index); a tensor, op or
-    variable must belong to the default graph; callables are refused. Eager
-    mode: a string names an entry of the mapping the step returns, and
+    Graph mode (call it in `begin()`, under the session's graph): a string names a tensor of the
+    default graph (``"loss"`` means ``"loss:0"``; an op with several outputs must be named with
+    the index); a tensor, op or variable must belong to the default graph; callables are
+    refused. Eager mode: a string names an entry of the mapping the step returns, and
     `tf.Variable`s, tensors and zero-argument callables are kept.
 
     Args:
@@ -120,8 +118,7 @@ def resolve_fetch(owner: str, argument: str, target: Unchecked) -> Fetches:
       The fetch to put in `SessionRunArgs`.
 
     Raises:
-      TensorNotFoundError: (a `KeyError` and `ValueError`) If a name is not
-        in the graph.
+      TensorNotFoundError: (a `KeyError` and `ValueError`) If a name is not in the graph.
       ValueError: If a name is ambiguous or a tensor belongs to another graph.
       TypeError: If `target` is of a type the mode cannot fetch.
     """

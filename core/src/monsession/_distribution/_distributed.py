@@ -83,13 +83,11 @@ def _cluster_resolver(
 def worker_output_dir(directory: str, strategy: tf.distribute.Strategy | None = None) -> str:
     """Where this process writes files that another worker of its job would name alike.
 
-    Some of TensorFlow's files are named after the host and the second (the
-    TF2 profiler's ``plugins/profile/<time>/<host>.xplane.pb``) or the global
-    step (``timeline-<step>.json``): workers sharing a directory would
-    overwrite each other's. The chief, and a process outside any cluster,
-    write into `directory` itself; every other task into its own
-    subdirectory ``<directory>/<task type>-<task id>`` (``worker-1``), a run
-    of its own in TensorBoard.
+    Some of TensorFlow's files are named after the host and the second (the TF2 profiler's
+    ``plugins/profile/<time>/<host>.xplane.pb``) or the global step (``timeline-<step>.json``):
+    workers sharing a directory would overwrite each other's. The chief, and a process outside
+    any cluster, write into `directory` itself; every other task into its own subdirectory
+    ``<directory>/<task type>-<task id>`` (``worker-1``), a run of its own in TensorBoard.
 
     ```python
     profile_dir = monsession.plugins.worker_output_dir(self._output_dir)
@@ -175,11 +173,10 @@ _AGREEMENTS: weakref.WeakKeyDictionary[Any, StepAgreement] = weakref.WeakKeyDict
 class StepAgreement:
     """Agrees, at each step boundary, on a stop signal and on the next run's fused steps.
 
-    A signal usually reaches one worker, and each worker's hooks plan their
-    own next action; yet all must run the same steps. After each run every
-    worker votes in one all-reduce (it only sums) of a small vector: one slot
-    per signal number, then one per count of silent steps. Build it with
-    `StepAgreement.of(strategy)` (traced once).
+    A signal usually reaches one worker, and each worker's hooks plan their own next action; yet
+    all must run the same steps. After each run every worker votes in one all-reduce (it only
+    sums) of a small vector: one slot per signal number, then one per count of silent steps.
+    Build it with `StepAgreement.of(strategy)` (traced once).
     """
 
     @classmethod
@@ -227,11 +224,10 @@ class StepAgreement:
 class ReplicaSessionCreator(WorkerSessionCreator):
     """Creates the session of a worker of `MonitoredTrainingSession`, in either mode.
 
-    Graph mode: it waits for the chief, as `WorkerSessionCreator`. Eager
-    mode: the worker restores the latest checkpoint of the chief's
-    `checkpoint_dir` into its own copy of the variables. Under collective ops
-    (`strategy` given) every replica, the chief's too, is created so, then the
-    workers wait for each other (at most `max_wait_secs`) before any step.
+    Graph mode: it waits for the chief, as `WorkerSessionCreator`. Eager mode: the worker
+    restores the latest checkpoint of the chief's `checkpoint_dir` into its own copy of the
+    variables. Under collective ops (`strategy` given) every replica, the chief's too, is
+    created so, then the workers wait for each other (at most `max_wait_secs`) before any step.
     """
 
     def __init__(
@@ -283,10 +279,9 @@ def stop_signals_in_strategy(
 ) -> bool | Iterable[int] | None:
     """`stop_on_signals` under a multi-worker strategy (`given`: the caller set it).
 
-    Under collective ops SIGTERM and SIGINT stop every worker by default
-    (`None` too, so all decide alike): the workers agree after each step
-    (`StepAgreement`), so all stop after the same step and save together.
-    Other strategies leave signals alone unless asked.
+    Under collective ops SIGTERM and SIGINT stop every worker by default (`None` too, so all
+    decide alike): the workers agree after each step (`StepAgreement`), so all stop after the
+    same step and save together. Other strategies leave signals alone unless asked.
     """
     if uses_collectives(strategy):
         if not given or stop_on_signals is None:

@@ -175,12 +175,11 @@ def restore_newest(
 ) -> tuple[CheckpointChoice, _Restored | None]:
     """Restores the newest checkpoint of `directory` that reads back whole.
 
-    Waits first for the directory's background writes. Each candidate (the
-    state file's latest, then all others newest first) is checked without
-    reading its tensors, then handed to `restore` (a mode's restore of a
-    prefix). When that raises and the data reads back damaged, the next one
-    is handed over, and must restore every variable again; any other error
-    is raised.
+    Waits first for the directory's background writes. Each candidate (the state file's latest,
+    then all others newest first) is checked without reading its tensors, then handed to
+    `restore` (a mode's restore of a prefix). When that raises and the data reads back damaged,
+    the next one is handed over, and must restore every variable again; any other error is
+    raised.
 
     Returns:
       A `CheckpointChoice` (`path` `None` for no checkpoint files: a fresh

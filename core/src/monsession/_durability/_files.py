@@ -203,11 +203,10 @@ atexit.register(_release_all_at_exit)
 def lock_checkpoint_dir(checkpoint_dir: str | os.PathLike[str]) -> DirectoryLockHandle | None:
     """Takes this process's lock of a local checkpoint directory, for one chief.
 
-    A writer of checkpoints calls it before its first write and releases the
-    handle when it stops writing (clean end, failure or close). Taking it
-    again in the same process shares the lock. A lock left by a process that
-    no longer runs on this host is taken over with a WARNING. The directory
-    is created if missing.
+    A writer of checkpoints calls it before its first write and releases the handle when it
+    stops writing (clean end, failure or close). Taking it again in the same process shares the
+    lock. A lock left by a process that no longer runs on this host is taken over with a
+    WARNING. The directory is created if missing.
 
     ```python
     handle = monsession.plugins.lock_checkpoint_dir(checkpoint_dir)
@@ -310,10 +309,9 @@ def file_error_behind(error: BaseException) -> OSError | None:
 def error_cause(error: BaseException) -> str:
     """The line of `error`'s message that names its cause, for one-line error messages.
 
-    Most errors say it on their first line. TensorFlow's graph-mode errors
-    begin with ``Graph execution error:`` and the stack of the failing op;
-    the op's own message (e.g. ``...; File too large``) follows the
-    ``Node: '<name>'`` line, and that line is returned.
+    Most errors say it on their first line. TensorFlow's graph-mode errors begin with ``Graph
+    execution error:`` and the stack of the failing op; the op's own message (e.g. ``...; File
+    too large``) follows the ``Node: '<name>'`` line, and that line is returned.
 
     ```python
     except tf.errors.OpError as error:
@@ -343,15 +341,13 @@ def error_cause(error: BaseException) -> str:
 def event_file_writer(logdir: str | os.PathLike[str]) -> tf.compat.v1.summary.FileWriter:
     """Returns this process's `tf.compat.v1.summary.FileWriter` for `logdir` (graph mode).
 
-    One writer, and one event file, per directory per process, shared with
-    TensorFlow's own hooks through `tf.compat.v1.summary.FileWriterCache`.
-    A writer created here names its event file
-    ``events.out.tfevents.<secs>.<host>.<pid>``, so two processes writing
-    into one directory never share a file (TensorFlow's name has no process
-    id): hook families call this instead of `FileWriterCache.get`. It
-    records the default graph when created. When TensorFlow's cache module's
-    `FileWriter` is replaced (TensorFlow's hook tests do), the replacement
-    makes it, with the arguments TensorFlow's cache gives.
+    One writer, and one event file, per directory per process, shared with TensorFlow's own
+    hooks through `tf.compat.v1.summary.FileWriterCache`. A writer created here names its event
+    file ``events.out.tfevents.<secs>.<host>.<pid>``, so two processes writing into one
+    directory never share a file (TensorFlow's name has no process id): hook families call this
+    instead of `FileWriterCache.get`. It records the default graph when created. When
+    TensorFlow's cache module's `FileWriter` is replaced (TensorFlow's hook tests do), the
+    replacement makes it, with the arguments TensorFlow's cache gives.
     """
     from monsession import _tf_compat
 

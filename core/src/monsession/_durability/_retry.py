@@ -1,17 +1,15 @@
 """Preemption errors: re-creating the session within bounds, and bounded waits on dead tasks.
 
-`_RecoverableSession` follows a `RetryPolicy`: the first re-creation after an
-`AbortedError` or `UnavailableError` is immediate, as in TensorFlow; each
-further failure of a streak waits twice as long (1 s, 2 s, ... at most 30 s),
-up to `max_attempts` or the creator's `max_wait_secs`. A lost parameter
-server of a TF1 cluster is waited for at most `lost_server_secs` (20 s);
-under `ParameterServerStrategy` it cannot come back, so such an error raises
-at once (`why_not_retried`).
+`_RecoverableSession` follows a `RetryPolicy`: the first re-creation after an `AbortedError` or
+`UnavailableError` is immediate, as in TensorFlow; each further failure of a streak waits twice
+as long (1 s, 2 s, ... at most 30 s), up to `max_attempts` or the creator's `max_wait_secs`. A
+lost parameter server of a TF1 cluster is waited for at most `lost_server_secs` (20 s); under
+`ParameterServerStrategy` it cannot come back, so such an error raises at once
+(`why_not_retried`).
 
-TensorFlow can also wait for ever on a dead task: `Session.close()`
-(tensorflow#21745), a new session until every task answers, and the
-`ParameterServerStrategy` coordinator's closures. `close_within`,
-`answers_within` and `join_unless_lost` bound those waits.
+TensorFlow can also wait for ever on a dead task: `Session.close()` (tensorflow#21745), a new
+session until every task answers, and the `ParameterServerStrategy` coordinator's closures.
+`close_within`, `answers_within` and `join_unless_lost` bound those waits.
 """
 
 from __future__ import annotations

@@ -81,13 +81,12 @@ def _flush_stdio() -> None:
 class SignalStop:
     """Turns some signals into a stop request while a session is open.
 
-    `install()` replaces the handlers (main thread only; `SIG_IGN` and
-    handlers not installed from Python are left alone). The first signal is
-    recorded (`stop_requested()`) and pending; a second one restores the
-    previous handlers and is delivered at once. `release()` restores them and
-    returns the pending signal, which `deliver()` hands on. The handler only
-    assigns attributes (no TensorFlow, no I/O, no logging: Python cannot
-    re-enter a write it interrupted); the main code logs what it recorded.
+    `install()` replaces the handlers (main thread only; `SIG_IGN` and handlers not installed
+    from Python are left alone). The first signal is recorded (`stop_requested()`) and pending;
+    a second one restores the previous handlers and is delivered at once. `release()` restores
+    them and returns the pending signal, which `deliver()` hands on. The handler only assigns
+    attributes (no TensorFlow, no I/O, no logging: Python cannot re-enter a write it
+    interrupted); the main code logs what it recorded.
 
     `owner` names the session class in log lines.
     """

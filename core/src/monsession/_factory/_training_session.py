@@ -73,25 +73,22 @@ def MonitoredTrainingSession(  # noqa: N802 - TensorFlow's name.
     waits up to `max_wait_secs` for the chief and runs only `hooks` (in eager
     mode it restores the latest checkpoint itself).
 
-    Inside the `scope()` of a multi-worker `tf.distribute` strategy, its
-    cluster resolver decides who is chief (see `monsession.is_chief`): leave
-    `is_chief` at its default. Only the chief writes checkpoints and
-    summaries; under `MultiWorkerMirroredStrategy` the other workers run the
-    same saves into a temporary directory, and `save_checkpoint_secs` becomes
+    Inside the `scope()` of a multi-worker `tf.distribute` strategy, its cluster resolver
+    decides who is chief (see `monsession.is_chief`): leave `is_chief` at its default. Only the
+    chief writes checkpoints and summaries; under `MultiWorkerMirroredStrategy` the other
+    workers run the same saves into a temporary directory, and `save_checkpoint_secs` becomes
     `save_checkpoint_steps=1000` (steps, unlike seconds, agree).
 
-    The default hooks come from the installed families: a step counter and a
-    summary saver (every 100 steps) from `monsession-hooks-summary`, a
-    checkpoint saver (every 600 seconds) from `monsession-hooks-checkpoint`.
-    Setting an argument whose family is missing raises `ImportError`; left at
-    its default, it is skipped with a warning naming what to install.
+    The default hooks come from the installed families: a step counter and a summary saver
+    (every 100 steps) from `monsession-hooks-summary`, a checkpoint saver (every 600 seconds)
+    from `monsession-hooks-checkpoint`. Setting an argument whose family is missing raises
+    `ImportError`; left at its default, it is skipped with a warning naming what to install.
 
-    SIGTERM and SIGINT stop training at a step boundary (`stop_on_signals`),
-    as in `MonitoredSession`: closing runs the hooks' `end()` (the checkpoint
-    saver saves) before the signal is handed on. Under
-    `MultiWorkerMirroredStrategy` the workers agree after each step whether
-    one received a signal, so all stop after the same step; under other
-    multi-worker strategies this is off by default.
+    SIGTERM and SIGINT stop training at a step boundary (`stop_on_signals`), as in
+    `MonitoredSession`: closing runs the hooks' `end()` (the checkpoint saver saves) before the
+    signal is handed on. Under `MultiWorkerMirroredStrategy` the workers agree after each step
+    whether one received a signal, so all stop after the same step; under other multi-worker
+    strategies this is off by default.
 
     Args:
       master: The TensorFlow master to use.
@@ -114,25 +111,22 @@ def MonitoredTrainingSession(  # noqa: N802 - TensorFlow's name.
       stop_on_signals: Keyword only; not in TensorFlow. `True` (the default,
         except under multi-worker strategies without collective ops), `False`,
         or an iterable of signal numbers (see `MonitoredSession`).
-      steps_per_execution: Keyword only; not in TensorFlow; eager mode; see
-        `MonitoredSession`. Under `MultiWorkerMirroredStrategy` the workers
-        agree after each call how many steps the next fuses (the fewest any
-        worker's hooks allow, at most 500); under `ParameterServerStrategy`
-        it stays 1 (with a warning).
+      steps_per_execution: Keyword only; not in TensorFlow; eager mode; see `MonitoredSession`.
+        Under `MultiWorkerMirroredStrategy` the workers agree after each call how many steps the
+        next fuses (the fewest any worker's hooks allow, at most 500); under
+        `ParameterServerStrategy` it stays 1 (with a warning).
 
     Returns:
       A `MonitoredSession`.
 
     Raises:
-      ImportError: If an argument set here needs a hook family that is not
-        installed.
+      ImportError: If an argument set here needs a hook family that is not installed.
       TypeError: If an argument has the wrong type (hooks: the message names
         the item's index; steps: an int, never a `bool`).
-      ValueError: If `steps_per_execution` is invalid (see `MonitoredSession`),
-        a schedule argument, `max_wait_secs` or `stop_grace_period_secs` is
-        negative, both arguments of a schedule are positive, `checkpoint_dir`
-        or `summary_dir` is a file, or `is_chief=False` is passed on the chief
-        of the current multi-worker strategy.
+      ValueError: If `steps_per_execution` is invalid (see `MonitoredSession`), a schedule
+        argument, `max_wait_secs` or `stop_grace_period_secs` is negative, both arguments of a
+        schedule are positive, `checkpoint_dir` or `summary_dir` is a file, or `is_chief=False`
+        is passed on the chief of the current multi-worker strategy.
       PermissionError: If a default hook would write to a directory this
         process cannot write to.
     """

@@ -1,26 +1,23 @@
 """Fused steps (eager mode): which runs skip the hooks, and how many steps they run.
 
-With `steps_per_execution` other than 1, a training `run(step)` with all the
-hooks (`Fusion.prepare`) asks every hook when it next acts (`next_action`,
-`_plan.plan`), runs the steps before that in one `tf.function` (*silent*
-steps, no hook called; `_loop`), then the step at which a hook acts, calling
-only the hooks acting there (`_plan.DueHooks`), each told how many steps ran
-without it (`SessionRunContext.silent_steps`). A run that fuses nothing may
-run *quiet*, without the hooks, while none acts (`_plan.QuietSteps`).
+With `steps_per_execution` other than 1, a training `run(step)` with all the hooks
+(`Fusion.prepare`) asks every hook when it next acts (`next_action`, `_plan.plan`), runs the
+steps before that in one `tf.function` (*silent* steps, no hook called; `_loop`), then the step
+at which a hook acts, calling only the hooks acting there (`_plan.DueHooks`), each told how many
+steps ran without it (`SessionRunContext.silent_steps`). A run that fuses nothing may run
+*quiet*, without the hooks, while none acts (`_plan.QuietSteps`).
 
 A run does not fuse (`_loop.why_not_fused` says why, once per session) when
 given a `feed_dict`, called with arguments, scheduling its closure itself, or
 not a `tf.function`; fusion stops for good when a hook acts on every step (no
 `next_action`) or the step does not advance the global step by exactly one.
 
-Under collective ops (`MultiWorkerMirroredStrategy`) every worker runs the
-same steps: after each run each says how many silent steps its hooks allow
-next (`Fusion.next_silent_steps`), all fuse the fewest (`StepVotes`, the
-all-reduce that agrees on stop signals; `Fusion.agreed`), with no clock in
-the loop: time budgets become step counts at the pace of the last runs.
-Under a `ClusterCoordinator` the silent steps are one closure, counted on the
-host when scheduled (`LoopRunner.schedules_steps`), their number decided the
-same way.
+Under collective ops (`MultiWorkerMirroredStrategy`) every worker runs the same steps: after
+each run each says how many silent steps its hooks allow next (`Fusion.next_silent_steps`), all
+fuse the fewest (`StepVotes`, the all-reduce that agrees on stop signals; `Fusion.agreed`), with
+no clock in the loop: time budgets become step counts at the pace of the last runs. Under a
+`ClusterCoordinator` the silent steps are one closure, counted on the host when scheduled
+(`LoopRunner.schedules_steps`), their number decided the same way.
 """
 
 from __future__ import annotations
@@ -71,11 +68,10 @@ class Selection(Protocol):
 class Call(NamedTuple):
     """What a `run()` runs once its silent steps ran (`Fusion.prepare`).
 
-    `fetches`: what to run, a step source's input taken (`None`: the silent
-    steps took its last one, nothing is left to run); `quiet`: run it without
-    the hooks; else with them, told of the `silent` steps before it and the
-    outputs `kept` from them. `due`: the ids of the hooks to call (`None`: all
-    the call chose); `told`: the silent steps each is told, when they differ.
+    `fetches`: what to run, a step source's input taken (`None`: the silent steps took its last
+    one, nothing is left to run); `quiet`: run it without the hooks; else with them, told of the
+    `silent` steps before it and the outputs `kept` from them. `due`: the ids of the hooks to
+    call (`None`: all the call chose); `told`: the silent steps each is told, when they differ.
     """
 
     fetches: Fetches | None

@@ -1,10 +1,9 @@
 """The fused loop, and the seam between fusion and the backends.
 
-What a run may be given beside plain fetches: a `BoundStep` (`sess.call`),
-a `StepSource` (an `Epochs` step); what fusion asks a backend for: its
-`LoopRunner`. `loop_for` builds the loop once per step function, global
-step and kept entries (`_build_loop`), across sessions, and never per count.
-`_fusion` decides how many steps to run; the backend's `LoopRunner` runs it.
+What a run may be given beside plain fetches: a `BoundStep` (`sess.call`), a `StepSource` (an
+`Epochs` step); what fusion asks a backend for: its `LoopRunner`. `loop_for` builds the loop
+once per step function, global step and kept entries (`_build_loop`), across sessions, and never
+per count. `_fusion` decides how many steps to run; the backend's `LoopRunner` runs it.
 """
 
 from __future__ import annotations
@@ -24,11 +23,10 @@ _T = TypeVar("_T")
 class BoundStep:
     """A step with the arguments of one `MonitoredSession.call()`.
 
-    Calling it calls the step with them (and a hook's feeds as keywords).
-    `retry=False`: after a preemption error the session is re-created (the
-    checkpoint restored) but the call is not retried with these arguments;
-    it returns `None` (`Epochs.run` takes the batch again at the restored
-    position).
+    Calling it calls the step with them (and a hook's feeds as keywords). `retry=False`: after a
+    preemption error the session is re-created (the checkpoint restored) but the call is not
+    retried with these arguments; it returns `None` (`Epochs.run` takes the batch again at the
+    restored position).
     """
 
     def __init__(
@@ -54,15 +52,13 @@ class BoundStep:
 class StepSource:
     """Fetches that take their input just before they run (an `Epochs` loop's steps).
 
-    The hooked session calls `bind(silent)` after the silent steps of a run,
-    before the hooks' `before_run` (or, for a quiet step, without the hooks):
-    it takes the input and returns the fetches to run. Silent steps pull
-    their input inside `fused`, a `tf.function` without arguments (`None`
-    when the step cannot be fused), at most `silent_limit` of them; a quiet
-    step only while `silent_limit` is at least 1, unless `ends_silently`:
-    then the silent (or quiet) steps may take the last input too, and `bind`
-    returns `None`. A step source is not run again after a preemption error:
-    its input was taken before the restore.
+    The hooked session calls `bind(silent)` after the silent steps of a run, before the hooks'
+    `before_run` (or, for a quiet step, without the hooks): it takes the input and returns the
+    fetches to run. Silent steps pull their input inside `fused`, a `tf.function` without
+    arguments (`None` when the step cannot be fused), at most `silent_limit` of them; a quiet
+    step only while `silent_limit` is at least 1, unless `ends_silently`: then the silent (or
+    quiet) steps may take the last input too, and `bind` returns `None`. A step source is not
+    run again after a preemption error: its input was taken before the restore.
     """
 
     fused: tf.types.experimental.PolymorphicFunction | None = None
@@ -119,10 +115,9 @@ _LOOP_SIGNATURE = [tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.float64)]
 def fused_function(fetches: Fetches) -> tf.types.experimental.PolymorphicFunction | None:
     """The `tf.function` to fuse for `run(fetches)`, or `None`.
 
-    A `tf.function` (or `sess.call` of one, without arguments), or a wrapper
-    that names the `tf.function` it calls in its `monsession_fused_step`
-    attribute (a wrapper that does nothing on the steps where no hook acts,
-    e.g. `NanTensorHook.watch`).
+    A `tf.function` (or `sess.call` of one, without arguments), or a wrapper that names the
+    `tf.function` it calls in its `monsession_fused_step` attribute (a wrapper that does nothing
+    on the steps where no hook acts, e.g. `NanTensorHook.watch`).
     """
     if isinstance(fetches, BoundStep) and not (fetches.args or fetches.kwargs):
         fetches = fetches.step  # sess.call(step): the step itself.
@@ -195,11 +190,10 @@ def is_per_replica(value: Results) -> bool:
 def replica_value(value: _T, what: str) -> _T | tf.Tensor:
     """One tensor for a per-replica `value` of `strategy.run`, on the device.
 
-    A hook that takes a step's outputs itself (not as fetches), e.g. to keep
-    them on the device, gets one value per step as fetches do: the mean over
-    this process's replicas of a floating-point value, else the value every
-    replica holds. Works inside a `tf.function` too; any other value is
-    returned as it is.
+    A hook that takes a step's outputs itself (not as fetches), e.g. to keep them on the device,
+    gets one value per step as fetches do: the mean over this process's replicas of a
+    floating-point value, else the value every replica holds. Works inside a `tf.function` too;
+    any other value is returned as it is.
 
     ```python
     loss = monsession.plugins.replica_value(outputs["loss"], "MyHook keeps 'loss'")

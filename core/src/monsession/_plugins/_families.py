@@ -1,11 +1,10 @@
 """What the registered plugins provide, and what to tell a user who lacks a family.
 
-`hook_class_entries` collects the plugins' classes by name (those of
-`monsession.hooks`), `resolve_hook_class` imports one, `plugin_infos` lists
-the plugins without loading a lazy reference, `default_hook_items` gathers
-what `MonitoredTrainingSession` adds. `KNOWN_HOOK_FAMILIES` and
-`KNOWN_ARGUMENTS` (checked against the families by the `all` tox env) give
-install hints. Nothing here imports TensorFlow until a lazy reference is loaded.
+`hook_class_entries` collects the plugins' classes by name (those of `monsession.hooks`),
+`resolve_hook_class` imports one, `plugin_infos` lists the plugins without loading a lazy
+reference, `default_hook_items` gathers what `MonitoredTrainingSession` adds.
+`KNOWN_HOOK_FAMILIES` and `KNOWN_ARGUMENTS` (checked against the families by the `all` tox env)
+give install hints. Nothing here imports TensorFlow until a lazy reference is loaded.
 """
 
 from __future__ import annotations

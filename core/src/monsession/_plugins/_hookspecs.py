@@ -72,11 +72,10 @@ class DefaultHook:
     Args:
       hook: The `SessionRunHook` instance.
       order: Its position among default hooks; see the ``ORDER_*`` constants.
-      arguments: The `MonitoredTrainingSession` arguments that turn it on,
-        e.g. ``("save_summaries_steps", "save_summaries_secs")``. If the
-        user's hooks hold an instance of the same class, both are kept (as in
-        TensorFlow) with a warning, once per process, to pass these arguments
-        as `None`. Empty: no such check.
+      arguments: The `MonitoredTrainingSession` arguments that turn it on, e.g.
+        ``("save_summaries_steps", "save_summaries_secs")``. If the user's hooks hold an
+        instance of the same class, both are kept (as in TensorFlow) with a warning, once per
+        process, to pass these arguments as `None`. Empty: no such check.
     """
 
     hook: Any

@@ -1,12 +1,11 @@
 """The plugin manager: built once per process from core's plugin and the entry points.
 
-Core's `CorePlugin` first, then the ``monsession`` entry points in reverse
-name order (pluggy then calls them by name); the ``ENV_*`` variables are read
-then. A plugin that fails, loading or called, is reported once (WARNING, with
-its distribution and version) and left out, or raises `PluginLoadError` /
-`PluginCallError` in strict mode. A plugin built for a newer or older core
-is named with the fix and stays loaded. (pluggy's own loader stops at the
-first failure and cannot skip a distribution.) Nothing here imports TensorFlow.
+Core's `CorePlugin` first, then the ``monsession`` entry points in reverse name order (pluggy
+then calls them by name); the ``ENV_*`` variables are read then. A plugin that fails, loading or
+called, is reported once (WARNING, with its distribution and version) and left out, or raises
+`PluginLoadError` / `PluginCallError` in strict mode. A plugin built for a newer or older core
+is named with the fix and stays loaded. (pluggy's own loader stops at the first failure and
+cannot skip a distribution.) Nothing here imports TensorFlow.
 """
 
 from __future__ import annotations
@@ -246,8 +245,7 @@ def answers_by_plugin(
 ) -> list[tuple[str, list[T]]]:
     """Each plugin's checked items for a registration hook, core first, then by name.
 
-    A plugin that raises, or whose items `check` rejects, is left out (see
-    `report`).
+    A plugin that raises, or whose items `check` rejects, is left out (see `report`).
     """
     answers = []
     for plugin in plugin_names(found.manager):

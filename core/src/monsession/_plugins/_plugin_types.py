@@ -83,9 +83,8 @@ class PluginFailure:
 class PluginForNewerCore:
     """A loaded plugin that implements hookspecs this core does not declare.
 
-    `unknown_hookspecs` are never called; `core_requirement` is the
-    monsession-core range its distribution requires (``""``: any version;
-    `None`: none required).
+    `unknown_hookspecs` are never called; `core_requirement` is the monsession-core range its
+    distribution requires (``""``: any version; `None`: none required).
     """
 
     source: PluginSource

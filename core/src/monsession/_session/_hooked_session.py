@@ -1,11 +1,10 @@
 """The innermost layer of a monitored session: the hooks around each step.
 
-`_HookedSession` asks the hooks what to add to a run (`before_run`), runs
-the merged step on the session's `Backend` and hands each hook its results
-(`after_run`), all through the session's `HookDispatcher`. It never asks
-which mode it runs in: the backend (`_backend.Backend`) does the rest.
-With a `Fusion` (eager mode), a run first runs the steps on which no hook
-acts, or runs quiet (`_fusion`).
+`_HookedSession` asks the hooks what to add to a run (`before_run`), runs the merged step on the
+session's `Backend` and hands each hook its results (`after_run`), all through the session's
+`HookDispatcher`. It never asks which mode it runs in: the backend (`_backend.Backend`) does the
+rest. With a `Fusion` (eager mode), a run first runs the steps on which no hook acts, or runs
+quiet (`_fusion`).
 """
 
 from __future__ import annotations

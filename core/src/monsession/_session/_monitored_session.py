@@ -228,21 +228,19 @@ class _MonitoredSession:
 class MonitoredSession(_MonitoredSession):
     """A session-like object that creates, initializes, recovers and runs hooks.
 
-    On creation it calls each hook's `begin()`, finalizes the graph through the
-    scaffold, creates the session (initializing the model or restoring the
-    latest checkpoint), starts queue runners and calls `after_create_session()`.
-    Each `run()` calls `before_run()`, one merged step, `after_run()` and returns
-    the caller's results. `AbortedError` and `UnavailableError` re-create the
-    session (restoring the latest checkpoint) and retry. `close()` calls `end()`
-    and closes the session; as a context manager it also ends cleanly on
-    `OutOfRangeError` and `StopIteration`, and skips `end()` on other errors,
-    calling the hooks' optional `on_failure(session, error)` instead. Works in
-    graph mode and, with the same hooks, in eager mode (see `run()`).
+    On creation it calls each hook's `begin()`, finalizes the graph through the scaffold,
+    creates the session (initializing the model or restoring the latest checkpoint), starts
+    queue runners and calls `after_create_session()`. Each `run()` calls `before_run()`, one
+    merged step, `after_run()` and returns the caller's results. `AbortedError` and
+    `UnavailableError` re-create the session (restoring the latest checkpoint) and retry.
+    `close()` calls `end()` and closes the session; as a context manager it also ends cleanly on
+    `OutOfRangeError` and `StopIteration`, and skips `end()` on other errors, calling the hooks'
+    optional `on_failure(session, error)` instead. Works in graph mode and, with the same hooks,
+    in eager mode (see `run()`).
 
-    On SIGTERM or SIGINT (see `stop_on_signals`) the step in progress
-    finishes, `should_stop()` becomes true, and closing calls the hooks'
-    `end()` (a `CheckpointSaverHook` saves) before the signal is handed on to
-    the handler installed before the session (`KeyboardInterrupt` for
+    On SIGTERM or SIGINT (see `stop_on_signals`) the step in progress finishes, `should_stop()`
+    becomes true, and closing calls the hooks' `end()` (a `CheckpointSaverHook` saves) before
+    the signal is handed on to the handler installed before the session (`KeyboardInterrupt` for
     SIGINT, the end of the process for SIGTERM).
 
     Args:
@@ -251,26 +249,22 @@ class MonitoredSession(_MonitoredSession):
         `tf.compat.v1.train.SessionRunHook` and objects with the five hook
         methods are accepted too.
       stop_grace_period_secs: Seconds given to threads to stop on `close()`.
-      stop_on_signals: Keyword only; not in TensorFlow. Whether SIGTERM and
-        SIGINT stop the session at a step boundary: `True`, `False`, or an
-        iterable of signal numbers to use instead. `None` (the default):
-        `True` when some hook overrides `end()` (has work to do at a clean
-        stop, e.g. saving a checkpoint), else `False`.
-      steps_per_execution: Keyword only; not in TensorFlow; eager mode. 1
-        (the default): one step per `run(step)`. N > 1: a `run(step)` of a
-        `tf.function` step without feeds runs up to N steps, those before
-        the next one at which a hook acts inside one `tf.function` without
-        the hooks, then that step as usual. `"auto"`: as many as the hooks
-        allow (at most half a second per call). Needs hooks implementing
-        `next_action()` and a step advancing the global step by one; else
-        single steps, with one log line saying why.
+      stop_on_signals: Keyword only; not in TensorFlow. Whether SIGTERM and SIGINT stop the
+        session at a step boundary: `True`, `False`, or an iterable of signal numbers to use
+        instead. `None` (the default): `True` when some hook overrides `end()` (has work to do
+        at a clean stop, e.g. saving a checkpoint), else `False`.
+      steps_per_execution: Keyword only; not in TensorFlow; eager mode. 1 (the default): one
+        step per `run(step)`. N > 1: a `run(step)` of a `tf.function` step without feeds runs up
+        to N steps, those before the next one at which a hook acts inside one `tf.function`
+        without the hooks, then that step as usual. `"auto"`: as many as the hooks allow (at
+        most half a second per call). Needs hooks implementing `next_action()` and a step
+        advancing the global step by one; else single steps, with one log line saying why.
 
     Raises:
-      TypeError: If `hooks` is not an iterable of hook instances (an item is
-        `None`, a hook class, or lacks a hook method; the message names the
-        item's index), `session_creator` is not a session creator instance,
-        `stop_grace_period_secs` is not a number, or `stop_on_signals` or
-        `steps_per_execution` has the wrong type.
+      TypeError: If `hooks` is not an iterable of hook instances (an item is `None`, a hook
+        class, or lacks a hook method; the message names the item's index), `session_creator` is
+        not a session creator instance, `stop_grace_period_secs` is not a number, or
+        `stop_on_signals` or `steps_per_execution` has the wrong type.
       ValueError: If `stop_on_signals` names no signal that can be caught,
         `stop_grace_period_secs` is negative, or `steps_per_execution` is
         smaller than 1, or not 1 in graph mode.
@@ -311,14 +305,12 @@ class SingularMonitoredSession(_MonitoredSession):
       steps_per_execution: Keyword only, as for `MonitoredSession`.
 
     Raises:
-      TypeError: If `hooks` is not an iterable of hook instances, `scaffold`
-        is not a `Scaffold`, `master` not a string, `config` not a
-        `ConfigProto`, `checkpoint_dir` or `checkpoint_filename_with_path`
-        not a path, `stop_grace_period_secs` not a number, or
+      TypeError: If `hooks` is not an iterable of hook instances, `scaffold` is not a
+        `Scaffold`, `master` not a string, `config` not a `ConfigProto`, `checkpoint_dir` or
+        `checkpoint_filename_with_path` not a path, `stop_grace_period_secs` not a number, or
         `stop_on_signals` or `steps_per_execution` has the wrong type.
-      ValueError: If `checkpoint_dir` is a file or lies under a file,
-        `stop_grace_period_secs` is negative, or `steps_per_execution` is
-        invalid (see `MonitoredSession`).
+      ValueError: If `checkpoint_dir` is a file or lies under a file, `stop_grace_period_secs`
+        is negative, or `steps_per_execution` is invalid (see `MonitoredSession`).
     """
 
     def __init__(

@@ -45,8 +45,7 @@ class Scaffold:
       saver: A `tf.compat.v1.train.Saver`; or a `tf.train.Checkpoint` (graph
         mode: saved object-based; eager mode: the state to restore and save),
         or in eager mode a `tf.train.CheckpointManager`.
-      copy_from_scaffold: A `Scaffold` whose pieces fill the arguments not
-        given here.
+      copy_from_scaffold: A `Scaffold` whose pieces fill the arguments not given here.
       local_init_feed_dict: Feeds used when running `local_init_op`.
 
     Raises:

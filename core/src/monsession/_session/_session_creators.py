@@ -1,9 +1,8 @@
 """Session creators: how a monitored session gets a ready session.
 
-The chief restores the newest readable checkpoint through the mode
-(`ChiefSessionCreator`, `Mode.create_chief_session`), workers wait for it,
-and `CoordinatedSessionCreator` starts the session's threads and tells the
-hooks. Also the checks of a session's arguments.
+The chief restores the newest readable checkpoint through the mode (`ChiefSessionCreator`,
+`Mode.create_chief_session`), workers wait for it, and `CoordinatedSessionCreator` starts the
+session's threads and tells the hooks. Also the checks of a session's arguments.
 """
 
 from __future__ import annotations
@@ -154,10 +153,9 @@ class _ScaffoldedCreator(SessionCreator):
 class ChiefSessionCreator(_ScaffoldedCreator):
     """Creates the chief's session: initializes, or restores the latest checkpoint.
 
-    Graph mode: a `tf.compat.v1.Session` prepared by a `SessionManager` with the
-    scaffold's ops and saver. Eager mode: the scaffold's `tf.train.Checkpoint`
-    (or `CheckpointManager`) restores the latest checkpoint, otherwise the
-    scaffold's `init_fn` runs.
+    Graph mode: a `tf.compat.v1.Session` prepared by a `SessionManager` with the scaffold's ops
+    and saver. Eager mode: the scaffold's `tf.train.Checkpoint` (or `CheckpointManager`)
+    restores the latest checkpoint, otherwise the scaffold's `init_fn` runs.
 
     The checkpoint restored from `checkpoint_dir` is the newest that reads
     back whole: a damaged one is skipped with a WARNING naming its files, and

@@ -135,12 +135,11 @@ class SignalLayer:
 class SessionStack:
     """The layers of one monitored session, what they share, and the hooks' lifecycle.
 
-    Built once the arguments are checked: the hooks `begin()`, then the layers
-    around the raw session, inside out: hooked and coordinated (made by
-    `CoordinatedSessionCreator`, again at each re-creation), then recoverable.
-    Each step passes the signal layer, then the layers; closing ends the
-    hooks (or tells them the session failed), then closes every layer.
-    `cap`: the most steps per call (`steps_per_execution`), `None` for "auto".
+    Built once the arguments are checked: the hooks `begin()`, then the layers around the raw
+    session, inside out: hooked and coordinated (made by `CoordinatedSessionCreator`, again at
+    each re-creation), then recoverable. Each step passes the signal layer, then the layers;
+    closing ends the hooks (or tells them the session failed), then closes every layer. `cap`:
+    the most steps per call (`steps_per_execution`), `None` for "auto".
     """
 
     def __init__(
