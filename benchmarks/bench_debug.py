@@ -22,6 +22,9 @@ Variants, each calling its own copy of the same `tf.function` step:
 * ``hook_fetch_every_step``: that session with the least a hook fetching the
   loss every step does (``before_run`` returns ``SessionRunArgs("loss")``,
   ``after_run`` keeps the value; no ``next_action``);
+* ``hook_fetch_planned_every_step``: the same hook with a ``next_action``
+  answering "every step", as every hook of monsession's families has: what
+  the session's planning for such a hook adds;
 * ``nan_every_step``: with ``NanTensorHook("loss")``, which fetches the loss
   after every step, as TensorFlow's hook does;
 * ``nan_every_step_watch``: the same hook with the step wrapped by
@@ -32,8 +35,9 @@ Variants, each calling its own copy of the same `tf.function` step:
 
 The targets (issue 38) are ratios to ``session``: every step <= 1.10 (sync)
 and <= 1.5 (async); every 100 steps <= 1.03 in both. ``added_us_per_step``
-holds the µs per step that fetching the loss adds: the minimal hook and
-``NanTensorHook("loss")`` over ``session``, the host read over ``raw``.
+holds the µs per step that fetching the loss adds: the minimal hook (planning
+or not) and ``NanTensorHook("loss")`` over ``session``, the host read over
+``raw``.
 
 Two executor settings: ``sync`` (TensorFlow's default on CPU: each op finishes
 before the call returns) and ``async`` (`set_synchronous_execution(False)`:
@@ -77,6 +81,7 @@ VARIANTS = (
     "session_flag_every_100",
     "session_flag_outputs_every_100",
     "hook_fetch_every_step",
+    "hook_fetch_planned_every_step",
     "nan_every_step",
     "nan_every_step_watch",
     "nan_every_100",
@@ -155,10 +160,22 @@ class FetchLoss(monsession.SessionRunHook):
         self.loss = run_values.results
 
 
+class FetchLossPlanned(FetchLoss):
+    """`FetchLoss`, planning ahead: it acts on every step."""
+
+    def next_action(self, global_step: int) -> Any:
+        return EVERY_STEP
+
+
+EVERY_STEP = monsession.NextAction(steps=1)
+
+
 def with_hook(variant: str, step: Any) -> tuple[list[Any], Any]:
     """The hooks of a session variant and the step it runs (watched, or not)."""
     if variant == "hook_fetch_every_step":
         return [FetchLoss()], step
+    if variant == "hook_fetch_planned_every_step":
+        return [FetchLossPlanned()], step
     if variant == "nan_every_step":
         return [NanTensorHook("loss")], step
     every = {"nan_every_step_watch": 1, "nan_every_100": 100}.get(variant)
@@ -251,6 +268,7 @@ def run(steps: int, rounds: int) -> dict[str, Any]:
                 variant: round((medians[variant] - medians[base]) * 1e6, 2)
                 for variant, base in (
                     ("hook_fetch_every_step", "session"),
+                    ("hook_fetch_planned_every_step", "session"),
                     ("nan_every_step", "session"),
                     ("raw_read_every_step", "raw"),
                 )
