@@ -135,14 +135,19 @@ def test_single_steps_call_the_hooks_only_when_one_acts():
     assert int(counter.global_step.numpy()) == 10
 
 
-@pytest.mark.parametrize("setting", [1, "auto", 5])
-def test_each_hook_is_called_only_where_it_acts_and_told_the_steps_it_did_not_see(setting):
+def _run_to_the_stop(hooks, setting, last_step):
+    """Runs a `Counter`'s step with `hooks` until a `StopAtStepHook(last_step)` stops it."""
     counter = Counter()
-    fours, sixes = Calls(4), Calls(6)
-    hooks = [fours, sixes, monsession.StopAtStepHook(last_step=13)]
+    hooks = [*hooks, monsession.StopAtStepHook(last_step=last_step)]
     with monsession.MonitoredSession(hooks=hooks, steps_per_execution=setting) as sess:
         run_until_stop(sess, counter.step)
-    assert int(counter.global_step.numpy()) == 13
+    return int(counter.global_step.numpy())
+
+
+@pytest.mark.parametrize("setting", [1, "auto", 5])
+def test_each_hook_is_called_only_where_it_acts_and_told_the_steps_it_did_not_see(setting):
+    fours, sixes = Calls(4), Calls(6)
+    assert _run_to_the_stop([fours, sixes], setting, last_step=13) == 13
     # (global step before, silent steps, after) where each acts: 3 or 5 steps before
     # each ran without it, though the other hook was called on some of them.
     assert fours.seen == [(3, 3, 4), (7, 3, 8), (11, 3, 12)]
@@ -174,11 +179,8 @@ class OwnRuns(monsession.SessionRunHook):
 
 @pytest.mark.parametrize("setting", [1, "auto"])
 def test_a_hook_counting_its_own_runs_acts_on_time_beside_one_acting_every_step(setting):
-    counter = Counter()
     own, every = OwnRuns(4), Calls(1)
-    hooks = [own, every, monsession.StopAtStepHook(last_step=14)]
-    with monsession.MonitoredSession(hooks=hooks, steps_per_execution=setting) as sess:
-        run_until_stop(sess, counter.step)
+    _run_to_the_stop([own, every], setting, last_step=14)
     assert every.before_runs == 14
     assert own.acted == [4, 8, 12]
     assert own.runs == 12  # Called last at step 12: not told of 13 and 14.
